@@ -1,0 +1,1 @@
+// Public types. Each component's types live beside it in lib/*.d.ts; this file only gathers them.

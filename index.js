@@ -1,0 +1,4 @@
+'use strict';
+// Public API. Each component lives in lib/; this file only gathers them.
+module.exports = {
+};

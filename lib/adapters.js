@@ -1,0 +1,81 @@
+'use strict';
+// One guard, three frameworks. A guard decides for one request:
+//
+//   guard.admit(req, res) -> null                 proceed to the handler
+//                          | { status, headers, body }   answer with this instead (body: string)
+//                          | Promise<null | { status, headers, body }>   (guards that queue)
+//
+// `req`/`res` are always node's IncomingMessage/ServerResponse (Fastify passes request.raw/reply.raw),
+// so guards are written once. A rejection is not written to a client that has already gone.
+
+function isGone(res) {
+  return res.destroyed || res.writableEnded;
+}
+
+function writeRejection(res, rejection) {
+  if (isGone(res) || res.headersSent) return;
+  res.writeHead(rejection.status, rejection.headers);
+  res.end(rejection.body);
+}
+
+// Runs the guard and calls `proceed()` or writes the rejection; errors go to `fail`.
+function run(guard, req, res, proceed, reject, fail) {
+  let verdict;
+  try {
+    verdict = guard.admit(req, res);
+  } catch (err) {
+    return fail(err);
+  }
+  if (verdict === null) return proceed();
+  if (typeof verdict.then !== 'function') return reject(verdict);
+  verdict.then((v) => (v === null ? proceed() : reject(v)), fail);
+}
+
+/** Express 4/5 middleware: `app.use(expressMiddleware(guard))`. */
+function expressMiddleware(guard) {
+  return function tiergate(req, res, next) {
+    run(guard, req, res, next, (r) => writeRejection(res, r), next);
+  };
+}
+
+/** Wraps a `node:http` request handler: `http.createServer(httpHandler(guard, handler))`. */
+function httpHandler(guard, handler) {
+  if (typeof handler !== 'function') throw new TypeError('handler must be a function (req, res)');
+  return function tiergate(req, res) {
+    run(guard, req, res, () => handler(req, res), (r) => writeRejection(res, r), (err) => {
+      if (!isGone(res) && !res.headersSent) {
+        res.writeHead(500, { 'content-type': 'text/plain' });
+        res.end('Internal Server Error');
+      }
+      process.emitWarning(err);
+    });
+  };
+}
+
+/**
+ * A Fastify 4/5 plugin from a guard factory: `fastify.register(plugin, options)`. Registered without
+ * encapsulation (like fastify-plugin does) so it guards every route of the instance it is registered on.
+ */
+function fastifyPlugin(makeGuard, name) {
+  function plugin(fastify, options, done) {
+    let guard;
+    try {
+      guard = makeGuard(options);
+    } catch (err) {
+      return done(err);
+    }
+    fastify.decorate(name, guard);
+    fastify.addHook('onRequest', (request, reply, next) => {
+      run(guard, request.raw, reply.raw, next, (r) => {
+        if (isGone(reply.raw)) return;
+        reply.code(r.status).headers(r.headers).send(r.body);
+      }, next);
+    });
+    done();
+  }
+  plugin[Symbol.for('skip-override')] = true;
+  plugin[Symbol.for('fastify.display-name')] = name;
+  return plugin;
+}
+
+module.exports = { expressMiddleware, httpHandler, fastifyPlugin, writeRejection, isGone };

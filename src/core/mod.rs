@@ -1,0 +1,3 @@
+//! Pure Rust: no napi, no I/O. Everything here is unit-tested with `cargo test --no-default-features`
+//! and an injectable clock.
+pub mod clock;
