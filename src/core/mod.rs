@@ -1,3 +1,4 @@
 //! Pure Rust: no napi, no I/O. Everything here is unit-tested with `cargo test --no-default-features`
 //! and an injectable clock.
 pub mod clock;
+pub mod health;
