@@ -32,7 +32,7 @@ function calibrateWork(targetMs = 3) {
  * Starts the test server in a child process. Options: framework ('express' | 'express4' | 'fastify' |
  * 'http'), protection, options (JSON-serialisable options of the protection), workIters, record
  * (lag timeline + first-rejection time, for overload runs). Resolves to a handle with `port`,
- * `windowStart()`, `windowEnd()`, `guardStats()`, `stop()`.
+ * `windowStart()`, `windowEnd()`, `guardStats()`, `cpuUsage()`, `stop()`.
  */
 function startServer({ framework = 'express', protection = 'none', options = {}, workIters = 0, record = false } = {}) {
   const child = fork(SERVER, [], {
@@ -104,6 +104,7 @@ function startServer({ framework = 'express', protection = 'none', options = {},
         windowStart: () => request('window-start'),
         windowEnd: () => request('window-end'),
         guardStats: () => request('guard-stats'),
+        cpuUsage: () => request('cpu'),
         stop() {
           if (exited) return Promise.resolve();
           return new Promise((res) => {

@@ -12,7 +12,7 @@
 //
 // Routes: GET /work (CPU-bound), GET /hello (hello world). Commands (IPC, {id, cmd}):
 //   window-start  reset the lag histogram and timeline;   window-end  -> lag figures for the window
-//   guard-stats   -> the protection's stats() if it has one;   exit
+//   guard-stats   -> the protection's stats() if it has one;   cpu -> process.cpuUsage();   exit
 const http = require('node:http');
 const path = require('node:path');
 const { monitorEventLoopDelay, performance } = require('node:perf_hooks');
@@ -210,6 +210,9 @@ async function main() {
         rejected,
         handled,
       });
+    } else if (msg.cmd === 'cpu') {
+      const u = process.cpuUsage();
+      reply({ userUs: u.user, systemUs: u.system });
     } else if (msg.cmd === 'guard-stats') {
       let stats = null;
       try {
