@@ -3,3 +3,5 @@
 pub mod clock;
 pub mod health;
 pub mod shed;
+pub mod signature;
+pub mod ipkey;
