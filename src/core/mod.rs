@@ -2,3 +2,5 @@
 //! and an injectable clock.
 pub mod clock;
 pub mod health;
+pub mod bucket;
+pub mod ledger;
