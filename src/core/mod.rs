@@ -5,3 +5,5 @@ pub mod health;
 pub mod shed;
 pub mod signature;
 pub mod ipkey;
+pub mod bucket;
+pub mod ledger;
