@@ -7,3 +7,4 @@ pub mod signature;
 pub mod ipkey;
 pub mod bucket;
 pub mod ledger;
+pub mod gate;
