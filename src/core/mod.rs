@@ -2,3 +2,4 @@
 //! and an injectable clock.
 pub mod clock;
 pub mod health;
+pub mod histogram;
