@@ -2,4 +2,5 @@
 // Public API. Each component lives in lib/; this file only gathers them.
 module.exports = {
   ...require('./lib/ledger'),
+  ...require('./lib/lag'),
 };

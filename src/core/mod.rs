@@ -8,3 +8,4 @@ pub mod ipkey;
 pub mod bucket;
 pub mod ledger;
 pub mod gate;
+pub mod histogram;

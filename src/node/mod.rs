@@ -2,6 +2,7 @@
 //! Off the hot path we use ordinary `#[napi]`; hot-path calls are raw callbacks (see `raw`).
 pub mod raw;
 pub mod ledger;
+pub mod lag;
 
 use napi_derive::napi;
 
