@@ -1,4 +1,6 @@
 'use strict';
 // Public API. Each component lives in lib/; this file only gathers them.
 module.exports = {
+  ...require('./lib/ledger'),
+  ...require('./lib/lag'),
 };
