@@ -14,7 +14,7 @@
 //!   loses nothing); failing both, the least recently touched bucket of the scan. Each insert also
 //!   sweeps two entries for idleness, so memory drains back without any timer.
 use crate::core::bucket::Bucket;
-use crate::core::clock::{Clock, MonotonicClock};
+use crate::core::clock::{Clock, FastClock};
 use hashbrown::{DefaultHashBuilder, HashTable};
 use parking_lot::Mutex;
 use std::fmt;
@@ -141,11 +141,20 @@ pub struct Ledger {
     clock: Arc<dyn Clock>,
 }
 
+/// A number as JavaScript prints it (`Infinity`, not `inf`), for messages a JS user reads.
+pub fn js_number(v: f64) -> String {
+    if v.is_infinite() {
+        (if v > 0.0 { "Infinity" } else { "-Infinity" }).to_string()
+    } else {
+        format!("{v}")
+    }
+}
+
 fn check_positive(what: String, v: f64) -> Result<(), ConfigError> {
     if v.is_finite() && v > 0.0 {
         Ok(())
     } else {
-        Err(ConfigError(format!("{what} must be a finite number > 0 (got {v})")))
+        Err(ConfigError(format!("{what} must be a finite number > 0 (got {})", js_number(v))))
     }
 }
 
@@ -153,7 +162,7 @@ fn check_rate(what: String, v: f64) -> Result<(), ConfigError> {
     if v.is_finite() && v >= 0.0 {
         Ok(())
     } else {
-        Err(ConfigError(format!("{what} must be a finite number >= 0 (got {v})")))
+        Err(ConfigError(format!("{what} must be a finite number >= 0 (got {})", js_number(v))))
     }
 }
 
@@ -353,9 +362,9 @@ impl Tier {
 }
 
 impl Ledger {
-    /// A ledger on the process's monotonic clock.
+    /// A ledger on the process's monotonic clock (`FastClock`).
     pub fn new(tiers: Vec<TierConfig>) -> Result<Ledger, ConfigError> {
-        Ledger::with_clock(tiers, Arc::new(MonotonicClock))
+        Ledger::with_clock(tiers, Arc::new(FastClock))
     }
 
     /// A ledger whose own time (`now_ns`, `set_refill_scale`, `snapshot`, `reset`) comes from `clock`.
