@@ -329,9 +329,10 @@ unsafe fn cost_arg(env: sys::napi_env, argc: usize, v: sys::napi_value) -> std::
     Err(())
 }
 
-/// Reads the arguments `(tier, key?, cost?)` and debits. `None` means an exception is pending.
+/// Reads the arguments `(tier, key?, cost?)` and debits (`consume` with `DETAIL`, else `try_consume`,
+/// whose outcome carries only `allowed`). `None` means an exception is pending.
 #[inline(always)]
-unsafe fn debit(
+unsafe fn debit<const DETAIL: bool>(
     env: sys::napi_env,
     ledger: &Ledger,
     argv: &[sys::napi_value],
@@ -360,14 +361,20 @@ unsafe fn debit(
         }
     };
     let cost = cost_arg(env, argc, argv[2]).ok()?;
-    Some(ledger.consume(tier, key, cost, ledger.now_ns()))
+    let now = ledger.now_ns();
+    if DETAIL {
+        Some(ledger.consume(tier, key, cost, now))
+    } else {
+        let allowed = ledger.try_consume(tier, key, cost, now);
+        Some(crate::core::ledger::Outcome { allowed, ..crate::core::ledger::Outcome::DENIED })
+    }
 }
 
 /// `tryConsume(tier, key?, cost = 1) -> boolean`
 unsafe extern "C" fn try_consume(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
     let (argv, argc, data) = raw::args::<3>(env, info);
     let bound = &*(data as *const Bound);
-    match debit(env, &bound.ledger, &argv, argc) {
+    match debit::<false>(env, &bound.ledger, &argv, argc) {
         Some(o) => raw::boolean(env, o.allowed),
         None => ptr::null_mut(),
     }
@@ -395,7 +402,7 @@ unsafe extern "C" fn consume(env: sys::napi_env, info: sys::napi_callback_info) 
         }
         out = p as *mut f64;
     }
-    match debit(env, &bound.ledger, &argv, argc.min(3)) {
+    match debit::<true>(env, &bound.ledger, &argv, argc.min(3)) {
         Some(o) => {
             let out = std::slice::from_raw_parts_mut(out, RESULT_LEN);
             out[R_ALLOWED] = f64::from(u8::from(o.allowed));
