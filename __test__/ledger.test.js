@@ -260,3 +260,13 @@ test('invalid configuration throws at construction, naming the option', () => {
   }
   assert.ok(new Ledger(t({ refillPerSec: 0 })), 'zero refill is a fixed allowance');
 });
+
+test('examples/ledger.js runs and shows quotas, details and the refill lever', async () => {
+  const { run } = require('../examples/ledger.js');
+  const lines = [];
+  const { perUser, background, critical } = await run({ log: (...a) => lines.push(a.join(' ')) });
+  assert.deepEqual(Object.values(perUser), [10, 10, 10, 10, 10]);
+  assert.equal(background, 50, 'no refill at scale 0');
+  assert.ok(critical > 200, `critical kept refilling (${critical})`);
+  assert.ok(lines.some((l) => /refused by the key: RateLimit-Limit 10, Remaining 0/.test(l)), lines.join('\n'));
+});
