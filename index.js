@@ -3,4 +3,5 @@
 module.exports = {
   ...require('./lib/ledger'),
   ...require('./lib/lag'),
+  ...require('./lib/gatekeeper'),
 };

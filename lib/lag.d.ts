@@ -44,8 +44,31 @@ export interface LagStats {
   stallMs: number | undefined;
 }
 
+export interface LoopSample {
+  /** Drift of the monitored loop's latest tick, ms. */
+  lagMs: number;
+  ewmaMs: number;
+  p99Ms: number;
+  elu: number;
+  heapUsed: number;
+  heapLimit: number;
+  stalled: boolean;
+  ticks: number;
+}
+
+/** Read-only, lock-free view of a shared monitor's health from another thread. */
+export declare class LoopObserver {
+  private constructor();
+  readonly stalled: boolean;
+  sample(): LoopSample;
+}
+
 export declare class LagMonitor {
   constructor(options?: LagMonitorOptions);
+  /** Observe a monitor shared with `share()`, from any thread of the process. */
+  static observe(id: number): LoopObserver;
+  /** An id for `LagMonitor.observe(id)` in another thread. */
+  share(): number;
   start(): this;
   stop(): this;
   readonly running: boolean;

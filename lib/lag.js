@@ -24,6 +24,7 @@ function wholeMs(options, name, fallback, min, max) {
 
 class LagMonitor {
   #handle;
+  #fast;
   #resolutionMs;
   #windowMs;
   #stallMs;
@@ -49,6 +50,23 @@ class LagMonitor {
     this.#windowMs = windowMs;
     this.#stallMs = stallMs;
     this.#handle = new native.LagMonitorHandle(resolutionMs, windowMs, ewmaMs, stallMs);
+    // Raw N-API readers bound to this monitor: the hot-path getters are one direct native call each.
+    this.#fast = this.#handle.fastReaders();
+  }
+
+  /**
+   * Observes, from any thread of this process (e.g. a worker serving health checks while the main loop
+   * is blocked), the health record of a monitor shared with `monitor.share()`.
+   * @param {number} id
+   */
+  static observe(id) {
+    if (!Number.isInteger(id) || id < 1 || id > 0xffffffff) throw new TypeError('LagMonitor.observe: id must come from monitor.share()');
+    return new LoopObserver(new native.LoopObserverHandle(id));
+  }
+
+  /** An id that `LagMonitor.observe(id)` accepts in any thread (post it to a worker). */
+  share() {
+    return this.#handle.share();
   }
 
   /** Starts sampling with an empty window. Idempotent. */
@@ -70,13 +88,13 @@ class LagMonitor {
   /** Lag right now in ms: the latest tick's drift, or how overdue the next tick already is if that is
    *  larger. One native call, for hot paths. */
   get lagMs() {
-    return this.#handle.lagMs();
+    return this.#fast.lagMs();
   }
 
   /** True while the loop is overdue by more than `stallMs` (set by a watchdog thread), and through the
    *  first tick after such a block. Always false without `stallMs`. */
   get stalled() {
-    return this.#handle.stalled();
+    return this.#fast.stalled();
   }
 
   /** One object with every figure; see the README ("LagMonitor") for what each one means. */
@@ -110,4 +128,23 @@ class LagMonitor {
   }
 }
 
-module.exports = { LagMonitor };
+/** Read-only view of a shared monitor's health, from another thread. Values are those of the monitor's
+ *  latest tick (and its watchdog): lock-free reads of the same native record. */
+class LoopObserver {
+  #handle;
+  constructor(handle) {
+    this.#handle = handle;
+  }
+
+  get stalled() {
+    return this.#handle.stalled();
+  }
+
+  /** { lagMs, ewmaMs, p99Ms, elu, heapUsed, heapLimit, stalled, ticks } */
+  sample() {
+    const a = this.#handle.sample();
+    return { lagMs: a[0], ewmaMs: a[1], p99Ms: a[2], elu: a[3], heapUsed: a[4], heapLimit: a[5], stalled: a[6] === 1, ticks: a[7] };
+  }
+}
+
+module.exports = { LagMonitor, LoopObserver };

@@ -8,17 +8,23 @@
 //!   capacity. A cost above the capacity never succeeds.
 //! * `set_refill_scale` (0..=1) scales the refill of a tier pool: the lever the shed controller pulls.
 //!   Keyed buckets are quotas and keep their own rate.
+//! * The pool scales across threads: each thread debits a small lease of the pool's tokens held in its
+//!   own cache-line-padded atomic stripe, and only takes the pool's lock to renew the lease. Leases are
+//!   the pool's tokens moved, never created: a debit is refused only after every stripe has been drained
+//!   back into the pool under its lock, so "allowed iff the tier holds `cost` tokens" stays exact.
 //! * Keyed state is bounded: the keys of a tier live in `shards` hash tables whose capacities add up to
 //!   `max_keys`. A new key in a full shard evicts, from a small clock-hand scan, the first bucket that is
 //!   idle (untouched for `idle_ttl_ms`) or full (a full bucket is the same as a new one, so forgetting it
 //!   loses nothing); failing both, the least recently touched bucket of the scan. Each insert also
 //!   sweeps two entries for idleness, so memory drains back without any timer.
 use crate::core::bucket::Bucket;
-use crate::core::clock::{Clock, MonotonicClock};
+use crate::core::clock::{Clock, FastClock};
 use hashbrown::{DefaultHashBuilder, HashTable};
 use parking_lot::Mutex;
+use std::cell::Cell;
 use std::fmt;
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -73,6 +79,18 @@ pub struct Outcome {
     pub reset_ms: f64,
 }
 
+impl Outcome {
+    /// A refusal with no details, a starting point for callers that fill in their own.
+    pub const DENIED: Outcome = Outcome {
+        allowed: false,
+        limited_by: Limit::Tier,
+        remaining: 0.0,
+        limit: 0.0,
+        retry_after_ms: 0.0,
+        reset_ms: 0.0,
+    };
+}
+
 /// One tier as `snapshot` sees it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TierSnapshot {
@@ -96,8 +114,37 @@ const MAX_SHARDS: usize = 64;
 const MIN_PER_SHARD: usize = 256;
 
 struct Pool {
+    /// The tokens not leased out to a stripe.
     bucket: Bucket,
     scale: f64,
+    /// An upper bound of the tokens held by the stripes (leases granted minus leases drained; threads
+    /// spend from their stripes without telling the pool). Read exactly only when the pool nears full.
+    leased_out: f64,
+}
+
+/// Lease stripes per tier pool; threads are spread over them round-robin.
+const STRIPES: usize = 16;
+/// A lease is this fraction of the tier's capacity (or whatever the pool holds, if less).
+const LEASE_FRACTION: f64 = 1.0 / 64.0;
+
+static NEXT_STRIPE: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    static STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+/// This thread's stripe.
+#[inline]
+fn my_stripe() -> usize {
+    STRIPE.with(|s| {
+        let v = s.get();
+        if v != usize::MAX {
+            return v;
+        }
+        let v = NEXT_STRIPE.fetch_add(1, Relaxed) % STRIPES;
+        s.set(v);
+        v
+    })
 }
 
 struct Entry {
@@ -131,6 +178,9 @@ struct Tier {
     refill_per_sec: f64,
     protected: bool,
     pool: Padded<Mutex<Pool>>,
+    /// Leased tokens, as f64 bits, one stripe per group of threads.
+    stripes: Box<[Padded<AtomicU64>]>,
+    lease: f64,
     keys: Option<KeyMap>,
 }
 
@@ -141,11 +191,20 @@ pub struct Ledger {
     clock: Arc<dyn Clock>,
 }
 
+/// A number as JavaScript prints it (`Infinity`, not `inf`), for messages a JS user reads.
+pub fn js_number(v: f64) -> String {
+    if v.is_infinite() {
+        (if v > 0.0 { "Infinity" } else { "-Infinity" }).to_string()
+    } else {
+        format!("{v}")
+    }
+}
+
 fn check_positive(what: String, v: f64) -> Result<(), ConfigError> {
     if v.is_finite() && v > 0.0 {
         Ok(())
     } else {
-        Err(ConfigError(format!("{what} must be a finite number > 0 (got {v})")))
+        Err(ConfigError(format!("{what} must be a finite number > 0 (got {})", js_number(v))))
     }
 }
 
@@ -153,7 +212,7 @@ fn check_rate(what: String, v: f64) -> Result<(), ConfigError> {
     if v.is_finite() && v >= 0.0 {
         Ok(())
     } else {
-        Err(ConfigError(format!("{what} must be a finite number >= 0 (got {v})")))
+        Err(ConfigError(format!("{what} must be a finite number >= 0 (got {})", js_number(v))))
     }
 }
 
@@ -350,12 +409,93 @@ impl Tier {
     fn rate(&self, pool: &Pool) -> f64 {
         self.refill_per_sec * pool.scale
     }
+
+    /// Debits `cost` from the tier: `Err(retry_after_ms)` if the tier does not hold it.
+    #[inline]
+    fn debit(&self, cost: f64, now_ns: u64) -> Result<(), f64> {
+        if cost > self.capacity {
+            return Err(f64::INFINITY);
+        }
+        let stripe = &self.stripes[my_stripe()].0;
+        let mut cur = stripe.load(Relaxed);
+        loop {
+            let held = f64::from_bits(cur);
+            if held < cost {
+                return self.debit_slow(stripe, cost, now_ns);
+            }
+            match stripe.compare_exchange_weak(cur, (held - cost).to_bits(), Relaxed, Relaxed) {
+                Ok(_) => return Ok(()),
+                Err(seen) => cur = seen,
+            }
+        }
+    }
+
+    /// The lease does not cover `cost`: debit the pool under its lock and renew the lease; if the pool
+    /// is short, first pull every stripe's lease back into it.
+    #[inline(never)]
+    fn debit_slow(&self, stripe: &AtomicU64, cost: f64, now_ns: u64) -> Result<(), f64> {
+        let mut pool = self.pool.0.lock();
+        let rate = self.rate(&pool);
+        self.refill(&mut pool, rate, now_ns);
+        if pool.bucket.tokens < cost {
+            pool.bucket.tokens += self.drain();
+            pool.leased_out = 0.0;
+        }
+        if pool.bucket.tokens < cost {
+            return Err(pool.bucket.wait_ms(cost, self.capacity, rate));
+        }
+        pool.bucket.tokens -= cost;
+        let lease = pool.bucket.tokens.min(self.lease);
+        if lease > 0.0 {
+            pool.bucket.tokens -= lease;
+            pool.leased_out += lease;
+            add_f64(stripe, lease);
+        }
+        Ok(())
+    }
+
+    /// Brings the pool up to `now_ns`; pool plus leases never exceed the capacity.
+    fn refill(&self, pool: &mut Pool, rate: f64, now_ns: u64) {
+        if now_ns <= pool.bucket.last_ns {
+            return;
+        }
+        let mut cap = self.capacity - pool.leased_out;
+        if pool.leased_out > 0.0 && pool.bucket.tokens_at(self.capacity, rate, now_ns) > cap {
+            pool.leased_out = self.leased();
+            cap = self.capacity - pool.leased_out;
+        }
+        pool.bucket.refill(cap.max(0.0), rate, now_ns);
+    }
+
+    fn leased(&self) -> f64 {
+        self.stripes.iter().map(|s| f64::from_bits(s.0.load(Relaxed))).sum()
+    }
+
+    fn drain(&self) -> f64 {
+        self.stripes.iter().map(|s| f64::from_bits(s.0.swap(0f64.to_bits(), Relaxed))).sum()
+    }
+
+    /// The tier's tokens now (pool and leases) and its current refill rate.
+    fn view(&self, now_ns: u64) -> (f64, f64) {
+        let pool = self.pool.0.lock();
+        let rate = self.rate(&pool);
+        let leased = self.leased();
+        let cap = (self.capacity - leased).max(0.0);
+        (pool.bucket.tokens_at(cap, rate, now_ns).min(cap) + leased, rate)
+    }
+}
+
+fn add_f64(a: &AtomicU64, v: f64) {
+    let mut cur = a.load(Relaxed);
+    while let Err(seen) = a.compare_exchange_weak(cur, (f64::from_bits(cur) + v).to_bits(), Relaxed, Relaxed) {
+        cur = seen;
+    }
 }
 
 impl Ledger {
-    /// A ledger on the process's monotonic clock.
+    /// A ledger on the process's monotonic clock (`FastClock`).
     pub fn new(tiers: Vec<TierConfig>) -> Result<Ledger, ConfigError> {
-        Ledger::with_clock(tiers, Arc::new(MonotonicClock))
+        Ledger::with_clock(tiers, Arc::new(FastClock))
     }
 
     /// A ledger whose own time (`now_ns`, `set_refill_scale`, `snapshot`, `reset`) comes from `clock`.
@@ -369,7 +509,9 @@ impl Ledger {
                 capacity: t.capacity,
                 refill_per_sec: t.refill_per_sec,
                 protected: t.protected,
-                pool: Padded(Mutex::new(Pool { bucket: Bucket::full(t.capacity, now), scale: 1.0 })),
+                pool: Padded(Mutex::new(Pool { bucket: Bucket::full(t.capacity, now), scale: 1.0, leased_out: 0.0 })),
+                stripes: (0..STRIPES).map(|_| Padded(AtomicU64::new(0f64.to_bits()))).collect(),
+                lease: t.capacity * LEASE_FRACTION,
                 keys: t.per_key.clone().map(KeyMap::new),
             })
             .collect();
@@ -415,6 +557,18 @@ impl Ledger {
     /// finite number >= 0 (callers validate).
     #[inline]
     pub fn consume(&self, tier: usize, key: Option<&[u8]>, cost: f64, now_ns: u64) -> Outcome {
+        self.debit::<true>(tier, key, cost, now_ns)
+    }
+
+    /// `consume` for a caller that only needs `allowed`: a tier-only debit skips reading the pool's
+    /// total for `remaining`/`reset_ms` (the other fields are as `consume` gives them).
+    #[inline]
+    pub fn try_consume(&self, tier: usize, key: Option<&[u8]>, cost: f64, now_ns: u64) -> bool {
+        self.debit::<false>(tier, key, cost, now_ns).allowed
+    }
+
+    #[inline(always)]
+    fn debit<const DETAIL: bool>(&self, tier: usize, key: Option<&[u8]>, cost: f64, now_ns: u64) -> Outcome {
         let t = &self.tiers[tier];
         match (key, &t.keys) {
             (Some(key), Some(map)) => {
@@ -435,44 +589,41 @@ impl Ledger {
                 if cost > cfg.capacity || kb.tokens < cost {
                     out.retry_after_ms = kb.wait_ms(cost, cfg.capacity, cfg.refill_per_sec);
                 } else {
-                    let mut pool = t.pool.0.lock();
-                    let rate = t.rate(&pool);
-                    pool.bucket.refill(t.capacity, rate, now_ns);
-                    if cost > t.capacity || pool.bucket.tokens < cost {
-                        out.limited_by = Limit::Tier;
-                        out.retry_after_ms = pool.bucket.wait_ms(cost, t.capacity, rate);
-                    } else {
-                        pool.bucket.tokens -= cost;
-                        drop(pool);
-                        kb.tokens -= cost;
-                        out.allowed = true;
-                        out.limited_by = Limit::None;
-                        out.remaining = kb.tokens;
+                    match t.debit(cost, now_ns) {
+                        Ok(()) => {
+                            kb.tokens -= cost;
+                            out.allowed = true;
+                            out.limited_by = Limit::None;
+                            out.remaining = kb.tokens;
+                        }
+                        Err(retry) => {
+                            out.limited_by = Limit::Tier;
+                            out.retry_after_ms = retry;
+                        }
                     }
                 }
                 out.reset_ms = kb.reset_ms(cfg.capacity, cfg.refill_per_sec);
                 out
             }
             _ => {
-                let mut pool = t.pool.0.lock();
-                let rate = t.rate(&pool);
-                let b = &mut pool.bucket;
-                b.refill(t.capacity, rate, now_ns);
-                let allowed = cost <= t.capacity && b.tokens >= cost;
-                let retry_after_ms = if allowed {
-                    b.tokens -= cost;
-                    0.0
-                } else {
-                    b.wait_ms(cost, t.capacity, rate)
+                let (allowed, retry_after_ms) = match t.debit(cost, now_ns) {
+                    Ok(()) => (true, 0.0),
+                    Err(retry) => (false, retry),
                 };
-                Outcome {
+                let mut out = Outcome {
                     allowed,
                     limited_by: if allowed { Limit::None } else { Limit::Tier },
-                    remaining: b.tokens,
+                    remaining: 0.0,
                     limit: t.capacity,
                     retry_after_ms,
-                    reset_ms: b.reset_ms(t.capacity, rate),
+                    reset_ms: 0.0,
+                };
+                if DETAIL {
+                    let (tokens, rate) = t.view(now_ns);
+                    out.remaining = tokens;
+                    out.reset_ms = Bucket { tokens, last_ns: now_ns }.reset_ms(t.capacity, rate);
                 }
+                out
             }
         }
     }
@@ -487,7 +638,7 @@ impl Ledger {
         let t = &self.tiers[tier];
         let mut pool = t.pool.0.lock();
         let rate = t.rate(&pool);
-        pool.bucket.refill(t.capacity, rate, now_ns);
+        t.refill(&mut pool, rate, now_ns);
         pool.scale = scale;
     }
 
@@ -504,10 +655,8 @@ impl Ledger {
         self.tiers
             .iter()
             .map(|t| {
-                let (tokens, scale) = {
-                    let pool = t.pool.0.lock();
-                    (pool.bucket.tokens_at(t.capacity, t.rate(&pool), now_ns), pool.scale)
-                };
+                let (tokens, _) = t.view(now_ns);
+                let scale = t.pool.0.lock().scale;
                 TierSnapshot {
                     name: t.name.clone(),
                     protected: t.protected,
@@ -545,7 +694,11 @@ impl Ledger {
             match key {
                 Some(key) => n += t.keys.as_ref().map_or(0, |m| usize::from(m.remove(key))),
                 None => {
-                    t.pool.0.lock().bucket = Bucket::full(t.capacity, now_ns);
+                    let mut pool = t.pool.0.lock();
+                    t.drain();
+                    pool.leased_out = 0.0;
+                    pool.bucket = Bucket::full(t.capacity, now_ns);
+                    drop(pool);
                     n += 1;
                     if let Some(m) = &t.keys {
                         n += m.len();
@@ -874,6 +1027,32 @@ mod tests {
         l.reset(None, None);
         assert_eq!(l.snapshot()[0].tokens, 10.0);
         assert_eq!(l.refill_scale(0), 0.5, "reset leaves the shed controller's scale alone");
+    }
+
+    #[test]
+    fn a_lease_held_by_another_thread_is_pulled_back_before_refusing() {
+        let l = Arc::new(Ledger::new(vec![tier("t", 640.0, 0.0)]).unwrap());
+        // Another thread takes one token and with it a lease of 10 (capacity / 64).
+        let other = l.clone();
+        assert!(std::thread::spawn(move || other.try_consume(0, None, 1.0, 0)).join().unwrap());
+        assert_eq!(l.snapshot_at(0)[0].tokens, 639.0, "leases count as the tier's tokens");
+        // This thread can still take every remaining token, then nothing more.
+        assert!(l.consume(0, None, 639.0, 0).allowed);
+        let o = l.consume(0, None, 0.5, 0);
+        assert_eq!((o.allowed, o.remaining), (false, 0.0));
+    }
+
+    #[test]
+    fn leases_do_not_lift_the_pool_above_capacity() {
+        let l = Arc::new(Ledger::with_clock(vec![tier("t", 64.0, 1000.0)], Arc::new(ManualClock::new(0))).unwrap());
+        let other = l.clone();
+        assert!(std::thread::spawn(move || other.try_consume(0, None, 1.0, 0)).join().unwrap());
+        assert!(l.consume(0, None, 1.0, 0).allowed);
+        // After a long pause the pool refills to capacity minus the leases, never above.
+        assert_eq!(l.snapshot_at(60 * SEC)[0].tokens, 64.0);
+        let o = l.consume(0, None, 64.0, 60 * SEC);
+        assert!(o.allowed, "all 64 tokens, leases included");
+        assert!(!l.consume(0, None, 0.001, 60 * SEC).allowed);
     }
 
     #[test]

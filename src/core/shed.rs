@@ -261,11 +261,12 @@ impl ShedController {
         1.0 / self.sheddable.len().max(1) as f64
     }
 
-    /// Pressure each signal asks for: `(demand, release, cause)`. `demand` raises the pressure;
-    /// `release` (the same with hysteresis applied) is the floor a falling pressure may reach.
-    fn demand(&self, input: &ShedInput) -> (f64, f64, Cause) {
+    /// Pressure each signal asks for: `(demand, release, demand cause, release cause)`. `demand`
+    /// raises the pressure; `release` (the same with hysteresis applied) is the floor a falling
+    /// pressure may reach.
+    fn demand(&self, input: &ShedInput) -> (f64, f64, Cause, Cause) {
         if input.stalled {
-            return (1.0, 1.0, Cause::Stall);
+            return (1.0, 1.0, Cause::Stall, Cause::Stall);
         }
         let (t, c) = self.thresholds_ms();
         let lag_d = ramp(input.lag_ms, t, c);
@@ -285,16 +286,9 @@ impl ShedController {
             }
             None => (0.0, 0.0),
         };
-        let cause = if heap_d > lag_d {
-            Cause::Heap
-        } else if lag_d > 0.0 {
-            Cause::Lag
-        } else if heap_r > lag_r {
-            Cause::Heap
-        } else {
-            Cause::Lag
-        };
-        (lag_d.max(heap_d), lag_r.max(heap_r), cause)
+        let cause_d = if heap_d > lag_d { Cause::Heap } else { Cause::Lag };
+        let cause_r = if heap_r > lag_r { Cause::Heap } else { Cause::Lag };
+        (lag_d.max(heap_d), lag_r.max(heap_r), cause_d, cause_r)
     }
 
     fn learn_baseline(&mut self, input: &ShedInput, dt_ms: f64) {
@@ -324,11 +318,11 @@ impl ShedController {
         let dt_ms = (now_ns.saturating_sub(prev_ns)) as f64 / NS_PER_MS;
         self.learn_baseline(input, dt_ms);
 
-        let (demand, release, cause) = self.demand(input);
+        let (demand, release, cause_d, cause_r) = self.demand(input);
         let before = self.pressure;
         if demand > self.pressure {
             self.pressure = demand;
-            self.cause = cause;
+            self.cause = cause_d;
             self.hold_until_ns = now_ns.saturating_add((self.cfg.hold_ms * NS_PER_MS) as u64);
         } else if self.pressure > 0.0 && release >= self.pressure {
             // Still justified: keep holding.
@@ -341,6 +335,9 @@ impl ShedController {
             if self.pressure <= 1e-9 {
                 self.pressure = 0.0;
                 self.cause = Cause::None;
+            } else if self.pressure == release {
+                // Recovered down to what a signal still asks for: that signal holds it now.
+                self.cause = cause_r;
             }
         }
         if before == 0.0 && self.pressure > 0.0 {
@@ -576,6 +573,18 @@ mod tests {
         assert!(c.pressure() >= 0.5);
         c.update(&ShedInput { heap_ratio: 0.5, ..lag(0.0) }, 20_000 * MS);
         assert_eq!(c.pressure(), 0.0);
+    }
+
+    #[test]
+    fn the_cause_follows_the_signal_that_holds_the_pressure() {
+        let mut c = three_tiers(ShedConfig { hold_ms: 0.0, recovery_ms: 0.0, heap_ratio: Some(0.8), ..cfg() });
+        c.update(&ShedInput { stalled: true, ..lag(0.0) }, 0);
+        assert_eq!(c.cause(), Cause::Stall);
+        c.update(&ShedInput { heap_ratio: 0.81, ..lag(0.0) }, MS);
+        assert_eq!(c.cause(), Cause::Heap);
+        assert!(c.pressure() > 0.5 && c.pressure() < 0.6);
+        c.update(&ShedInput { heap_ratio: 0.0, ..lag(0.0) }, 2 * MS);
+        assert_eq!(c.cause(), Cause::None);
     }
 
     #[test]

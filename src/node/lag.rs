@@ -93,9 +93,9 @@ pub struct Subscriber {
 }
 
 impl Subscriber {
-    fn new(opts: SamplerOptions) -> Arc<Self> {
+    fn new(opts: SamplerOptions, health: Arc<LoopHealth>) -> Arc<Self> {
         let window = LagWindow::new(opts.window_ms * MS, opts.resolution_ms * MS, opts.ewma_ms * MS, 0, 0);
-        Arc::new(Subscriber { opts, health: Arc::new(LoopHealth::default()), window: Mutex::new(window) })
+        Arc::new(Subscriber { opts, health, window: Mutex::new(window) })
     }
 
     fn on_tick(&self, now: u64, drift: u64, elapsed: u64, idle: u64) {
@@ -126,6 +126,19 @@ struct Shared {
     ticks: AtomicU64,
     heap_used: AtomicU64,
     heap_limit: AtomicU64,
+}
+
+impl Shared {
+    /// `health`'s latest drift, or how overdue this thread's next tick is now if that is larger.
+    fn lag_now_ms(&self, health: &LoopHealth) -> f64 {
+        let latest = health.sample().latest_lag_ms;
+        if !self.running.load(Relaxed) {
+            return latest;
+        }
+        let due = self.last_tick_ns.load(Relaxed) + self.interval_ns.load(Relaxed);
+        let overdue = unsafe { uv_hrtime() }.saturating_sub(due) as f64 / MS as f64;
+        latest.max(overdue)
+    }
 }
 
 /// Owned by the loop's thread; freed in the timer's close callback.
@@ -165,13 +178,7 @@ impl SamplerGuard {
     /// Lag right now, ms: the latest tick's drift, or how overdue the next tick already is if that is
     /// larger (the loop is blocked at this moment, or has just been and the timer has not run yet).
     pub fn lag_now_ms(&self) -> f64 {
-        let latest = self.sub.health.sample().latest_lag_ms;
-        if !self.shared.running.load(Relaxed) {
-            return latest;
-        }
-        let due = self.shared.last_tick_ns.load(Relaxed) + self.shared.interval_ns.load(Relaxed);
-        let overdue = unsafe { uv_hrtime() }.saturating_sub(due) as f64 / MS as f64;
-        latest.max(overdue)
+        self.shared.lag_now_ms(&self.sub.health)
     }
     /// The interval the shared timer currently runs at (the finest requested on this thread).
     pub fn interval_ms(&self) -> f64 {
@@ -210,12 +217,17 @@ pub fn acquire_thread_sampler(env: sys::napi_env, resolution_ms: f64) -> Result<
 
 /// As `acquire_thread_sampler`, with every option. Must be called on the JS thread that owns `env`.
 pub fn acquire_thread_sampler_with(env: sys::napi_env, opts: SamplerOptions) -> Result<SamplerGuard> {
+    acquire_into(env, opts, Arc::new(LoopHealth::default()))
+}
+
+/// As `acquire_thread_sampler_with`, publishing into an existing health record (its window restarts).
+pub fn acquire_into(env: sys::napi_env, opts: SamplerOptions, health: Arc<LoopHealth>) -> Result<SamplerGuard> {
     if opts.resolution_ms == 0 || opts.window_ms == 0 || opts.ewma_ms == 0 || opts.stall_ms == Some(0) {
         return Err(Error::new(Status::InvalidArg, "sampler options must be positive"));
     }
     let ts = unsafe { thread_sampler(env)? };
     let ts = unsafe { &mut *ts };
-    let sub = Subscriber::new(opts);
+    let sub = Subscriber::new(opts, health);
     let now = unsafe { uv_hrtime() };
     let idle = unsafe { uv_metrics_idle_time(ts.loop_) };
     sub.window.lock().reset(now, idle);
@@ -292,6 +304,7 @@ unsafe fn thread_sampler(env: sys::napi_env) -> Result<*mut ThreadSampler> {
         return Err(Error::from_reason("napi_add_async_cleanup_hook failed"));
     }
     SAMPLER.with(|c| c.set(ts));
+    LIVE_SAMPLERS.fetch_add(1, Relaxed);
     Ok(ts)
 }
 
@@ -418,8 +431,12 @@ unsafe extern "C" fn on_close(handle: *mut UvHandle) {
     std::alloc::dealloc(ts.timer as *mut u8, ts.timer_layout);
     if !ts.cleanup.is_null() {
         sys::napi_remove_async_cleanup_hook(ts.cleanup);
+        LIVE_SAMPLERS.fetch_sub(1, Relaxed);
     }
 }
+
+/// Thread samplers created and not yet freed by their close callback, process-wide (for tests).
+static LIVE_SAMPLERS: AtomicUsize = AtomicUsize::new(0);
 
 // ---------------------------------------------------------------------------------------------------
 // Watchdog: one thread per process, parked while nobody asks for stall detection.
@@ -521,14 +538,55 @@ pub fn lag_set_heap_source(env: Env, func: Function<(), Object>) -> Result<()> {
     Ok(())
 }
 
-/// The native half of a JS `LagMonitor`: options, and a guard while started.
+/// Thread samplers whose memory has not been freed yet, in the whole process: proves that terminated
+/// workers closed their timers.
+#[napi(js_name = "lagLiveSamplers")]
+pub fn lag_live_samplers() -> u32 {
+    LIVE_SAMPLERS.load(Relaxed) as u32
+}
+
+/// What a monitor's fast readers need: stable across stop/start.
+struct MonitorCore {
+    health: Arc<LoopHealth>,
+    shared: Arc<Shared>,
+    active: AtomicBool,
+}
+
+impl MonitorCore {
+    fn lag_now_ms(&self) -> f64 {
+        if self.active.load(Relaxed) {
+            self.shared.lag_now_ms(&self.health)
+        } else {
+            self.health.sample().latest_lag_ms
+        }
+    }
+}
+
+unsafe extern "C" fn fast_lag_ms(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    let (_, _, data) = super::raw::args::<0>(env, info);
+    super::raw::number(env, (*(data as *const MonitorCore)).lag_now_ms())
+}
+
+unsafe extern "C" fn fast_stalled(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    let (_, _, data) = super::raw::args::<0>(env, info);
+    super::raw::boolean(env, (*(data as *const MonitorCore)).health.stalled())
+}
+
+/// Health records shared with other threads by id (`LagMonitor#share()` / `LagMonitor.observe(id)`).
+fn registry() -> &'static Mutex<(u32, Vec<(u32, Weak<LoopHealth>)>)> {
+    static R: OnceLock<Mutex<(u32, Vec<(u32, Weak<LoopHealth>)>)>> = OnceLock::new();
+    R.get_or_init(|| Mutex::new((0, Vec::new())))
+}
+
+/// The native half of a JS `LagMonitor`: options, its health record, and a guard while started.
 #[napi]
 pub struct LagMonitorHandle {
     opts: SamplerOptions,
+    core: Arc<MonitorCore>,
     guard: Option<SamplerGuard>,
     /// The last figures of a stopped monitor stay readable.
     last: LagStats,
-    last_health: crate::core::health::HealthSample,
+    share_id: Option<u32>,
 }
 
 fn whole_ms(name: &str, v: f64, min: f64, max: f64) -> Result<u64> {
@@ -538,35 +596,74 @@ fn whole_ms(name: &str, v: f64, min: f64, max: f64) -> Result<u64> {
     Ok(v as u64)
 }
 
+fn stats_array(s: &LagStats, h: &crate::core::health::HealthSample, interval_ms: f64, lag_now: f64) -> Vec<f64> {
+    vec![
+        s.latest_ms,
+        s.ewma_ms,
+        s.mean_ms,
+        s.p50_ms,
+        s.p90_ms,
+        s.p99_ms,
+        s.max_ms,
+        s.elu,
+        s.count as f64,
+        s.total as f64,
+        h.heap_used as f64,
+        h.heap_limit as f64,
+        if h.stalled { 1.0 } else { 0.0 },
+        interval_ms,
+        lag_now,
+    ]
+}
+
 #[napi]
 impl LagMonitorHandle {
     /// Options are validated in lib/lag.js (with named TypeError/RangeError); checked again here.
     #[napi(constructor)]
-    pub fn new(resolution_ms: f64, window_ms: f64, ewma_ms: f64, stall_ms: Option<f64>) -> Result<Self> {
+    pub fn new(env: Env, resolution_ms: f64, window_ms: f64, ewma_ms: f64, stall_ms: Option<f64>) -> Result<Self> {
         let opts = SamplerOptions {
             resolution_ms: whole_ms("resolutionMs", resolution_ms, 1.0, 60_000.0)?,
             window_ms: whole_ms("windowMs", window_ms, 1.0, 3_600_000.0)?,
             ewma_ms: whole_ms("ewmaMs", ewma_ms, 1.0, 3_600_000.0)?,
             stall_ms: stall_ms.map(|s| whole_ms("stallMs", s, 1.0, 3_600_000.0)).transpose()?,
         };
-        Ok(LagMonitorHandle { opts, guard: None, last: LagStats::default(), last_health: Default::default() })
+        // The thread's sampler exists from here on (its timer idle until some monitor starts).
+        let shared = unsafe { (*thread_sampler(env.raw())?).shared.clone() };
+        let core = Arc::new(MonitorCore { health: Arc::new(LoopHealth::default()), shared, active: AtomicBool::new(false) });
+        Ok(LagMonitorHandle { opts, core, guard: None, last: LagStats::default(), share_id: None })
+    }
+
+    /// `{ lagMs(), stalled() }`: raw N-API functions bound to this monitor (no wrapper, no allocation).
+    #[napi]
+    pub fn fast_readers(&self, env: Env) -> Result<Object<'_>> {
+        let raw_env = env.raw();
+        let mut obj = ptr::null_mut();
+        unsafe {
+            super::raw::check(sys::napi_create_object(raw_env, &mut obj))?;
+            super::raw::define_fn(raw_env, obj, "lagMs", fast_lag_ms, self.core.clone())?;
+            super::raw::define_fn(raw_env, obj, "stalled", fast_stalled, self.core.clone())?;
+            Ok(Object::from_raw(raw_env, obj))
+        }
     }
 
     /// Starts sampling (a fresh window). No-op when running.
     #[napi]
     pub fn start(&mut self, env: Env) -> Result<()> {
         if self.guard.is_none() {
-            self.guard = Some(acquire_thread_sampler_with(env.raw(), self.opts)?);
+            self.guard = Some(acquire_into(env.raw(), self.opts, self.core.health.clone())?);
+            self.core.active.store(true, Relaxed);
         }
         Ok(())
     }
 
-    /// Stops sampling; the last figures stay readable. No-op when stopped.
+    /// Stops sampling; the last figures stay readable, `stalled` drops. No-op when stopped.
     #[napi]
     pub fn stop(&mut self) {
         if let Some(g) = self.guard.take() {
             self.last = g.stats();
-            self.last_health = g.health().sample();
+            self.core.active.store(false, Relaxed);
+            drop(g);
+            self.core.health.set_stalled(false);
         }
     }
 
@@ -579,40 +676,65 @@ impl LagMonitorHandle {
     ///  lagNow]
     #[napi]
     pub fn stats(&self) -> Vec<f64> {
-        let (s, h, interval, now) = match &self.guard {
-            Some(g) => (g.stats(), g.health().sample(), g.interval_ms(), g.lag_now_ms()),
-            None => (self.last, self.last_health, 0.0, self.last.latest_ms),
-        };
-        vec![
-            s.latest_ms,
-            s.ewma_ms,
-            s.mean_ms,
-            s.p50_ms,
-            s.p90_ms,
-            s.p99_ms,
-            s.max_ms,
-            s.elu,
-            s.count as f64,
-            s.total as f64,
-            h.heap_used as f64,
-            h.heap_limit as f64,
-            if h.stalled { 1.0 } else { 0.0 },
-            interval,
-            now,
-        ]
+        let h = self.core.health.sample();
+        match &self.guard {
+            Some(g) => stats_array(&g.stats(), &h, g.interval_ms(), self.core.lag_now_ms()),
+            None => stats_array(&self.last, &h, 0.0, self.last.latest_ms),
+        }
     }
 
-    /// Lag right now, ms (see `SamplerGuard::lag_now_ms`).
+    /// An id under which any thread of this process can observe this monitor's health record.
     #[napi]
-    pub fn lag_ms(&self) -> f64 {
-        match &self.guard {
-            Some(g) => g.lag_now_ms(),
-            None => self.last.latest_ms,
+    pub fn share(&mut self) -> u32 {
+        if let Some(id) = self.share_id {
+            return id;
+        }
+        let mut r = registry().lock();
+        r.1.retain(|(_, w)| w.strong_count() > 0);
+        r.0 = r.0.wrapping_add(1).max(1);
+        let id = r.0;
+        r.1.push((id, Arc::downgrade(&self.core.health)));
+        self.share_id = Some(id);
+        id
+    }
+}
+
+/// Another thread's view of a shared monitor's health record (lock-free reads).
+#[napi]
+pub struct LoopObserverHandle {
+    health: Arc<LoopHealth>,
+}
+
+#[napi]
+impl LoopObserverHandle {
+    #[napi(constructor)]
+    pub fn new(id: u32) -> Result<Self> {
+        let r = registry().lock();
+        let health = r.1.iter().find(|(i, _)| *i == id).and_then(|(_, w)| w.upgrade());
+        match health {
+            Some(health) => Ok(LoopObserverHandle { health }),
+            None => Err(Error::new(Status::InvalidArg, format!("no live LagMonitor shared as {id}"))),
         }
     }
 
     #[napi]
     pub fn stalled(&self) -> bool {
-        self.guard.as_ref().is_some_and(|g| g.health().stalled())
+        self.health.stalled()
+    }
+
+    /// [latestLag, ewma, p99, elu, heapUsed, heapLimit, stalled, ticks]
+    #[napi]
+    pub fn sample(&self) -> Vec<f64> {
+        let h = self.health.sample();
+        vec![
+            h.latest_lag_ms,
+            h.ewma_lag_ms,
+            h.p99_lag_ms,
+            h.elu,
+            h.heap_used as f64,
+            h.heap_limit as f64,
+            if h.stalled { 1.0 } else { 0.0 },
+            h.ticks as f64,
+        ]
     }
 }

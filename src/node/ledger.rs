@@ -6,7 +6,7 @@
 //! the tier read as a number (or a short name read into a stack buffer), the key read into a stack
 //! buffer, a primitive returned. `consume` writes its details into a Float64Array instead of allocating
 //! an object per call.
-use crate::core::ledger::{ConfigError, Ledger, PerKeyConfig, TierConfig};
+use crate::core::ledger::{js_number, ConfigError, Ledger, PerKeyConfig, TierConfig};
 use crate::node::raw;
 use napi::bindgen_prelude::*;
 use napi::{sys, JsValue};
@@ -70,7 +70,7 @@ fn to_core(tiers: Vec<TierOptions>) -> std::result::Result<Vec<TierConfig>, Conf
                         return Err(ConfigError(format!(
                             "tiers[{i}].perKey.maxKeys must be an integer from 1 to {} (got {})",
                             u32::MAX,
-                            pk.max_keys
+                            js_number(pk.max_keys)
                         )));
                     }
                     Some(PerKeyConfig {
@@ -243,15 +243,26 @@ struct Bound {
 unsafe impl Send for Bound {}
 unsafe impl Sync for Bound {}
 
-/// Defines `target.noop(tier, key, cost)`: a raw callback that reads the same arguments as
-/// `tryConsume` and returns `false` — the floor the benchmark compares against.
+/// Defines, for the benchmark, `target.noop(tier, key, cost)`: a raw callback that takes the same
+/// arguments as `tryConsume` and returns `false` (the floor), and `target.readKey(tier, key)`, which
+/// also reads the key into a stack buffer (the floor plus the string read).
 #[napi]
 pub fn define_bench_floor(env: Env, target: Object) -> Result<()> {
     unsafe extern "C" fn noop(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
         let _ = raw::args::<3>(env, info);
         raw::boolean(env, false)
     }
-    unsafe { raw::define_fn(env.raw(), target.raw(), "noop", noop, Arc::new(())) }
+    unsafe extern "C" fn read_key(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+        let (argv, _, _) = raw::args::<3>(env, info);
+        let mut stack = [0u8; 256];
+        let mut heap = Vec::new();
+        let len = raw::get_str(env, argv[1], &mut stack, &mut heap).map_or(0, |k| k.len());
+        raw::boolean(env, len == 0)
+    }
+    unsafe {
+        raw::define_fn(env.raw(), target.raw(), "noop", noop, Arc::new(()))?;
+        raw::define_fn(env.raw(), target.raw(), "readKey", read_key, Arc::new(()))
+    }
 }
 
 fn type_name(t: sys::napi_valuetype) -> &'static str {
@@ -279,7 +290,7 @@ unsafe fn tier_arg(env: sys::napi_env, ledger: &Ledger, v: sys::napi_value) -> s
         }
         raw::throw_range_error(
             env,
-            &format!("tier {n} is not a tier id of this ledger (ids are 0 to {})", ledger.tier_count() - 1),
+            &format!("tier {} is not a tier id of this ledger (ids are 0 to {})", js_number(n), ledger.tier_count() - 1),
         );
         return Err(());
     }
@@ -307,7 +318,7 @@ unsafe fn cost_arg(env: sys::napi_env, argc: usize, v: sys::napi_value) -> std::
         if c.is_finite() && c >= 0.0 {
             return Ok(c);
         }
-        raw::throw_range_error(env, &format!("cost must be a finite number >= 0 (got {c})"));
+        raw::throw_range_error(env, &format!("cost must be a finite number >= 0 (got {})", js_number(c)));
         return Err(());
     }
     let t = raw::type_of(env, v);
@@ -318,9 +329,10 @@ unsafe fn cost_arg(env: sys::napi_env, argc: usize, v: sys::napi_value) -> std::
     Err(())
 }
 
-/// Reads the arguments `(tier, key?, cost?)` and debits. `None` means an exception is pending.
+/// Reads the arguments `(tier, key?, cost?)` and debits (`consume` with `DETAIL`, else `try_consume`,
+/// whose outcome carries only `allowed`). `None` means an exception is pending.
 #[inline(always)]
-unsafe fn debit(
+unsafe fn debit<const DETAIL: bool>(
     env: sys::napi_env,
     ledger: &Ledger,
     argv: &[sys::napi_value],
@@ -349,14 +361,20 @@ unsafe fn debit(
         }
     };
     let cost = cost_arg(env, argc, argv[2]).ok()?;
-    Some(ledger.consume(tier, key, cost, ledger.now_ns()))
+    let now = ledger.now_ns();
+    if DETAIL {
+        Some(ledger.consume(tier, key, cost, now))
+    } else {
+        let allowed = ledger.try_consume(tier, key, cost, now);
+        Some(crate::core::ledger::Outcome { allowed, ..crate::core::ledger::Outcome::DENIED })
+    }
 }
 
 /// `tryConsume(tier, key?, cost = 1) -> boolean`
 unsafe extern "C" fn try_consume(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
     let (argv, argc, data) = raw::args::<3>(env, info);
     let bound = &*(data as *const Bound);
-    match debit(env, &bound.ledger, &argv, argc) {
+    match debit::<false>(env, &bound.ledger, &argv, argc) {
         Some(o) => raw::boolean(env, o.allowed),
         None => ptr::null_mut(),
     }
@@ -384,7 +402,7 @@ unsafe extern "C" fn consume(env: sys::napi_env, info: sys::napi_callback_info) 
         }
         out = p as *mut f64;
     }
-    match debit(env, &bound.ledger, &argv, argc.min(3)) {
+    match debit::<true>(env, &bound.ledger, &argv, argc.min(3)) {
         Some(o) => {
             let out = std::slice::from_raw_parts_mut(out, RESULT_LEN);
             out[R_ALLOWED] = f64::from(u8::from(o.allowed));

@@ -3,6 +3,7 @@
 pub mod raw;
 pub mod ledger;
 pub mod lag;
+pub mod gate;
 
 use napi_derive::napi;
 
