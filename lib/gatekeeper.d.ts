@@ -32,7 +32,7 @@ export interface ShedOptions {
   /** A loop that has not ticked for this long (ms) is stalled: every unprotected tier is shed at once.
    *  false disables the watchdog. Default 500. */
   stallMs?: number | false;
-  /** Which lag figure drives the controller. Default 'max' (the larger of latest and EWMA). */
+  /** Which lag figure drives the controller (with the in-band estimate of a loop that is late right now). Default 'ewma'. */
   lagSignal?: 'latest' | 'ewma' | 'p99' | 'max';
   /** Sampler tick interval (whole ms). Default 10. */
   resolutionMs?: number;

@@ -47,7 +47,7 @@ const SHED_DEFAULTS = Object.freeze({
   recoveryMs: 2000,
   heapRatio: 0.9,
   stallMs: 500,
-  lagSignal: 'max',
+  lagSignal: 'ewma',
   resolutionMs: 10,
   windowMs: 1000,
   ewmaMs: 100,

@@ -53,7 +53,7 @@ impl GateConfig {
     pub fn new(default_tier: usize) -> GateConfig {
         GateConfig {
             shed: ShedConfig::default(),
-            lag_signal: LagSignal::Max,
+            lag_signal: LagSignal::Ewma,
             update_interval_ms: 1.0,
             resolution_ms: 0.0,
             default_tier,
