@@ -416,6 +416,23 @@ test('hooks, respond override and diagnostics_channel see every decision', async
   assert.deepEqual(published.map((d) => d.verdict), ['admit', 'rate-limited', 'shed']);
 });
 
+test('respond may return an object body (sent as JSON) or keep the default', async (t) => {
+  const { gate, get } = await serve(t, {
+    tiers: TIERS,
+    shed: SHED,
+    trustTierHeader: true,
+    respond: (info) => (info.tier === 'background' ? { status: 503, headers: { 'retry-after': '7' }, body: { busy: true, tier: info.tier } } : null),
+  });
+  gate.injectHealth({ lagMs: 150 });
+  const custom = await get('/', { 'x-user-tier': 'background' });
+  assert.equal(custom.status, 503);
+  assert.equal(custom.headers['content-type'], 'application/json');
+  assert.equal(custom.headers['retry-after'], '7');
+  assert.deepEqual(custom.json, { busy: true, tier: 'background' });
+  const dflt = await get('/', { 'x-user-tier': 'standard' });
+  assert.equal(dflt.json.type, 'urn:tiergate:problem:overloaded');
+});
+
 test('a throwing hook warns and does not break the request', async (t) => {
   const warnings = [];
   const onWarning = (w) => warnings.push(w.message);

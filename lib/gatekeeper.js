@@ -401,7 +401,15 @@ class Gatekeeper {
       }
       if (custom !== undefined && custom !== null) {
         if (typeof custom !== 'object' || !Number.isInteger(custom.status)) this.#warnHook('respond', new TypeError('must return { status, headers?, body? } or undefined'));
-        else rejection = { status: custom.status, headers: custom.headers || {}, body: custom.body === undefined ? '' : custom.body };
+        else {
+          let body = custom.body === undefined || custom.body === null ? '' : custom.body;
+          const headers = { ...(custom.headers || {}) };
+          if (typeof body !== 'string' && !(body instanceof Uint8Array)) {
+            body = JSON.stringify(body);
+            if (!Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
+          }
+          rejection = { status: custom.status, headers, body };
+        }
       }
     }
     this.#emit(info, req, verdict === VERDICT.RATE_LIMITED ? o.onReject : o.onShed);
