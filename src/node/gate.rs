@@ -5,6 +5,7 @@
 //! data pointer: it reads the header and key into stack buffers, reads the thread's loop health, moves
 //! the shed controller when due, debits the ledger, writes the details into a Float64Array (`result`)
 //! and returns the verdict as a small integer. One crossing into Rust per request.
+use crate::core::clock::{Clock, MonotonicClock};
 use crate::core::gate::{Decision, Gate, GateConfig, MAX_HEADER_LEN};
 use crate::core::health::{HealthSample, LoopHealth};
 use crate::core::ipkey::IpKeyConfig;
@@ -313,7 +314,7 @@ impl GateHandle {
     /// Moves the controller now (tests and `stats()` freshness), whatever the update interval.
     #[napi]
     pub fn update(&self) -> bool {
-        self.gate.update_now(self.gate.ledger().now_ns())
+        self.gate.update_now(gate_now_ns())
     }
 
     /// Per tier, the per-key quota the ledger enforces (for the rate-limit policy header).
@@ -344,6 +345,16 @@ pub fn mint_tier_token(secret: Buffer, tier: String, expires_at_sec: f64) -> Res
     }
     let signer = TierSigner::new(&[secret.as_ref()]).map_err(|e| invalid(e.0))?;
     signer.sign(&tier, expires_at_sec as u64).map_err(|e| invalid(e.0))
+}
+
+/// The gate's time: the controller's hold and recovery, the in-band lag estimate and the debits all
+/// read the kernel's monotonic clock (vDSO `clock_gettime`), one time base for everything the gate
+/// does. (Not the ledger's TSC-based `FastClock`: its calibration over a 2 ms window is thrown off
+/// when the calibrating thread is descheduled on a loaded machine, and a clock that runs at the wrong
+/// rate would scale every lag estimate and hold time.)
+#[inline(always)]
+fn gate_now_ns() -> u64 {
+    MonotonicClock.now_ns()
 }
 
 fn unix_now_sec() -> u64 {
@@ -409,7 +420,7 @@ unsafe extern "C" fn decide(env: sys::napi_env, info: sys::napi_callback_info) -
     } else {
         None
     };
-    let d = gate.decide(tier, header, key, gate.ledger().now_ns(), unix_now_sec);
+    let d = gate.decide(tier, header, key, gate_now_ns(), unix_now_sec);
     write_result(&mut *bound.out.get(), &d);
     raw::int32(env, d.verdict as i32)
 }
