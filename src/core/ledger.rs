@@ -19,6 +19,7 @@
 //!   sweeps two entries for idleness, so memory drains back without any timer.
 use crate::core::bucket::Bucket;
 use crate::core::clock::{Clock, FastClock};
+use crate::core::spinlock::SpinLock;
 use hashbrown::{DefaultHashBuilder, HashTable};
 use parking_lot::Mutex;
 use std::cell::Cell;
@@ -147,10 +148,55 @@ fn my_stripe() -> usize {
     })
 }
 
+/// Keys up to this many bytes are stored inline in their entry (IPv4/IPv6 prefixes, short ids), so a
+/// lookup reads one cache line and compares a fixed-size array; longer keys live on the heap.
+const INLINE_KEY: usize = 24;
+
+struct StoredKey {
+    len: u32,
+    inline: [u8; INLINE_KEY],
+    /// A thin pointer (8 bytes, not a 16-byte slice pointer), so the entry fits one cache line.
+    heap: Option<Box<Box<[u8]>>>,
+}
+
+/// A key being looked up, zero-padded once per call so it compares with stored keys as one array.
+struct Probe<'a> {
+    key: &'a [u8],
+    padded: [u8; INLINE_KEY],
+}
+
+impl<'a> Probe<'a> {
+    #[inline]
+    fn new(key: &'a [u8]) -> Probe<'a> {
+        let mut padded = [0u8; INLINE_KEY];
+        if key.len() <= INLINE_KEY {
+            padded[..key.len()].copy_from_slice(key);
+        }
+        Probe { key, padded }
+    }
+}
+
+impl StoredKey {
+    fn new(key: &[u8]) -> StoredKey {
+        let probe = Probe::new(key);
+        StoredKey {
+            len: key.len() as u32,
+            inline: probe.padded,
+            heap: (key.len() > INLINE_KEY).then(|| Box::new(key.into())),
+        }
+    }
+
+    #[inline]
+    fn matches(&self, p: &Probe) -> bool {
+        self.len as usize == p.key.len()
+            && if p.key.len() <= INLINE_KEY { self.inline == p.padded } else { self.heap.as_deref().map(|b| &**b) == Some(p.key) }
+    }
+}
+
 struct Entry {
     hash: u64,
-    key: Box<[u8]>,
     bucket: Bucket,
+    key: StoredKey,
 }
 
 struct Shard {
@@ -168,7 +214,7 @@ struct KeyMap {
     cfg: PerKeyConfig,
     idle_ttl_ns: f64,
     hasher: DefaultHashBuilder,
-    shards: Box<[Padded<Mutex<Shard>>]>,
+    shards: Box<[Padded<SpinLock<Shard>>]>,
     shard_shift: u32,
 }
 
@@ -257,7 +303,7 @@ impl KeyMap {
         let (base, extra) = (cfg.max_keys / n, cfg.max_keys % n);
         let shards = (0..n)
             .map(|i| {
-                Padded(Mutex::new(Shard {
+                Padded(SpinLock::new(Shard {
                     table: HashTable::new(),
                     entries: Vec::new(),
                     cap: base + usize::from(i < extra),
@@ -275,7 +321,7 @@ impl KeyMap {
     }
 
     #[inline]
-    fn shard(&self, hash: u64) -> &Mutex<Shard> {
+    fn shard(&self, hash: u64) -> &SpinLock<Shard> {
         // The top bits pick the shard; the table uses the low bits, so they stay independent.
         let i = if self.shard_shift == 64 { 0 } else { (hash >> self.shard_shift) as usize };
         &self.shards[i].0
@@ -318,11 +364,12 @@ impl KeyMap {
 impl Shard {
     #[inline]
     fn find(&self, hash: u64, key: &[u8]) -> Option<usize> {
+        let probe = Probe::new(key);
         let entries = &self.entries;
         self.table
             .find(hash, |&i| {
                 let e = &entries[i as usize];
-                e.hash == hash && *e.key == *key
+                e.hash == hash && e.key.matches(&probe)
             })
             .map(|&i| i as usize)
     }
@@ -397,7 +444,7 @@ impl Shard {
             self.remove_at(v);
         }
         let idx = self.entries.len();
-        self.entries.push(Entry { hash, key: key.into(), bucket: Bucket::full(map.cfg.capacity, now_ns) });
+        self.entries.push(Entry { hash, key: StoredKey::new(key), bucket: Bucket::full(map.cfg.capacity, now_ns) });
         let entries = &self.entries;
         self.table.insert_unique(hash, idx as u32, |&i| entries[i as usize].hash);
         idx
@@ -716,7 +763,7 @@ impl Ledger {
     pub fn estimated_bytes_per_key(key_len: usize) -> usize {
         let entry = std::mem::size_of::<Entry>();
         let table = (std::mem::size_of::<u32>() + 1) * 8 / 7 + 1;
-        let key = (key_len + 8).div_ceil(16) * 16;
+        let key = if key_len > INLINE_KEY { (key_len + 8).div_ceil(16) * 16 } else { 0 };
         entry + table + key
     }
 }
@@ -986,6 +1033,23 @@ mod tests {
         }
         let keys = l.snapshot_at(200 * SEC)[0].keys;
         assert!(keys <= 5000 && keys >= 4900, "{keys}");
+    }
+
+    #[test]
+    fn inline_and_heap_keys_are_told_apart() {
+        let (l, _) = ledger(vec![keyed("t", 1e9, 0.0, 5.0, 0.0, 100)]);
+        let long_a = [b'a'; 40];
+        let mut long_b = long_a;
+        long_b[39] = b'b';
+        let keys: [&[u8]; 8] = [b"", b"a", b"a\0", &[b'x'; 24], &[b'x'; 25], &long_a, &long_b, &long_a[..39]];
+        for (i, k) in keys.iter().enumerate() {
+            assert!(l.consume(0, Some(k), (i + 1) as f64 * 0.5, 0).allowed);
+        }
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(l.key_tokens(0, k, 0), Some(5.0 - (i + 1) as f64 * 0.5), "key {i}");
+        }
+        assert_eq!(l.snapshot_at(0)[0].keys, keys.len());
+        assert_eq!(std::mem::size_of::<Entry>(), 64, "one cache line per entry");
     }
 
     #[test]

@@ -4,3 +4,4 @@ pub mod clock;
 pub mod health;
 pub mod bucket;
 pub mod ledger;
+pub mod spinlock;
