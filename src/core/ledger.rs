@@ -459,7 +459,7 @@ impl Tier {
 
     /// Debits `cost` from the tier: `Err(retry_after_ms)` if the tier does not hold it.
     #[inline]
-    fn debit(&self, cost: f64, now_ns: u64) -> Result<(), f64> {
+    fn debit(&self, cost: f64, now: impl FnOnce() -> u64) -> Result<(), f64> {
         if cost > self.capacity {
             return Err(f64::INFINITY);
         }
@@ -468,7 +468,7 @@ impl Tier {
         loop {
             let held = f64::from_bits(cur);
             if held < cost {
-                return self.debit_slow(stripe, cost, now_ns);
+                return self.debit_slow(stripe, cost, now());
             }
             match stripe.compare_exchange_weak(cur, (held - cost).to_bits(), Relaxed, Relaxed) {
                 Ok(_) => return Ok(()),
@@ -604,24 +604,38 @@ impl Ledger {
     /// finite number >= 0 (callers validate).
     #[inline]
     pub fn consume(&self, tier: usize, key: Option<&[u8]>, cost: f64, now_ns: u64) -> Outcome {
-        self.debit::<true>(tier, key, cost, now_ns)
+        self.debit::<true>(tier, key, cost, || now_ns)
     }
 
     /// `consume` for a caller that only needs `allowed`: a tier-only debit skips reading the pool's
     /// total for `remaining`/`reset_ms` (the other fields are as `consume` gives them).
     #[inline]
     pub fn try_consume(&self, tier: usize, key: Option<&[u8]>, cost: f64, now_ns: u64) -> bool {
-        self.debit::<false>(tier, key, cost, now_ns).allowed
+        self.debit::<false>(tier, key, cost, || now_ns).allowed
+    }
+
+    /// `try_consume` at the ledger's own clock, read only if the debit needs the time: a tier-only
+    /// debit served from this thread's lease does not (saves a clock read, ~10 ns here).
+    #[inline]
+    pub fn try_consume_now(&self, tier: usize, key: Option<&[u8]>, cost: f64) -> bool {
+        self.debit::<false>(tier, key, cost, || self.clock.now_ns()).allowed
     }
 
     #[inline(always)]
-    fn debit<const DETAIL: bool>(&self, tier: usize, key: Option<&[u8]>, cost: f64, now_ns: u64) -> Outcome {
+    fn debit<const DETAIL: bool>(
+        &self,
+        tier: usize,
+        key: Option<&[u8]>,
+        cost: f64,
+        now: impl Fn() -> u64,
+    ) -> Outcome {
         let t = &self.tiers[tier];
         match (key, &t.keys) {
             (Some(key), Some(map)) => {
                 let cfg = &map.cfg;
                 let hash = map.hasher.hash_one(key);
                 let mut shard = map.shard(hash).lock();
+                let now_ns = now();
                 let i = shard.get_or_insert(map, hash, key, now_ns);
                 let kb = &mut shard.entries[i].bucket;
                 kb.refill(cfg.capacity, cfg.refill_per_sec, now_ns);
@@ -636,7 +650,7 @@ impl Ledger {
                 if cost > cfg.capacity || kb.tokens < cost {
                     out.retry_after_ms = kb.wait_ms(cost, cfg.capacity, cfg.refill_per_sec);
                 } else {
-                    match t.debit(cost, now_ns) {
+                    match t.debit(cost, || now_ns) {
                         Ok(()) => {
                             kb.tokens -= cost;
                             out.allowed = true;
@@ -653,7 +667,14 @@ impl Ledger {
                 out
             }
             _ => {
-                let (allowed, retry_after_ms) = match t.debit(cost, now_ns) {
+                // The time, read at most once and only if needed.
+                let seen = Cell::new(None);
+                let clock = || *seen.get().get_or_insert_with(|| {
+                    let v = now();
+                    seen.set(Some(v));
+                    v
+                });
+                let (allowed, retry_after_ms) = match t.debit(cost, clock) {
                     Ok(()) => (true, 0.0),
                     Err(retry) => (false, retry),
                 };
@@ -666,6 +687,7 @@ impl Ledger {
                     reset_ms: 0.0,
                 };
                 if DETAIL {
+                    let now_ns = clock();
                     let (tokens, rate) = t.view(now_ns);
                     out.remaining = tokens;
                     out.reset_ms = Bucket { tokens, last_ns: now_ns }.reset_ms(t.capacity, rate);
@@ -1117,6 +1139,29 @@ mod tests {
         let o = l.consume(0, None, 64.0, 60 * SEC);
         assert!(o.allowed, "all 64 tokens, leases included");
         assert!(!l.consume(0, None, 0.001, 60 * SEC).allowed);
+    }
+
+    #[test]
+    fn try_consume_now_reads_the_clock_only_when_the_debit_needs_it() {
+        struct Counting(AtomicU64);
+        impl Clock for Counting {
+            fn now_ns(&self) -> u64 {
+                self.0.fetch_add(1, Relaxed);
+                0
+            }
+        }
+        let clock = Arc::new(Counting(AtomicU64::new(0)));
+        let l = Ledger::with_clock(vec![tier("t", 6400.0, 1.0), keyed("k", 100.0, 1.0, 10.0, 1.0, 10)], clock.clone()).unwrap();
+        let reads = || clock.0.load(Relaxed);
+        let base = reads();
+        assert!(l.try_consume_now(0, None, 1.0)); // takes a lease of 100: one read, to refill the pool
+        assert_eq!(reads(), base + 1);
+        for _ in 0..99 {
+            assert!(l.try_consume_now(0, None, 1.0));
+        }
+        assert_eq!(reads(), base + 1, "debits from the lease never read the clock");
+        assert!(l.try_consume_now(1, Some(b"u"), 1.0));
+        assert_eq!(reads(), base + 2, "a keyed debit reads it once");
     }
 
     #[test]

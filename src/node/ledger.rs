@@ -391,11 +391,10 @@ unsafe fn debit<const DETAIL: bool>(
         }
     };
     let cost = cost_arg(env, argc, argv[2]).ok()?;
-    let now = ledger.now_ns();
     if DETAIL {
-        Some(ledger.consume(tier, key, cost, now))
+        Some(ledger.consume(tier, key, cost, ledger.now_ns()))
     } else {
-        let allowed = ledger.try_consume(tier, key, cost, now);
+        let allowed = ledger.try_consume_now(tier, key, cost);
         Some(crate::core::ledger::Outcome { allowed, ..crate::core::ledger::Outcome::DENIED })
     }
 }
