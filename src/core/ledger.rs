@@ -444,6 +444,10 @@ impl Shard {
             self.remove_at(v);
         }
         let idx = self.entries.len();
+        if idx == self.entries.capacity() {
+            // Grow by doubling, but never past the shard's cap.
+            self.entries.reserve_exact(idx.max(8).min(self.cap - idx));
+        }
         self.entries.push(Entry { hash, key: StoredKey::new(key), bucket: Bucket::full(map.cfg.capacity, now_ns) });
         let entries = &self.entries;
         self.table.insert_unique(hash, idx as u32, |&i| entries[i as usize].hash);
