@@ -59,6 +59,7 @@ test('a 100 ms synchronous block is reported as lag ≥ 90 ms', async () => {
     await sleep(20);
     const s = m.stats();
     assert.ok(s.maxMs >= 90, `maxMs ${s.maxMs}`);
+    assert.ok(s.maxBlockMs >= 99.9 && s.maxBlockMs < 1000, `maxBlockMs ${s.maxBlockMs}`);
     assert.ok(s.maxMs < 1000, `maxMs ${s.maxMs}`);
     assert.ok(s.p99Ms >= 90 || s.samples >= 100, `p99 ${s.p99Ms} of ${s.samples}`);
     assert.ok(s.ewmaMs > 10, `ewma ${s.ewmaMs}`);
