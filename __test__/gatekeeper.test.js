@@ -377,6 +377,23 @@ test('hold time and gradual recovery (real time)', async (t) => {
   assert.equal(gate.stats().episodes, 1);
 });
 
+test('relative thresholds sit above the learned idle baseline', async (t) => {
+  const { gate, get } = await serve(t, { tiers: TIERS, trustTierHeader: true, shed: { ...SHED, relative: true, maxBaselineMs: 40 } });
+  const bg = async () => (await get('/', { 'x-user-tier': 'background' })).status;
+  gate.injectHealth({ lagMs: 30, elu: 0.1 }); // an idle loop whose lag never drops below 30 ms
+  let s = gate.stats();
+  assert.equal(s.baselineMs, 30);
+  assert.deepEqual([s.targetLagMs, s.criticalLagMs], [80, 180]);
+  gate.injectHealth({ lagMs: 70, elu: 0.9 }); // above the absolute target, below the relative one
+  assert.equal(await bg(), 200);
+  assert.equal(gate.stats().pressure, 0);
+  gate.injectHealth({ lagMs: 130, elu: 0.9 }); // 50 ms above the baseline's target: background at zero
+  assert.equal(await bg(), 503);
+  s = gate.stats();
+  assert.equal(s.baselineMs, 30, 'busy samples do not move the baseline');
+  assert.ok(Math.abs(s.pressure - 0.5) < 1e-9);
+});
+
 test('hooks, respond override and diagnostics_channel see every decision', async (t) => {
   const decisions = [];
   const shed = [];
