@@ -394,6 +394,29 @@ test('relative thresholds sit above the learned idle baseline', async (t) => {
   assert.ok(Math.abs(s.pressure - 0.5) < 1e-9);
 });
 
+test('a run of slow requests is shed inside the run, before the lag timer can tick again', async (t) => {
+  // 30 background requests reach the server together; each burns 15 ms. No timer can fire while the
+  // loop works through them, so the sampler cannot report the lag until they are all done: only the
+  // gate's in-band estimate (the current tick is overdue) can start shedding within the run.
+  const burn = (ms) => { const end = Date.now() + ms; while (Date.now() < end); };
+  const handler = gatekeeper.http({ tiers: TIERS, trustTierHeader: true, shed: { targetLagMs: 20, criticalLagMs: 60, stallMs: false } }, (req, res) => {
+    if (req.url === '/slow') burn(15);
+    res.end('ok');
+  });
+  const server = http.createServer(handler);
+  const port = await listen(server);
+  t.after(() => close(server));
+  const warm = await Promise.all(Array.from({ length: 30 }, () => request(port, { path: '/' })));
+  assert.ok(warm.every((r) => r.status === 200));
+  await new Promise((r) => setTimeout(r, 1500)); // let the warm-up's own lag age out of the controller
+  const statuses = (await Promise.all(Array.from({ length: 30 }, () => request(port, { path: '/slow', headers: { 'x-user-tier': 'background' } })))).map((r) => r.status);
+  const admitted = statuses.filter((s) => s === 200).length;
+  t.diagnostic(`admitted ${admitted}: ${statuses.join(" ")}`);
+  assert.ok(admitted >= 1, 'the first requests of the run are served');
+  assert.ok(admitted <= 15, `shedding began within the run: ${admitted} of 30 served (${statuses.join(' ')})`);
+  assert.equal(statuses.filter((s) => s !== 200 && s !== 503).length, 0);
+});
+
 test('hooks, respond override and diagnostics_channel see every decision', async (t) => {
   const decisions = [];
   const shed = [];
