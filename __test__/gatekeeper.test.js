@@ -18,7 +18,8 @@ const TIERS = [
   { name: 'background', capacity: BIG, refillPerSec: BIG },
 ];
 // 50..150 ms: background throttled over 50..100, standard over 100..150.
-const SHED = { targetLagMs: 50, criticalLagMs: 150, holdMs: 0, recoveryMs: 0, hysteresisMs: 10 };
+// No integral term: each injected lag gives exactly its proportional pressure (one test turns it on).
+const SHED = { targetLagMs: 50, criticalLagMs: 150, holdMs: 0, recoveryMs: 0, hysteresisMs: 10, integralMs: 0 };
 
 /** Starts a node:http server behind `gatekeeper.http(options)` that echoes 200 JSON. */
 async function serve(t, options) {
@@ -331,24 +332,44 @@ test('protected tier is admitted when every other tier is shed (stall, heap)', a
   assert.equal(gate.stats().cause, 'heap');
 });
 
-test('hysteresis: the lag must fall below the band before shedding eases', async (t) => {
+test('hysteresis: shedding eases only once the lag is below target - hysteresis', async (t) => {
   const { gate, get } = await serve(t, { tiers: TIERS, shed: SHED, trustTierHeader: true });
   const bg = async () => (await get('/', { 'x-user-tier': 'background' })).status;
   gate.injectHealth({ lagMs: 100 });
   assert.equal(await bg(), 503);
-  // Oscillating within 10 ms below the level that set the shedding changes nothing.
-  for (const lag of [95, 100, 92, 99, 91]) {
+  // Above the 50 ms target, or within the 10 ms band below it: nothing changes, even with no hold.
+  for (const lag of [95, 70, 52, 45, 41, 60, 40]) {
     gate.injectHealth({ lagMs: lag });
     assert.equal(await bg(), 503, `lag ${lag}`);
     assert.equal(gate.stats().tiers.background.refillScale, 0);
   }
-  // 85 ms: release level 95 -> background at scale 0.1, admitted again.
-  gate.injectHealth({ lagMs: 85 });
+  // 39 ms: below the band: eases (at once here: holdMs 0, recoveryMs 0).
+  gate.injectHealth({ lagMs: 39 });
   assert.equal(await bg(), 200);
-  assert.ok(Math.abs(gate.stats().tiers.background.refillScale - 0.1) < 1e-9);
+  assert.equal(gate.stats().pressure, 0);
   // Rising again is immediate.
   gate.injectHealth({ lagMs: 100 });
   assert.equal(await bg(), 503);
+});
+
+test('while the lag stays above the target, shedding deepens (integral term)', async (t) => {
+  const { gate, get } = await serve(t, { tiers: TIERS, shed: { ...SHED, integralMs: 200 }, trustTierHeader: true });
+  // 75 ms: a quarter of the range: background is throttled (not to zero), standard untouched ...
+  gate.injectHealth({ lagMs: 75 });
+  assert.equal((await get('/', { 'x-user-tier': 'standard' })).status, 200);
+  const first = gate.stats().pressure;
+  assert.ok(first >= 0.25 && first < 0.5, `pressure ${first}`);
+  // ... but the lag does not come down, so the pressure grows by 0.25 per 200 ms until standard is
+  // shed too. Bounded poll (real time: the term integrates time).
+  let shedAt = 0;
+  const t0 = Date.now();
+  for (let i = 0; i < 200 && !shedAt; i++) {
+    await new Promise((r) => setTimeout(r, 10));
+    if ((await get('/', { 'x-user-tier': 'standard' })).status === 503) shedAt = Date.now() - t0;
+  }
+  assert.ok(shedAt > 0, 'standard was shed in the end');
+  assert.ok(shedAt >= 300, `not before the integral could add 0.75 (${shedAt} ms)`);
+  assert.equal(gate.stats().cause, 'lag');
 });
 
 test('hold time and gradual recovery (real time)', async (t) => {

@@ -45,6 +45,7 @@ const SHED_DEFAULTS = Object.freeze({
   hysteresisMs: 10,
   holdMs: 1000,
   recoveryMs: 2000,
+  integralMs: 1000,
   heapRatio: 0.9,
   stallMs: 500,
   lagSignal: 'ewma',
@@ -114,6 +115,7 @@ function shedOptions(shed) {
   finite(o.hysteresisMs, at('hysteresisMs'));
   finite(o.holdMs, at('holdMs'));
   finite(o.recoveryMs, at('recoveryMs'));
+  finite(o.integralMs, at('integralMs'));
   if (o.heapRatio !== false) finite(o.heapRatio, at('heapRatio'), { min: 0, max: 0.999999, exclusiveMin: true });
   if (o.stallMs !== false) finite(o.stallMs, at('stallMs'), { min: 1, max: 3_600_000, integer: true });
   if (!['latest', 'ewma', 'p99', 'max'].includes(o.lagSignal)) throw new RangeError(`${at('lagSignal')} must be one of 'latest', 'ewma', 'p99', 'max', got ${JSON.stringify(o.lagSignal)}`);
@@ -280,6 +282,7 @@ class Gatekeeper {
         hysteresisMs: s.hysteresisMs,
         holdMs: s.holdMs,
         recoveryMs: s.recoveryMs,
+        integralMs: s.integralMs,
         heapRatio: s.heapRatio === false ? undefined : s.heapRatio,
         baselineTauMs: s.baselineTauMs,
         maxBaselineMs: s.maxBaselineMs,
