@@ -304,6 +304,7 @@ test('trustProxy true takes the left-most forwarded address', () => {
 test('the controller sheds the lowest tier first, then the next; protected tiers never', async (t) => {
   const { gate, get } = await serve(t, { tiers: TIERS, shed: SHED, trustTierHeader: true });
   const statuses = async () => Promise.all(['critical', 'standard', 'background'].map(async (tier) => (await get('/', { 'x-user-tier': tier })).status));
+  gate.injectHealth({ lagMs: 0 }); // not the live loop: a loaded test machine may lag past 50 ms
   assert.deepEqual(await statuses(), [200, 200, 200]);
   gate.injectHealth({ lagMs: 100 });
   assert.deepEqual(await statuses(), [200, 200, 503]);
@@ -536,7 +537,13 @@ test('injected health overrides the live sampler until useLiveHealth', async (t)
   assert.equal(gate.stats().stalled, true);
   gate.useLiveHealth();
   assert.equal(gate.stats().injected, false);
-  assert.equal((await get('/', { 'x-user-tier': 'background' })).status, 200, 'the idle live loop is healthy');
+  // The idle live loop is healthy (polled, bounded: a loaded test machine can lag for a moment).
+  let status = 0;
+  for (let i = 0; i < 50 && status !== 200; i++) {
+    if (i > 0) await new Promise((r) => setTimeout(r, 20));
+    status = (await get('/', { 'x-user-tier': 'background' })).status;
+  }
+  assert.equal(status, 200, 'the idle live loop is healthy');
 });
 
 test('a given ledger is used and shared', async () => {
