@@ -75,27 +75,12 @@ function median(xs) {
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 }
 
-// `run(n)` performs n operations; returns ns/op per repeat.
-function timeSync(run, n, repeats) {
-  run(Math.min(n, 200_000)); // warm up: let the JIT settle
-  const out = [];
-  for (let r = 0; r < repeats; r++) {
-    const t0 = process.hrtime.bigint();
-    run(n);
-    out.push(Number(process.hrtime.bigint() - t0) / n);
-  }
-  return out;
-}
-
-async function timeAsync(run, n, repeats) {
-  await run(Math.min(n, 20_000));
-  const out = [];
-  for (let r = 0; r < repeats; r++) {
-    const t0 = process.hrtime.bigint();
-    await run(n);
-    out.push(Number(process.hrtime.bigint() - t0) / n);
-  }
-  return out;
+// `run(n)` performs n operations (a promise for the async case); resolves to ns/op.
+async function timeOnce(run, n) {
+  const t0 = process.hrtime.bigint();
+  const p = run(n);
+  if (p) await p;
+  return Number(process.hrtime.bigint() - t0) / n;
 }
 
 let sink = 0;
@@ -190,8 +175,11 @@ async function threads(count, ms) {
   return (ops / elapsed) * 1000; // ops/s
 }
 
+// A full GC before memory readings, whether or not node ran with --expose-gc.
+const gc = global.gc ?? (require('node:v8').setFlagsFromString('--expose-gc'), require('node:vm').runInNewContext('gc'));
+
 function rss() {
-  global.gc?.();
+  gc();
   return process.memoryUsage().rss;
 }
 
@@ -205,10 +193,10 @@ function bytesPerKey(n) {
   const nativeBytes = (rss() - r0) / n;
   const held = l.snapshot()[0].keys;
   const j = new JsBucketLedger(tiers);
-  global.gc?.();
+  gc();
   const h0 = process.memoryUsage().heapUsed;
   for (let i = 0; i < n; i++) j.tryConsume(0, names[i]);
-  global.gc?.();
+  gc();
   const jsBytes = (process.memoryUsage().heapUsed - h0) / n;
   sink ^= j.tiers[0].keys.size;
   return { nativeBytes, jsBytes, held, n, keyLen: names[n - 1].length };
@@ -224,13 +212,14 @@ async function main() {
   native.defineBenchFloor(floor);
   const jsMap = new JsBucketLedger(TIERS);
 
-  const rows = [];
-  for (const [label, id, run] of cases(ledger, floor, jsMap)) {
-    const isAsync = id === 'rlf';
-    const n = isAsync ? Math.floor(N / 10) : N;
-    const samples = isAsync ? await timeAsync(run, n, repeats) : timeSync(run, n, repeats);
-    rows.push({ label, id, ns: median(samples) });
+  // Rounds: every case once per round, so each case's median is taken over the same stretches of time
+  // (the machine is shared; load from others comes and goes).
+  const all = cases(ledger, floor, jsMap).map(([label, id, run]) => ({ label, id, run, n: id === 'rlf' ? Math.floor(N / 10) : N, samples: [] }));
+  for (const c of all) await timeOnce(c.run, Math.min(c.n, 200_000)); // warm up: let the JIT settle
+  for (let r = 0; r < repeats; r++) {
+    for (const c of all) c.samples.push(await timeOnce(c.run, c.n));
   }
+  const rows = all.map((c) => ({ label: c.label, id: c.id, ns: median(c.samples) }));
   const by = Object.fromEntries(rows.map((r) => [r.id, r.ns]));
 
   const ms = quick ? 300 : 1000;
