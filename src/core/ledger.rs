@@ -667,7 +667,9 @@ impl Ledger {
                         }
                     }
                 }
-                out.reset_ms = kb.reset_ms(cfg.capacity, cfg.refill_per_sec);
+                if DETAIL {
+                    out.reset_ms = kb.reset_ms(cfg.capacity, cfg.refill_per_sec);
+                }
                 out
             }
             _ => {
