@@ -174,3 +174,41 @@ test('stall flag: set while the loop is blocked (seen from a worker), cleared af
     await worker.terminate();
   }
 });
+
+test('the main thread and a worker each sample their own loop', async () => {
+  const main = new LagMonitor({ resolutionMs: 20 }).start();
+  const worker = new Worker(
+    `const { parentPort } = require('node:worker_threads');
+     const { LagMonitor } = require(${JSON.stringify(path.join(__dirname, '..'))});
+     const m = new LagMonitor({ resolutionMs: 1 }).start();
+     setTimeout(() => {
+       const end = performance.now() + 60;
+       while (performance.now() < end);
+       setTimeout(() => parentPort.postMessage(m.stats()), 10);
+     }, 20);`,
+    { eval: true },
+  );
+  try {
+    const s = await new Promise((resolve, reject) => {
+      worker.once('message', resolve);
+      worker.once('error', reject);
+    });
+    assert.equal(s.intervalMs, 1, "the worker's timer runs at its own resolution");
+    assert.ok(s.maxMs >= 50 && s.maxBlockMs >= 59.9, `the worker saw its own block: ${s.maxMs} / ${s.maxBlockMs}`);
+    assert.equal(main.stats().intervalMs, 20, "the main thread's timer is untouched");
+  } finally {
+    main.stop();
+    await worker.terminate();
+  }
+});
+
+test('a coarse monitor keeps its whole window when a finer one shares the timer', async () => {
+  const fine = new LagMonitor({ resolutionMs: 1, windowMs: 50 }).start();
+  const coarse = new LagMonitor({ resolutionMs: 50, windowMs: 400 }).start(); // sized for 8 ticks...
+  await sleep(300); // ...but fed ~300 by the 1 ms timer
+  const s = coarse.stats();
+  fine.stop();
+  coarse.stop();
+  assert.ok(s.samples === s.ticks, `all ${s.ticks} ticks of the last 300 ms are in the window (${s.samples})`);
+  assert.ok(s.ticks > 30, `ticks ${s.ticks}`);
+});
