@@ -696,8 +696,11 @@ unsafe extern "C" fn fast_stalled(env: sys::napi_env, info: sys::napi_callback_i
 }
 
 /// Health records shared with other threads by id (`LagMonitor#share()` / `LagMonitor.observe(id)`).
-fn registry() -> &'static Mutex<(u32, Vec<(u32, Weak<LoopHealth>)>)> {
-    static R: OnceLock<Mutex<(u32, Vec<(u32, Weak<LoopHealth>)>)>> = OnceLock::new();
+/// (last id handed out, live entries).
+type Registry = Mutex<(u32, Vec<(u32, Weak<LoopHealth>)>)>;
+
+fn registry() -> &'static Registry {
+    static R: OnceLock<Registry> = OnceLock::new();
     R.get_or_init(|| Mutex::new((0, Vec::new())))
 }
 
