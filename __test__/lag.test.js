@@ -7,6 +7,7 @@ const { setTimeout: sleep } = require('node:timers/promises');
 const { Worker } = require('node:worker_threads');
 const path = require('node:path');
 const { LagMonitor } = require('..');
+const native = require('../lib/native');
 
 function block(ms) {
   const end = performance.now() + ms;
@@ -135,6 +136,9 @@ test('monitors on one thread share one timer at the finest resolution', async ()
   const b = fine.stats();
   assert.ok(a.ticks >= 3 && b.ticks >= 3, `${a.ticks} ${b.ticks}`);
   assert.ok(Math.abs(a.ticks - b.ticks) <= 1, 'both fed by the same ticks');
+  const extra = Array.from({ length: 50 }, (_, i) => new LagMonitor({ resolutionMs: 5 + i }).start());
+  assert.equal(native.lagLiveSamplers(), 1, 'one native sampler (timer + prepare handle) for this thread');
+  for (const m of extra) m.stop();
   fine.stop();
   assert.equal(coarse.stats().intervalMs, 20, 'back to the remaining monitor resolution');
   coarse.stop();
