@@ -5,12 +5,14 @@
 // sheds every tier alike (toobusy-js on Express, @fastify/under-pressure on Fastify); tiergate.
 // The server runs in a child process (scenario.js), the generator here: one core each.
 //
-//   node benchmark/overload.js [--quick] [--only name,name] [--load 3] [--seconds 6] [--work-ms 3]
+//   node benchmark/overload.js [--quick] [--only id,id] [--load 3] [--seconds 6] [--work-ms 3] [--shed '{json}']
+//   (ids: none, toobusy, under-pressure, tiergate, tiergate-fastify; --shed overrides tiergate's shed options)
 //
 // Per configuration, one server process, phases in order: warm-up (0.5x, 1 s), unloaded (0.2x, 2 s:
 // the unloaded latency), 0.8x (3 s: must not shed), overload (3x, 6 s: the table). Writes
 // benchmark/out/overload.{svg,json}.
 const fs = require('node:fs');
+const http = require('node:http');
 const path = require('node:path');
 const os = require('node:os');
 const { startServer, calibrateWork, measureCapacity, runLoad } = require('./lib/scenario');
@@ -25,6 +27,8 @@ const TIERS = MIX.map((m) => m.tier);
 // One lag threshold for every lag-based protection (ms). toobusy-js and under-pressure shed every
 // tier once their lag estimate crosses it; tiergate starts throttling the lowest tier there.
 const LAG_MS = 20;
+const CRITICAL_LAG_MS = 60;
+const WARM_CONNECTIONS = 500;
 
 /** tiergate's options for a server whose measured capacity is `cap` req/s. */
 function tiergateOptions(cap) {
@@ -34,12 +38,12 @@ function tiergateOptions(cap) {
     // lag-driven shed controller, not from a tier running out of tokens.
     tiers: [
       { name: 'critical', protected: true, capacity: 4 * c, refillPerSec: 4 * c },
-      { name: 'standard', capacity: c, refillPerSec: 2 * c },
-      { name: 'background', capacity: c, refillPerSec: 2 * c },
+      { name: 'standard', capacity: Math.ceil(0.2 * c), refillPerSec: 2 * c },
+      { name: 'background', capacity: Math.ceil(0.2 * c), refillPerSec: 2 * c },
     ],
     tierHeader: 'x-user-tier',
     trustTierHeader: true, // the benchmark plays the authenticating gateway
-    shed: { targetLagMs: LAG_MS, criticalLagMs: 5 * LAG_MS, holdMs: 1000 },
+    shed: { targetLagMs: LAG_MS, criticalLagMs: CRITICAL_LAG_MS },
   };
 }
 
@@ -64,8 +68,17 @@ function configurations(cap) {
     },
     {
       id: 'tiergate',
-      title: `tiergate (Express, targetLagMs ${LAG_MS} ms)`,
+      title: `tiergate (Express, lag ${LAG_MS}..${CRITICAL_LAG_MS} ms)`,
       framework: 'express',
+      protection: 'tiergate',
+      options: tiergateOptions(cap),
+      thresholdMs: LAG_MS,
+      target: true,
+    },
+    {
+      id: 'tiergate-fastify',
+      title: `tiergate (Fastify, lag ${LAG_MS}..${CRITICAL_LAG_MS} ms)`,
+      framework: 'fastify',
       protection: 'tiergate',
       options: tiergateOptions(cap),
       thresholdMs: LAG_MS,
@@ -75,7 +88,7 @@ function configurations(cap) {
 }
 
 function parseArgs(argv) {
-  const a = { quick: false, only: null, load: 3, seconds: 6, workMs: 3 };
+  const a = { quick: false, only: null, load: 3, seconds: 6, workMs: 3, shed: {} };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     if (k === '--quick') a.quick = true;
@@ -83,6 +96,7 @@ function parseArgs(argv) {
     else if (k === '--load') a.load = Number(argv[++i]);
     else if (k === '--seconds') a.seconds = Number(argv[++i]);
     else if (k === '--work-ms') a.workMs = Number(argv[++i]);
+    else if (k === '--shed') a.shed = JSON.parse(argv[++i]); // overrides tiergate's shed options
     else throw new Error(`unknown argument ${k}`);
   }
   return a;
@@ -98,9 +112,28 @@ function rejectionText(rej) {
 }
 
 /** Runs one configuration through its phases. */
+/** Waits until the server is quiet again: 1 s, then until a gate reports no pressure (at most 5 s more). */
+async function settle(srv) {
+  await sleep(1000);
+  for (let i = 0; i < 50; i++) {
+    const st = await srv.guardStats().catch(() => null);
+    if (!st || typeof st.pressure !== 'number' || st.pressure === 0) return;
+    await sleep(100);
+  }
+}
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Runs one configuration through its phases. The generator plays a reverse proxy with a warm pool of
+ * keep-alive connections (WARM_CONNECTIONS, opened before each phase): requests beyond the pool open
+ * new connections, which a server that is not keeping up accepts late (its accept queue overflows and
+ * the kernel drops SYNs, retried after 1 s) — what an unprotected server does to its clients.
+ */
 async function runConfig(cfg, { cap, workIters, load, seconds, quick, log }) {
   const srv = await startServer({ framework: cfg.framework, protection: cfg.protection, options: cfg.options || {}, workIters, record: true });
-  const base = { path: '/work', mix: MIX, timeoutMs: 2000 };
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 4096, maxFreeSockets: 4096 });
+  const warm = { connections: WARM_CONNECTIONS, path: '/hello', headers: { 'x-user-tier': 'critical' } };
+  const base = { path: '/work', mix: MIX, timeoutMs: 2000, agent, warm };
   try {
     await runLoad(srv, { ...base, rate: 0.5 * cap, durationMs: quick ? 500 : 1000 }); // warm-up (JIT, baseline)
     let unloaded = null;
@@ -108,12 +141,14 @@ async function runConfig(cfg, { cap, workIters, load, seconds, quick, log }) {
     if (!quick) {
       unloaded = await runLoad(srv, { ...base, rate: 0.2 * cap, durationMs: 2000 });
       light = await runLoad(srv, { ...base, rate: 0.8 * cap, durationMs: 3000 });
+      await settle(srv);
     }
     const over = await runLoad(srv, { ...base, rate: load * cap, durationMs: seconds * 1000 });
     const stats = await srv.guardStats().catch(() => null);
     log?.(`  ${cfg.id}: done`);
     return { cfg, unloaded, light, over, stats };
   } finally {
+    agent.destroy();
     await srv.stop();
   }
 }
@@ -130,7 +165,12 @@ function printTable(results, { cap, load, out = console.log }) {
       );
     });
     const g = r.over.load;
-    out(`${pad('', 58)} ${pad('server lag p99 ' + f1(r.over.server.lag.p99) + ' ms, max ' + f1(r.over.server.lag.max) + ' ms; goodput ' + Math.round(g.goodputPerSec) + ' req/s; generator lag p99 ' + f1(g.genLag.p99) + ' ms', 80)}`);
+    let onset = '';
+    if (r.cfg.thresholdMs) {
+      const o = r.over.onset(r.cfg.thresholdMs);
+      onset = `; first shed ${o.firstRejectAtMs == null ? 'never' : f1(o.firstRejectAtMs) + ' ms'} (lag > ${r.cfg.thresholdMs} ms at ${o.crossedAtMs == null ? 'never' : f1(o.crossedAtMs) + ' ms'})`;
+    }
+    out(`${pad('', 58)} server lag p99 ${f1(r.over.server.lag.p99)} ms, max ${f1(r.over.server.lag.max)} ms; goodput ${Math.round(g.goodputPerSec)} req/s; generator lag p99 ${f1(g.genLag.p99)} ms${onset}`);
   }
 }
 
@@ -208,6 +248,8 @@ async function main() {
   console.log(`machine: ${os.cpus().length} x ${os.cpus()[0].model}, node ${process.version}; load average ${os.loadavg().map((v) => v.toFixed(1)).join(' ')}`);
   console.log(`work: ${workIters} sha256 rounds per /work request (~${args.workMs} ms calibrated); capacity (closed loop, 8 clients, Express, no protection): ${Math.round(cap)} req/s, p50 ${f1(capRun.p50)} ms`);
   let configs = configurations(cap);
+  for (const c of configs) if (c.protection === 'tiergate') Object.assign(c.options.shed, args.shed);
+  if (Object.keys(args.shed).length) console.log(`tiergate shed options: ${JSON.stringify(configs.find((c) => c.protection === 'tiergate').options.shed)}`);
   if (args.only) configs = configs.filter((c) => args.only.includes(c.id));
   const results = [];
   for (const cfg of configs) {

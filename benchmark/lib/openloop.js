@@ -11,7 +11,8 @@
 //   const r = await openLoop({ port, path: '/work', rate: 600, durationMs: 5000,
 //                              mix: [{ tier: 'critical', weight: 0.1 }, ...] });
 //   r.tiers.critical -> { sent, ok, successPct, p50, p99, rejections: { 503: n, timeout: n, ... } }
-//   r.timeline       -> [{ t, sent: {tier: n}, goodput: {tier: req/s}, rejected: {tier: n}, genLagMs }]
+//   r.timeline       -> [{ t, sent: {tier: n}, goodput: {tier: req/s}, rejected: {tier: n},
+//                         maxLatencyMs: {tier: ms, by scheduled time}, genLagMs }]
 const http = require('node:http');
 const { performance } = require('node:perf_hooks');
 
@@ -41,12 +42,46 @@ function checkPositive(name, v) {
 }
 
 /**
+ * Makes sure `agent` holds at least `connections` idle keep-alive sockets to host:port, by sending
+ * enough concurrent requests to `path` to open the missing ones (at most `batch` at a time, so the
+ * server's accept queue is never overrun). Models a proxy's warm upstream connection pool.
+ */
+async function warmPool(agent, { host = '127.0.0.1', port, path: reqPath = '/', headers = {}, connections, batch = 256 }) {
+  const idle = () => Object.values(agent.freeSockets).reduce((n, list) => n + list.length, 0);
+  const held = []; // responses held open (not consumed) so each request keeps its own socket
+  for (let round = 0; round < 8 && idle() + held.length < connections; round++) {
+    const need = Math.min(batch, connections - idle() - held.length);
+    const got = await Promise.all(
+      Array.from({ length: need }, () =>
+        new Promise((resolve) => {
+          const req = http.request({ host, port, path: reqPath, agent, headers }, (res) => resolve(res));
+          req.setTimeout(5000, () => req.destroy());
+          req.on('error', () => resolve(null));
+          req.end();
+        }),
+      ),
+    );
+    for (const res of got) if (res) held.push(res);
+  }
+  // Release them all at once: every socket returns to the pool.
+  await Promise.all(held.map((res) => new Promise((resolve) => {
+    res.on('end', resolve);
+    res.on('error', resolve);
+    res.on('close', resolve);
+    res.resume();
+  })));
+  await new Promise((r) => setImmediate(r));
+  return idle();
+}
+
+/**
  * Runs one open-loop load. Options:
  *   host ('127.0.0.1'), port, path ('/'), method ('GET'),
  *   rate (req/s), durationMs, mix ([{ tier, weight, headers? }], default one tier 'all'),
  *   tierHeader ('x-user-tier'; set to null to send no tier header), headers (extra, all requests),
  *   maxOutstanding (4096), timeoutMs (2000), drainMs (timeoutMs + 500), bucketMs (100), seed (42),
- *   agent (an http.Agent; default a keep-alive agent with maxOutstanding sockets, destroyed at the end).
+ *   agent (an http.Agent; default a keep-alive agent with maxOutstanding sockets, destroyed at the end),
+ *   warm ({ connections, path, headers }: open that many keep-alive connections before the clock starts).
  */
 async function openLoop(opts) {
   const host = opts.host || '127.0.0.1';
@@ -79,6 +114,7 @@ async function openLoop(opts) {
   const ownAgent = !opts.agent;
   const agent = opts.agent || new http.Agent({ keepAlive: true, maxSockets: maxOutstanding, maxFreeSockets: maxOutstanding });
 
+  if (opts.warm) await warmPool(agent, { host, port, ...opts.warm });
   const total = Math.max(1, Math.floor((rate * durationMs) / 1000));
   const nBuckets = Math.ceil((durationMs + drainMs) / bucketMs) + 1;
   const tiers = mix.map((m) => ({
@@ -90,6 +126,7 @@ async function openLoop(opts) {
     bSent: new Uint32Array(nBuckets),
     bOk: new Uint32Array(nBuckets),
     bRej: new Uint32Array(nBuckets),
+    bMaxLat: new Float64Array(nBuckets),
   }));
   const bGenLag = new Float64Array(nBuckets);
   const genLags = new Float64Array(total);
@@ -142,6 +179,8 @@ async function openLoop(opts) {
       if (status >= 200 && status < 300) {
         t.latencies[t.ok++] = end - scheduled;
         t.bOk[bucketOf(end)]++;
+        const sb = bucketOf(scheduled);
+        if (end - scheduled > t.bMaxLat[sb]) t.bMaxLat[sb] = end - scheduled;
       } else {
         reject(t, String(status), end);
       }
@@ -225,9 +264,10 @@ async function openLoop(opts) {
   const lastBucket = bucketOf(nowAbs());
   const timeline = [];
   for (let b = 0; b <= lastBucket; b++) {
-    const row = { t: (b * bucketMs) / 1000, sent: {}, goodput: {}, rejected: {}, genLagMs: bGenLag[b] };
+    const row = { t: (b * bucketMs) / 1000, sent: {}, goodput: {}, rejected: {}, maxLatencyMs: {}, genLagMs: bGenLag[b] };
     for (const t of tiers) {
       row.sent[t.tier] = t.bSent[b];
+      row.maxLatencyMs[t.tier] = t.bMaxLat[b];
       row.goodput[t.tier] = (t.bOk[b] * 1000) / bucketMs;
       row.rejected[t.tier] = t.bRej[b];
     }
@@ -293,4 +333,4 @@ async function closedLoop({ host = '127.0.0.1', port, path: reqPath = '/', heade
   return { reqPerSec: (ok * 1000) / durationMs, ok, other, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
 }
 
-module.exports = { openLoop, closedLoop, percentile, prng, nowAbs };
+module.exports = { openLoop, closedLoop, warmPool, percentile, prng, nowAbs };
