@@ -100,6 +100,8 @@ function buildExpress(express) {
     const mw = gatekeeper(popts);
     statsSource = mw;
     app.use(mw);
+  } else if (protection === 'noop') {
+    app.use((req, res, next) => next()); // what any one middleware costs Express
   } else if (protection === 'express-rate-limit') {
     const { rateLimit } = require('express-rate-limit');
     app.use(rateLimit({ windowMs: 60_000, limit: popts.limit || 1e9, standardHeaders: 'draft-8', legacyHeaders: false }));
