@@ -27,8 +27,9 @@ const OPTIONS = {
   tierSecret: SECRET,
   key: { header: 'x-user-id' },
   rateLimitHeaders: 'both',
-  // 50..150 ms: background throttled over 50..100, standard over 100..150; no hold, instant recovery.
-  shed: { targetLagMs: 50, criticalLagMs: 150, holdMs: 0, recoveryMs: 0, hysteresisMs: 10 },
+  // 50..150 ms: background throttled over 50..100, standard over 100..150; no hold, instant recovery,
+  // no integral term (each injected lag gives exactly its proportional pressure).
+  shed: { targetLagMs: 50, criticalLagMs: 150, holdMs: 0, recoveryMs: 0, hysteresisMs: 10, integralMs: 0 },
 };
 
 const signed = mintTierToken(SECRET, 'critical', { ttlSec: 600 });

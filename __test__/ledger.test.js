@@ -270,3 +270,15 @@ test('examples/ledger.js runs and shows quotas, details and the refill lever', a
   assert.ok(critical > 200, `critical kept refilling (${critical})`);
   assert.ok(lines.some((l) => /refused by the key: RateLimit-Limit 10, Remaining 0/.test(l)), lines.join('\n'));
 });
+
+test('keys are compared by their full UTF-8 text, ASCII or not, short or long', () => {
+  const l = new Ledger({ tiers: [{ name: 't', capacity: 1e6, refillPerSec: 0, perKey: { capacity: 2, refillPerSec: 0 } }] });
+  const keys = ['e', 'é', 'e\u0301', 'ключ', 'ключ2', '🙂', '\u{1F642}x', 'a'.repeat(126), 'a'.repeat(127), 'a'.repeat(128),
+    'a'.repeat(300), `${'a'.repeat(299)}b`, `${'é'.repeat(200)}x`, `${'é'.repeat(200)}y`, 'a\u0000b', 'клю' + 'ч'];
+  assert.equal(new Set(keys).size, keys.length - 1, "'ключ' appears twice on purpose (built differently)");
+  for (const k of keys.slice(0, -1)) assert.equal(l.tryConsume(0, k, 2), true, `first debit of ${JSON.stringify(k)}`);
+  for (const k of keys) assert.equal(l.tryConsume(0, k), false, `${JSON.stringify(k.slice(0, 20))} is one bucket`);
+  assert.equal(l.snapshot()[0].keys, keys.length - 1);
+  assert.equal(l.tryConsume(0, 'é'.repeat(512)), true, '1024 UTF-8 bytes is allowed');
+  assert.throws(() => l.tryConsume(0, 'é'.repeat(513)), { name: 'RangeError', message: /key is 1026 bytes long/ });
+});

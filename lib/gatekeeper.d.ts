@@ -21,18 +21,21 @@ export interface ShedOptions {
   criticalLagMs?: number;
   /** Thresholds are offsets above the measured idle lag baseline. Default false. */
   relative?: boolean;
-  /** The lag must fall this far (ms) below the level that set the shedding before it eases. Default 10. */
+  /** Shedding eases only once the lag is this far (ms) below targetLagMs. Default 10. */
   hysteresisMs?: number;
   /** Minimum time (ms) shedding is held after it was last justified. Default 1000. */
   holdMs?: number;
   /** Fastest recovery from full shedding to none (ms). Default 2000. */
   recoveryMs?: number;
+  /** While the lag stays above the target, shedding deepens: a lag held at criticalLagMs adds full
+   *  pressure in this time (ms), a lag halfway between in twice that. 0 turns it off. Default 1000. */
+  integralMs?: number;
   /** Heap used / limit above which the lowest tiers are shed; false ignores the heap. Default 0.9. */
   heapRatio?: number | false;
   /** A loop that has not ticked for this long (ms) is stalled: every unprotected tier is shed at once.
    *  false disables the watchdog. Default 500. */
   stallMs?: number | false;
-  /** Which lag figure drives the controller. Default 'max' (the larger of latest and EWMA). */
+  /** Which lag figure drives the controller (with the in-band estimate of a loop that is late right now). Default 'ewma'. */
   lagSignal?: 'latest' | 'ewma' | 'p99' | 'max';
   /** Sampler tick interval (whole ms). Default 10. */
   resolutionMs?: number;

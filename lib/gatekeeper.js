@@ -45,9 +45,10 @@ const SHED_DEFAULTS = Object.freeze({
   hysteresisMs: 10,
   holdMs: 1000,
   recoveryMs: 2000,
+  integralMs: 1000,
   heapRatio: 0.9,
   stallMs: 500,
-  lagSignal: 'max',
+  lagSignal: 'ewma',
   resolutionMs: 10,
   windowMs: 1000,
   ewmaMs: 100,
@@ -114,6 +115,7 @@ function shedOptions(shed) {
   finite(o.hysteresisMs, at('hysteresisMs'));
   finite(o.holdMs, at('holdMs'));
   finite(o.recoveryMs, at('recoveryMs'));
+  finite(o.integralMs, at('integralMs'));
   if (o.heapRatio !== false) finite(o.heapRatio, at('heapRatio'), { min: 0, max: 0.999999, exclusiveMin: true });
   if (o.stallMs !== false) finite(o.stallMs, at('stallMs'), { min: 1, max: 3_600_000, integer: true });
   if (!['latest', 'ewma', 'p99', 'max'].includes(o.lagSignal)) throw new RangeError(`${at('lagSignal')} must be one of 'latest', 'ewma', 'p99', 'max', got ${JSON.stringify(o.lagSignal)}`);
@@ -280,6 +282,7 @@ class Gatekeeper {
         hysteresisMs: s.hysteresisMs,
         holdMs: s.holdMs,
         recoveryMs: s.recoveryMs,
+        integralMs: s.integralMs,
         heapRatio: s.heapRatio === false ? undefined : s.heapRatio,
         baselineTauMs: s.baselineTauMs,
         maxBaselineMs: s.maxBaselineMs,
@@ -401,7 +404,15 @@ class Gatekeeper {
       }
       if (custom !== undefined && custom !== null) {
         if (typeof custom !== 'object' || !Number.isInteger(custom.status)) this.#warnHook('respond', new TypeError('must return { status, headers?, body? } or undefined'));
-        else rejection = { status: custom.status, headers: custom.headers || {}, body: custom.body === undefined ? '' : custom.body };
+        else {
+          let body = custom.body === undefined || custom.body === null ? '' : custom.body;
+          const headers = { ...(custom.headers || {}) };
+          if (typeof body !== 'string' && !(body instanceof Uint8Array)) {
+            body = JSON.stringify(body);
+            if (!Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
+          }
+          rejection = { status: custom.status, headers, body };
+        }
       }
     }
     this.#emit(info, req, verdict === VERDICT.RATE_LIMITED ? o.onReject : o.onShed);

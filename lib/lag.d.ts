@@ -24,6 +24,9 @@ export interface LagStats {
   p90Ms: number;
   p99Ms: number;
   maxMs: number;
+  /** Longest stretch the loop ran without polling for I/O (a synchronous block) in the window, ms:
+   *  measured once per loop iteration, independent of resolutionMs. */
+  maxBlockMs: number;
   /** Event-loop utilisation over the window, 0..1. */
   elu: number;
   /** Ticks currently in the window. */

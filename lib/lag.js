@@ -100,8 +100,10 @@ class LagMonitor {
   /** One object with every figure; see the README ("LagMonitor") for what each one means. */
   stats() {
     const a = this.#handle.stats();
-    const heapUsed = a[10];
-    const heapLimit = a[11];
+    // Read now (~0.3 µs): the native record refreshes heap figures only every 100 ms.
+    const heap = v8.getHeapStatistics();
+    const heapUsed = heap.used_heap_size;
+    const heapLimit = heap.heap_size_limit;
     return {
       running: this.#handle.running,
       lagMs: a[14],
@@ -112,6 +114,7 @@ class LagMonitor {
       p90Ms: a[4],
       p99Ms: a[5],
       maxMs: a[6],
+      maxBlockMs: a[15],
       elu: a[7],
       samples: a[8],
       ticks: a[9],

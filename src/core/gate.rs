@@ -16,9 +16,12 @@
 //!
 //! In-band lag: the sampler's timer cannot tick while the loop is busy with a long run of requests, so
 //! a health record alone would report the loop's state as of its last tick. The gate therefore also
-//! notes when it first saw the current tick; if that tick is older than the sampler's interval, the
-//! loop is late by at least the difference now, and that lower bound feeds the controller too. This is
-//! what lets shedding start within the very run of requests that is choking the loop.
+//! notes when it first saw the current tick, and the loop's cumulative idle time then (libuv's
+//! `uv_metrics_idle_time`: time spent waiting for I/O). The time since, minus the idle time since, is
+//! how long the loop has been *busy* without letting the timer run; beyond the sampler's interval the
+//! timer is late by at least the difference, and that lower bound feeds the controller too. This is
+//! what lets shedding start within the very run of requests that is choking the loop — while a process
+//! that was merely descheduled while it waited for I/O (a noisy neighbour) is not mistaken for one.
 use crate::core::health::{HealthSample, LoopHealth};
 use crate::core::ipkey::{ip_key, IpKeyBuf, IpKeyConfig};
 use crate::core::ledger::{Ledger, Limit, Outcome};
@@ -53,7 +56,7 @@ impl GateConfig {
     pub fn new(default_tier: usize) -> GateConfig {
         GateConfig {
             shed: ShedConfig::default(),
-            lag_signal: LagSignal::Max,
+            lag_signal: LagSignal::Ewma,
             update_interval_ms: 1.0,
             resolution_ms: 0.0,
             default_tier,
@@ -142,6 +145,8 @@ struct State {
     next_update_ns: u64,
     last_ticks: u64,
     tick_seen_ns: u64,
+    /// The loop's cumulative idle time when the current tick was first seen.
+    idle_seen_ns: u64,
     input: ShedInput,
     counters: Vec<TierCounters>,
 }
@@ -183,6 +188,7 @@ impl Gate {
                 next_update_ns: 0,
                 last_ticks: 0,
                 tick_seen_ns: 0,
+                idle_seen_ns: 0,
                 input: ShedInput::default(),
                 counters: vec![TierCounters::default(); n],
             }),
@@ -260,12 +266,13 @@ impl Gate {
     }
 
     /// Moves the controller now, whatever the update interval; returns whether any scale changed.
-    pub fn update_now(&self, now_ns: u64) -> bool {
+    /// `idle_ns`: the loop's cumulative idle time (0 if unknown: then all time counts as busy).
+    pub fn update_now(&self, now_ns: u64, idle_ns: u64) -> bool {
         let mut st = self.state.lock();
-        self.update(&mut st, now_ns)
+        self.update(&mut st, now_ns, idle_ns)
     }
 
-    fn update(&self, st: &mut State, now_ns: u64) -> bool {
+    fn update(&self, st: &mut State, now_ns: u64, idle_ns: u64) -> bool {
         st.next_update_ns = now_ns.saturating_add(self.update_interval_ns);
         let sample = st.health.sample();
         let mut input = ShedInput::from_sample(&sample, self.cfg.lag_signal);
@@ -273,9 +280,12 @@ impl Gate {
             if sample.ticks != st.last_ticks {
                 st.last_ticks = sample.ticks;
                 st.tick_seen_ns = now_ns;
+                st.idle_seen_ns = idle_ns;
             } else {
-                let since_ms = now_ns.saturating_sub(st.tick_seen_ns) as f64 / NS_PER_MS;
-                let pending = since_ms - self.cfg.resolution_ms;
+                let since = now_ns.saturating_sub(st.tick_seen_ns);
+                let idle = idle_ns.saturating_sub(st.idle_seen_ns).min(since);
+                let busy_ms = (since - idle) as f64 / NS_PER_MS;
+                let pending = busy_ms - self.cfg.resolution_ms;
                 if pending > input.lag_ms {
                     input.lag_ms = pending;
                 }
@@ -317,13 +327,15 @@ impl Gate {
 
     /// One request. `tier`: the tier already chosen by the caller (route rule or function), if any;
     /// otherwise `header` (the tier header's value) is resolved, else the default tier. `key`: the
-    /// per-key identity and whether it is a client IP to normalise.
+    /// per-key identity and whether it is a client IP to normalise. `idle_ns` (the loop's cumulative
+    /// idle time) is read only when the controller is due; `now_sec` only for a signed token.
     pub fn decide(
         &self,
         tier: Option<usize>,
         header: Option<&[u8]>,
         key: Option<(&[u8], bool)>,
         now_ns: u64,
+        idle_ns: impl FnOnce() -> u64,
         now_sec: impl FnOnce() -> u64,
     ) -> Decision {
         let (tier, source) = match (tier, header) {
@@ -333,7 +345,7 @@ impl Gate {
         };
         let mut st = self.state.lock();
         if now_ns >= st.next_update_ns {
-            self.update(&mut st, now_ns);
+            self.update(&mut st, now_ns, idle_ns());
         }
         let scale = st.applied[tier];
         let mut d = Decision {
@@ -442,7 +454,7 @@ mod tests {
     }
 
     fn decide(g: &Gate, tier: Option<usize>, header: Option<&str>, t_ms: u64) -> Decision {
-        g.decide(tier, header.map(str::as_bytes), None, t_ms * MS, || 1_000)
+        g.decide(tier, header.map(str::as_bytes), None, t_ms * MS, || 0, || 1_000)
     }
 
     #[test]
@@ -573,15 +585,15 @@ mod tests {
         let pk = PerKeyConfig { capacity: 2.0, refill_per_sec: 1.0, max_keys: 100, idle_ttl_ms: 60_000.0 };
         let (g, _) = gate_with(cfg(), Some(pk));
         let k = Some((&b"user-1"[..], false));
-        assert_eq!(g.decide(Some(1), None, k, 0, || 0).verdict, Verdict::Admit);
-        let d = g.decide(Some(1), None, k, 0, || 0);
+        assert_eq!(g.decide(Some(1), None, k, 0, || 0, || 0).verdict, Verdict::Admit);
+        let d = g.decide(Some(1), None, k, 0, || 0, || 0);
         assert_eq!((d.verdict, d.outcome.remaining, d.outcome.limit), (Verdict::Admit, 0.0, 2.0));
-        let d = g.decide(Some(1), None, k, 0, || 0);
+        let d = g.decide(Some(1), None, k, 0, || 0, || 0);
         assert_eq!(d.verdict, Verdict::KeyLimited);
         assert_eq!(d.outcome.retry_after_ms, 1000.0);
         assert_eq!(d.outcome.reset_ms, 2000.0);
         // Another key is unaffected.
-        assert_eq!(g.decide(Some(1), None, Some((&b"user-2"[..], false)), 0, || 0).verdict, Verdict::Admit);
+        assert_eq!(g.decide(Some(1), None, Some((&b"user-2"[..], false)), 0, || 0, || 0).verdict, Verdict::Admit);
     }
 
     #[test]
@@ -589,13 +601,13 @@ mod tests {
         let pk = PerKeyConfig { capacity: 1.0, refill_per_sec: 0.001, max_keys: 100, idle_ttl_ms: 60_000.0 };
         let (g, _) = gate_with(cfg(), Some(pk));
         let ip = |s: &'static str| Some((s.as_bytes(), true));
-        assert_eq!(g.decide(Some(1), None, ip("2001:db8:0:ab01::1"), 0, || 0).verdict, Verdict::Admit);
-        assert_eq!(g.decide(Some(1), None, ip("2001:db8:0:abff::9"), 0, || 0).verdict, Verdict::KeyLimited);
-        assert_eq!(g.decide(Some(1), None, ip("::ffff:10.0.0.1"), 0, || 0).verdict, Verdict::Admit);
-        assert_eq!(g.decide(Some(1), None, ip("10.0.0.1"), 0, || 0).verdict, Verdict::KeyLimited);
+        assert_eq!(g.decide(Some(1), None, ip("2001:db8:0:ab01::1"), 0, || 0, || 0).verdict, Verdict::Admit);
+        assert_eq!(g.decide(Some(1), None, ip("2001:db8:0:abff::9"), 0, || 0, || 0).verdict, Verdict::KeyLimited);
+        assert_eq!(g.decide(Some(1), None, ip("::ffff:10.0.0.1"), 0, || 0, || 0).verdict, Verdict::Admit);
+        assert_eq!(g.decide(Some(1), None, ip("10.0.0.1"), 0, || 0, || 0).verdict, Verdict::KeyLimited);
         assert_eq!(g.ledger().key_tokens(1, b"2001:db8:0:ab00::/56", 0), Some(0.0));
         // Without the IP flag the key is taken as it is.
-        assert_eq!(g.decide(Some(1), None, Some((&b"10.0.0.1"[..], false)), 0, || 0).verdict, Verdict::KeyLimited);
+        assert_eq!(g.decide(Some(1), None, Some((&b"10.0.0.1"[..], false)), 0, || 0, || 0).verdict, Verdict::KeyLimited);
     }
 
     #[test]
@@ -644,6 +656,25 @@ mod tests {
         // A new tick resets the estimate (the recorded lag then speaks for itself).
         h.record_tick(0.5, 0.5, 0.5);
         assert_eq!(decide(&g, Some(1), None, 121).lag_ms, 0.5);
+    }
+
+    #[test]
+    fn time_the_loop_spent_idle_is_not_in_band_lag() {
+        let mut c = cfg();
+        c.resolution_ms = 10.0;
+        let (g, h) = gate_with(c, None);
+        h.record_tick(0.5, 0.5, 0.5);
+        let at = |t_ms: u64, idle_ms: u64| g.decide(Some(2), None, None, t_ms * MS, || idle_ms * MS, || 0);
+        assert_eq!(at(0, 1_000).verdict, Verdict::Admit);
+        // 120 ms without a tick, but 100 ms of it waiting for I/O (the process was descheduled while
+        // idle, say): busy 20 ms, so late by at least 10 ms only — far below the 50 ms target.
+        let d = at(120, 1_100);
+        assert_eq!(d.verdict, Verdict::Admit);
+        assert_eq!(d.lag_ms, 10.0);
+        // Then 100 ms more of pure work without a tick: busy 120 ms, late by at least 110.
+        let d = at(220, 1_100);
+        assert_eq!(d.verdict, Verdict::Shed);
+        assert_eq!(d.lag_ms, 110.0);
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! `LagWindow` receives one sample per loop tick — the tick's time, its drift (how late the timer fired)
 //! and the loop's cumulative idle time — and answers, for the samples of the last `window_ns`:
 //! mean, p50/p90/p99 (from a log-linear histogram), max, the latest drift, a time-weighted EWMA and the
-//! event-loop utilisation. Everything is O(1) per tick (amortised) except the quantile scan, which walks
+//! event-loop utilisation. Separately it keeps the longest "block" — the longest stretch the loop ran
+//! without returning to its I/O poll — reported by the caller once per loop iteration or tick (sliding
+//! max over the same window). Everything is O(1) per tick (amortised) except the quantile scan, which walks
 //! at most `GROUPS + SUB_COUNT` counters; memory is fixed at construction.
 //!
 //! Why not the `hdrhistogram` crate: a rolling window needs samples to leave the histogram as they age.
@@ -73,6 +75,8 @@ pub struct LagStats {
     pub p90_ms: f64,
     pub p99_ms: f64,
     pub max_ms: f64,
+    /// Longest stretch the loop went without polling for I/O (a synchronous block), in the window.
+    pub max_block_ms: f64,
     /// Event-loop utilisation over the window, 0..=1 (busy time / elapsed time).
     pub elu: f64,
     /// Samples currently in the window.
@@ -90,6 +94,8 @@ pub struct LagWindow {
     samples: VecDeque<Sample>,
     /// (t_ns, drift_ns), drift strictly decreasing front to back: the window's max is at the front.
     maxima: VecDeque<(u64, u64)>,
+    /// (t_ns, block_ns), the same sliding-max structure for `record_block`.
+    blocks: VecDeque<(u64, u64)>,
     counts: Box<[u32]>,
     group_counts: Box<[u32]>,
     sum_ns: u64,
@@ -116,6 +122,7 @@ impl LagWindow {
             cap,
             samples: VecDeque::with_capacity(cap),
             maxima: VecDeque::with_capacity(cap.min(1024)),
+            blocks: VecDeque::with_capacity(64),
             counts: vec![0; BUCKETS].into_boxed_slice(),
             group_counts: vec![0; GROUPS].into_boxed_slice(),
             sum_ns: 0,
@@ -159,8 +166,27 @@ impl LagWindow {
         self.last_idle_ns = idle_ns;
     }
 
+    /// Records that the loop ran `block_ns` without polling for I/O, ending at `t_ns`.
+    pub fn record_block(&mut self, t_ns: u64, block_ns: u64) {
+        self.expire(t_ns);
+        while self.blocks.back().is_some_and(|&(_, b)| b <= block_ns) {
+            self.blocks.pop_back();
+        }
+        if self.blocks.len() == self.cap {
+            self.blocks.pop_front();
+        }
+        self.blocks.push_back((t_ns, block_ns));
+    }
+
+    pub fn max_block_ms(&self) -> f64 {
+        self.blocks.front().map_or(0.0, |&(_, b)| b as f64 / 1e6)
+    }
+
     /// Drops samples older than the window as of `now_ns`.
     pub fn expire(&mut self, now_ns: u64) {
+        while self.blocks.front().is_some_and(|&(t, _)| t.saturating_add(self.window_ns) <= now_ns) {
+            self.blocks.pop_front();
+        }
         while let Some(s) = self.samples.front() {
             if s.t_ns.saturating_add(self.window_ns) > now_ns {
                 break;
@@ -249,6 +275,7 @@ impl LagWindow {
             p90_ms: self.quantile_ms(0.90),
             p99_ms: self.quantile_ms(0.99),
             max_ms: self.max_ms(),
+            max_block_ms: self.max_block_ms(),
             elu: self.elu().unwrap_or(0.0),
             count: self.samples.len() as u64,
             total: self.total,
@@ -259,6 +286,7 @@ impl LagWindow {
     pub fn reset(&mut self, now_ns: u64, idle_ns: u64) {
         self.samples.clear();
         self.maxima.clear();
+        self.blocks.clear();
         self.counts.fill(0);
         self.group_counts.fill(0);
         self.sum_ns = 0;
@@ -418,9 +446,26 @@ mod tests {
     }
 
     #[test]
+    fn longest_block_is_a_sliding_max() {
+        let mut w = window(100, 10);
+        w.record_block(10 * MS, 3 * MS);
+        w.record_block(20 * MS, 40 * MS);
+        w.record_block(30 * MS, 5 * MS);
+        assert_eq!(w.max_block_ms(), 40.0);
+        assert_eq!(w.stats().max_block_ms, 40.0);
+        w.expire(120 * MS); // the 40 ms block (t = 20) leaves
+        assert_eq!(w.max_block_ms(), 5.0);
+        w.record(125 * MS, MS, 10 * MS, 0); // a tick expires too
+        assert_eq!(w.max_block_ms(), 5.0);
+        w.record(130 * MS, MS, 10 * MS, 0);
+        assert_eq!(w.max_block_ms(), 0.0);
+    }
+
+    #[test]
     fn reset_forgets_everything() {
         let mut w = window(1000, 10);
         w.record(MS, 5 * MS, MS, 0);
+        w.record_block(MS, 5 * MS);
         w.reset(2 * MS, 7);
         assert_eq!(w.stats(), LagStats { total: 0, ..Default::default() });
         w.record(3 * MS, MS, MS, 7);

@@ -9,3 +9,4 @@ pub mod bucket;
 pub mod ledger;
 pub mod gate;
 pub mod histogram;
+pub mod spinlock;

@@ -10,10 +10,15 @@
 //! lowest one goes from full refill to zero while `p` goes from 0 to `1/n`, then the next one up, and so
 //! on; at `p = 1` every unprotected tier is at zero. Protected tiers always keep scale 1.
 //!
-//! Dynamics: a rise in demand is applied at once (shedding must start immediately). A fall is applied
-//! only when the signal has dropped `hysteresis_ms` below the level that set the current pressure, no
-//! earlier than `hold_ms` after the pressure was last justified, and then gradually: at most
-//! `1 / recovery_ms` of pressure per millisecond (full shed to none in `recovery_ms`).
+//! Dynamics (a proportional-integral controller with hysteresis):
+//! - a rise in demand is applied at once (shedding must start immediately);
+//! - while the lag stays above the target, the pressure keeps rising on top of that, by the lag's
+//!   excess (as a fraction of the target..critical range) per `integral_ms`: a partial throttle that
+//!   does not bring the lag down (a tier whose budget is far above what it is offered, say) is pushed
+//!   further until it does, so the loop does not settle above its target;
+//! - the pressure is held while the lag is within `hysteresis_ms` of the target or above it (or the
+//!   heap still asks for it), and for `hold_ms` after that; then it falls gradually, at most
+//!   `1 / recovery_ms` per millisecond (full shed to none in `recovery_ms`), the lowest tier last.
 use std::fmt;
 
 /// Which lag figure of a health sample the controller reads.
@@ -49,12 +54,15 @@ pub struct ShedConfig {
     pub critical_lag_ms: f64,
     /// Thresholds are offsets above the measured idle lag baseline instead of absolute values.
     pub relative: bool,
-    /// How far (ms) the lag must fall below the level that set the pressure before it may fall.
+    /// How far (ms) below the target the lag must fall before the pressure may fall.
     pub hysteresis_ms: f64,
     /// Minimum time (ms) the pressure is held after it was last justified by a signal.
     pub hold_ms: f64,
     /// Time (ms) a recovery from full shed to none takes at the fastest.
     pub recovery_ms: f64,
+    /// Integral time (ms): a lag held at `critical_lag_ms` adds full pressure in this time, a lag
+    /// halfway between target and critical half of it, and so on. 0 turns the integral term off.
+    pub integral_ms: f64,
     /// Heap used/limit above which heap pressure sheds; `None` ignores the heap.
     pub heap_ratio: Option<f64>,
     /// Time constant (ms) of the idle-baseline average (relative mode).
@@ -75,6 +83,7 @@ impl Default for ShedConfig {
             hysteresis_ms: 10.0,
             hold_ms: 1000.0,
             recovery_ms: 2000.0,
+            integral_ms: 1000.0,
             heap_ratio: Some(0.9),
             baseline_tau_ms: 10_000.0,
             max_baseline_ms: 50.0,
@@ -116,6 +125,7 @@ impl ShedConfig {
         finite_non_negative(self.hysteresis_ms, "hysteresisMs")?;
         finite_non_negative(self.hold_ms, "holdMs")?;
         finite_non_negative(self.recovery_ms, "recoveryMs")?;
+        finite_non_negative(self.integral_ms, "integralMs")?;
         if let Some(r) = self.heap_ratio {
             if !(r.is_finite() && r > 0.0 && r < 1.0) {
                 return Err(ShedConfigError { field: "heapRatio", reason: "must be a number in (0, 1)" });
@@ -261,34 +271,22 @@ impl ShedController {
         1.0 / self.sheddable.len().max(1) as f64
     }
 
-    /// Pressure each signal asks for: `(demand, release, demand cause, release cause)`. `demand`
-    /// raises the pressure; `release` (the same with hysteresis applied) is the floor a falling
-    /// pressure may reach.
-    fn demand(&self, input: &ShedInput) -> (f64, f64, Cause, Cause) {
-        if input.stalled {
-            return (1.0, 1.0, Cause::Stall, Cause::Stall);
-        }
-        let (t, c) = self.thresholds_ms();
-        let lag_d = ramp(input.lag_ms, t, c);
-        let lag_r = ramp(input.lag_ms + self.cfg.hysteresis_ms, t, c);
-        let (heap_d, heap_r) = match self.cfg.heap_ratio {
+    /// What the heap asks for: `(demand, release)`; release applies a 2%-of-heap hysteresis.
+    fn heap(&self, ratio: f64) -> (f64, f64) {
+        match self.cfg.heap_ratio {
             Some(limit) => {
-                let heap = |ratio: f64| {
-                    if ratio > limit {
+                let ask = |r: f64| {
+                    if r > limit {
                         let step = self.tier_step();
-                        step + (1.0 - step) * ramp(ratio, limit, 1.0)
+                        step + (1.0 - step) * ramp(r, limit, 1.0)
                     } else {
                         0.0
                     }
                 };
-                // Heap hysteresis: the ratio must fall 2% of the heap below the threshold.
-                (heap(input.heap_ratio), heap(input.heap_ratio + 0.02))
+                (ask(ratio), ask(ratio + 0.02))
             }
             None => (0.0, 0.0),
-        };
-        let cause_d = if heap_d > lag_d { Cause::Heap } else { Cause::Lag };
-        let cause_r = if heap_r > lag_r { Cause::Heap } else { Cause::Lag };
-        (lag_d.max(heap_d), lag_r.max(heap_r), cause_d, cause_r)
+        }
     }
 
     fn learn_baseline(&mut self, input: &ShedInput, dt_ms: f64) {
@@ -318,26 +316,50 @@ impl ShedController {
         let dt_ms = (now_ns.saturating_sub(prev_ns)) as f64 / NS_PER_MS;
         self.learn_baseline(input, dt_ms);
 
-        let (demand, release, cause_d, cause_r) = self.demand(input);
         let before = self.pressure;
+        let (t, c) = self.thresholds_ms();
+        let lag = if input.lag_ms.is_nan() { 0.0 } else { input.lag_ms };
+        let lag_demand = ramp(lag, t, c);
+        let (heap_demand, heap_release) = self.heap(input.heap_ratio);
+        let mut justified = false;
+        if input.stalled {
+            if self.pressure < 1.0 || self.cause != Cause::Stall {
+                self.pressure = 1.0;
+                self.cause = Cause::Stall;
+            }
+            justified = true;
+        }
+        let demand = lag_demand.max(heap_demand);
         if demand > self.pressure {
             self.pressure = demand;
-            self.cause = cause_d;
-            self.hold_until_ns = now_ns.saturating_add((self.cfg.hold_ms * NS_PER_MS) as u64);
-        } else if self.pressure > 0.0 && release >= self.pressure {
-            // Still justified: keep holding.
+            self.cause = if heap_demand > lag_demand { Cause::Heap } else { Cause::Lag };
+            justified = true;
+        }
+        if lag > t && self.cfg.integral_ms > 0.0 && self.pressure < 1.0 {
+            // Integral term. A long gap between updates says nothing about the lag during the gap:
+            // count at most 100 ms of it.
+            let excess = ((lag - t) / (c - t)).min(1.0);
+            self.pressure = (self.pressure + excess * dt_ms.min(100.0) / self.cfg.integral_ms).min(1.0);
+            if self.cause != Cause::Stall {
+                self.cause = Cause::Lag;
+            }
+        }
+        if self.pressure > 0.0 && (lag + self.cfg.hysteresis_ms >= t || heap_release >= self.pressure) {
+            justified = true;
+        }
+        if justified && self.pressure > 0.0 {
             self.hold_until_ns = now_ns.saturating_add((self.cfg.hold_ms * NS_PER_MS) as u64);
         } else if self.pressure > 0.0 && now_ns >= self.hold_until_ns {
             let since_ns = prev_ns.max(self.hold_until_ns);
             let elapsed_ms = now_ns.saturating_sub(since_ns) as f64 / NS_PER_MS;
             let step = if self.cfg.recovery_ms == 0.0 { 1.0 } else { elapsed_ms / self.cfg.recovery_ms };
-            self.pressure = release.max(self.pressure - step);
+            self.pressure = heap_release.max(self.pressure - step);
             if self.pressure <= 1e-9 {
                 self.pressure = 0.0;
                 self.cause = Cause::None;
-            } else if self.pressure == release {
-                // Recovered down to what a signal still asks for: that signal holds it now.
-                self.cause = cause_r;
+            } else if self.pressure == heap_release {
+                // Recovered down to what the heap still asks for: the heap holds it now.
+                self.cause = Cause::Heap;
             }
         }
         if before == 0.0 && self.pressure > 0.0 {
@@ -388,8 +410,9 @@ mod tests {
         ShedController::new(cfg, &[true, false, false]).unwrap()
     }
 
+    /// Proportional only (no integral term) unless a test turns it on.
     fn cfg() -> ShedConfig {
-        ShedConfig { target_lag_ms: 50.0, critical_lag_ms: 150.0, hysteresis_ms: 10.0, hold_ms: 1000.0, recovery_ms: 2000.0, ..Default::default() }
+        ShedConfig { target_lag_ms: 50.0, critical_lag_ms: 150.0, hysteresis_ms: 10.0, hold_ms: 1000.0, recovery_ms: 2000.0, integral_ms: 0.0, ..Default::default() }
     }
 
     fn approx(a: f64, b: f64) -> bool {
@@ -502,26 +525,69 @@ mod tests {
         let mut c = three_tiers(ShedConfig { hold_ms: 0.0, recovery_ms: 0.0, ..cfg() });
         c.update(&lag(100.0), 0);
         assert_eq!(c.scale(2), 0.0);
-        // Oscillating 5 ms around 100 stays inside the 10 ms band: no change at all.
-        for i in 1..50u64 {
-            let l = if i % 2 == 0 { 95.0 } else { 100.0 };
-            assert!(!c.update(&lag(l), i * MS), "flapped at step {i}");
+        // Above the target, or within 10 ms below it: held, whatever the lag does there.
+        for (i, l) in [95.0, 100.0, 60.0, 45.0, 41.0, 55.0, 40.0].into_iter().enumerate() {
+            assert!(!c.update(&lag(l), (i as u64 + 1) * MS), "changed at lag {l}");
         }
-        // 89 ms: release level ramp(99) = 0.49 -> falls to it at once (no hold, no rate limit).
-        c.update(&lag(89.0), 60 * MS);
-        assert!(approx(c.pressure(), 0.49));
-        assert!(approx(c.scale(2), 0.02));
+        assert_eq!(c.pressure(), 0.5);
+        // Below target - hysteresis: eases (at once here: no hold, no recovery time).
+        c.update(&lag(39.9), 20 * MS);
+        assert_eq!(c.pressure(), 0.0);
+        assert_eq!(c.scales(), &[1.0, 1.0, 1.0]);
     }
 
     #[test]
-    fn recovery_cannot_drop_below_what_the_current_lag_still_asks_for() {
+    fn the_pressure_does_not_ease_while_the_lag_stays_above_the_target() {
         let mut c = three_tiers(cfg());
         c.update(&lag(150.0), 0);
-        // Long after the hold, lag at 80 ms (release level ramp(90) = 0.4): recovery stops at 0.4.
+        // Long after the hold, the lag is better (80 ms) but still above the 50 ms target.
         c.update(&lag(80.0), 10_000 * MS);
-        assert!(approx(c.pressure(), 0.4));
-        c.update(&lag(80.0), 20_000 * MS);
-        assert!(approx(c.pressure(), 0.4));
+        assert_eq!(c.pressure(), 1.0);
+        c.update(&lag(0.0), 10_001 * MS);
+        assert_eq!(c.pressure(), 1.0, "then the hold starts from the last reading above the band");
+        c.update(&lag(0.0), 11_000 * MS);
+        c.update(&lag(0.0), 11_500 * MS);
+        assert!(approx(c.pressure(), 0.75), "{}", c.pressure());
+    }
+
+    #[test]
+    fn the_integral_term_pushes_a_lag_that_stays_above_the_target() {
+        let mut c = three_tiers(ShedConfig { integral_ms: 1000.0, ..cfg() });
+        // 75 ms: a quarter of the way from target to critical: 0.25 at once ...
+        c.update(&lag(75.0), 0);
+        assert!(approx(c.pressure(), 0.25));
+        // ... and 0.25 more per second while it stays there.
+        for i in 1..=10 {
+            c.update(&lag(75.0), i * 100 * MS);
+        }
+        assert!(approx(c.pressure(), 0.5));
+        assert_eq!(c.scales(), &[1.0, 1.0, 0.0]);
+        for i in 11..=30 {
+            c.update(&lag(75.0), i * 100 * MS);
+        }
+        assert_eq!(c.pressure(), 1.0, "a throttle that does not bring the lag down is pushed to full");
+        assert_eq!(c.scales(), &[1.0, 0.0, 0.0]);
+        assert_eq!(c.cause(), Cause::Lag);
+        assert_eq!(c.episodes(), 1);
+    }
+
+    #[test]
+    fn the_integral_counts_at_most_100_ms_of_a_gap() {
+        let mut c = three_tiers(ShedConfig { integral_ms: 1000.0, ..cfg() });
+        c.update(&lag(0.0), 0);
+        // 10 s without an update, then a reading at 100 ms: 0.5 at once, and the gap adds at most
+        // 100 ms worth of 0.5 per second.
+        c.update(&lag(100.0), 10_000 * MS);
+        assert!(approx(c.pressure(), 0.55));
+    }
+
+    #[test]
+    fn the_integral_does_not_run_at_or_below_the_target() {
+        let mut c = three_tiers(ShedConfig { integral_ms: 1000.0, ..cfg() });
+        for i in 0..100 {
+            c.update(&lag(50.0), i * 100 * MS);
+        }
+        assert_eq!(c.pressure(), 0.0);
     }
 
     #[test]
@@ -630,8 +696,8 @@ mod tests {
         let mut c = three_tiers(ShedConfig { hold_ms: 0.0, recovery_ms: 0.0, hysteresis_ms: 0.0, ..cfg() });
         c.update(&lag(150.0), 0);
         c.update(&lag(75.0), MS);
-        assert!(approx(c.pressure(), 0.25));
-        c.update(&lag(0.0), 2 * MS);
+        assert_eq!(c.pressure(), 1.0, "above the target: held");
+        c.update(&lag(30.0), 2 * MS);
         assert_eq!(c.pressure(), 0.0);
         c.update(&lag(100.0), 3 * MS);
         assert_eq!(c.episodes(), 2);

@@ -5,6 +5,7 @@
 //! data pointer: it reads the header and key into stack buffers, reads the thread's loop health, moves
 //! the shed controller when due, debits the ledger, writes the details into a Float64Array (`result`)
 //! and returns the verdict as a small integer. One crossing into Rust per request.
+use crate::core::clock::{Clock, MonotonicClock};
 use crate::core::gate::{Decision, Gate, GateConfig, MAX_HEADER_LEN};
 use crate::core::health::{HealthSample, LoopHealth};
 use crate::core::ipkey::IpKeyConfig;
@@ -65,6 +66,7 @@ pub struct GateOptions {
     pub hysteresis_ms: f64,
     pub hold_ms: f64,
     pub recovery_ms: f64,
+    pub integral_ms: f64,
     pub heap_ratio: Option<f64>,
     pub baseline_tau_ms: f64,
     pub max_baseline_ms: f64,
@@ -124,10 +126,26 @@ pub struct HealthInput {
     pub stalled: Option<bool>,
 }
 
+/// libuv's loop, opaque here; the two functions resolve against the node binary.
+#[repr(C)]
+struct UvLoop {
+    _opaque: [u8; 0],
+}
+
+#[allow(clashing_extern_declarations)] // src/node/lag.rs declares them with its own opaque loop type
+extern "C" {
+    fn napi_get_uv_event_loop(env: sys::napi_env, loop_: *mut *mut UvLoop) -> sys::napi_status;
+    /// Cumulative time the loop spent waiting for I/O, ns (0 unless idle-time metrics are on; Node
+    /// turns them on for the main and every worker loop).
+    fn uv_metrics_idle_time(loop_: *mut UvLoop) -> u64;
+}
+
 /// What the raw callback carries.
 struct Bound {
     gate: Arc<Gate>,
     out: Box<UnsafeCell<[f64; RESULT_LEN]>>,
+    /// The loop of the thread that owns the function (only read on that thread).
+    loop_: *mut UvLoop,
 }
 
 // The result buffer is only written by the JS thread that owns the function and the array.
@@ -137,6 +155,7 @@ unsafe impl Sync for Bound {}
 #[napi]
 pub struct GateHandle {
     gate: Arc<Gate>,
+    loop_: *mut UvLoop,
     /// Keeps this thread's sampler running while the gate lives; `None` without a live sampler.
     guard: Option<SamplerGuard>,
 }
@@ -164,6 +183,7 @@ fn config(o: &GateOptions) -> Result<GateConfig> {
             hysteresis_ms: o.hysteresis_ms,
             hold_ms: o.hold_ms,
             recovery_ms: o.recovery_ms,
+            integral_ms: o.integral_ms,
             heap_ratio: o.heap_ratio,
             baseline_tau_ms: o.baseline_tau_ms,
             max_baseline_ms: o.max_baseline_ms,
@@ -207,13 +227,17 @@ impl GateHandle {
             (None, Arc::new(LoopHealth::default()))
         };
         let gate = Gate::new(ledger.inner.clone(), cfg, health).map_err(|e| invalid(format!("shed.{e}")))?;
-        Ok(GateHandle { gate: Arc::new(gate), guard })
+        let mut loop_ = ptr::null_mut();
+        if unsafe { napi_get_uv_event_loop(env.raw(), &mut loop_) } != sys::Status::napi_ok {
+            loop_ = ptr::null_mut();
+        }
+        Ok(GateHandle { gate: Arc::new(gate), loop_, guard })
     }
 
     /// Defines the hot-path function `decide` and the Float64Array `result` on `target`.
     #[napi]
     pub fn bind(&self, env: Env, target: Object) -> Result<()> {
-        let bound = Arc::new(Bound { gate: self.gate.clone(), out: Box::new(UnsafeCell::new([0.0; RESULT_LEN])) });
+        let bound = Arc::new(Bound { gate: self.gate.clone(), out: Box::new(UnsafeCell::new([0.0; RESULT_LEN])), loop_: self.loop_ });
         let (env, target) = (env.raw(), target.raw());
         unsafe {
             // `result` views memory the Bound owns; the ArrayBuffer holds its own reference to it.
@@ -313,7 +337,7 @@ impl GateHandle {
     /// Moves the controller now (tests and `stats()` freshness), whatever the update interval.
     #[napi]
     pub fn update(&self) -> bool {
-        self.gate.update_now(self.gate.ledger().now_ns())
+        self.gate.update_now(gate_now_ns(), unsafe { idle_ns(self.loop_) })
     }
 
     /// Per tier, the per-key quota the ledger enforces (for the rate-limit policy header).
@@ -344,6 +368,26 @@ pub fn mint_tier_token(secret: Buffer, tier: String, expires_at_sec: f64) -> Res
     }
     let signer = TierSigner::new(&[secret.as_ref()]).map_err(|e| invalid(e.0))?;
     signer.sign(&tier, expires_at_sec as u64).map_err(|e| invalid(e.0))
+}
+
+/// The gate's time: the controller's hold and recovery, the in-band lag estimate and the debits all
+/// read the kernel's monotonic clock (vDSO `clock_gettime`), one time base for everything the gate
+/// does. (Not the ledger's TSC-based `FastClock`: its calibration over a 2 ms window is thrown off
+/// when the calibrating thread is descheduled on a loaded machine, and a clock that runs at the wrong
+/// rate would scale every lag estimate and hold time.)
+#[inline(always)]
+fn gate_now_ns() -> u64 {
+    MonotonicClock.now_ns()
+}
+
+/// The loop's cumulative idle time, 0 without a loop.
+#[inline]
+unsafe fn idle_ns(loop_: *mut UvLoop) -> u64 {
+    if loop_.is_null() {
+        0
+    } else {
+        uv_metrics_idle_time(loop_)
+    }
 }
 
 fn unix_now_sec() -> u64 {
@@ -409,7 +453,7 @@ unsafe extern "C" fn decide(env: sys::napi_env, info: sys::napi_callback_info) -
     } else {
         None
     };
-    let d = gate.decide(tier, header, key, gate.ledger().now_ns(), unix_now_sec);
+    let d = gate.decide(tier, header, key, gate_now_ns(), || idle_ns(bound.loop_), unix_now_sec);
     write_result(&mut *bound.out.get(), &d);
     raw::int32(env, d.verdict as i32)
 }

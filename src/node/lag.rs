@@ -6,12 +6,16 @@
 //!   `uv_unref`'d so it never keeps a process alive.
 //! * Each tick measures drift = (now − previous tick) − interval with `uv_hrtime` and feeds it to every
 //!   subscriber's `LagWindow` (src/core/histogram.rs), which writes the subscriber's `LoopHealth`.
+//! * A prepare handle (same allocation rule, also unref'd) runs once per loop iteration, just before
+//!   the loop polls for I/O: (time since the previous prepare) − (idle time in between) is how long the
+//!   loop ran without polling — a synchronous block measured to the microsecond whatever the timer's
+//!   resolution. The longest one per window is `max_block_ms`.
 //! * Event-loop utilisation comes from `uv_metrics_idle_time`, which counts only once the loop was
 //!   configured with UV_METRICS_IDLE_TIME. Node (20) does that when it creates the main and every worker
 //!   loop (checked: the first `performance.eventLoopUtilization()` call already reports the idle time
 //!   since start). A loop that reports no idle time at all when the sampler starts is configured here
 //!   (`uv_loop_configure`, on the loop's own thread), so embedders that skip it still get ELU.
-//! * Heap used / limit: `v8.getHeapStatistics()` (registered by lib/lag.js), read at most every 10 ms.
+//! * Heap used / limit: `v8.getHeapStatistics()` (registered by lib/lag.js), read at most every 100 ms.
 //! * An async env cleanup hook stops and `uv_close`s the handle when the environment (a worker) is torn
 //!   down; memory is freed only in the close callback, which then releases the hook so Node may close
 //!   the loop.
@@ -45,6 +49,7 @@ type UvTimerCb = unsafe extern "C" fn(*mut UvHandle);
 /// `uv_handle_type` value of UV_TIMER (UV_UNKNOWN_HANDLE = 0, then the UV_HANDLE_TYPE_MAP order);
 /// checked at run time against `uv_handle_type_name`.
 const UV_TIMER: c_int = 13;
+const UV_PREPARE: c_int = 9;
 /// `uv_loop_option` UV_METRICS_IDLE_TIME.
 const UV_METRICS_IDLE_TIME: c_int = 1;
 
@@ -56,6 +61,9 @@ extern "C" {
     fn uv_timer_init(loop_: *mut UvLoop, handle: *mut UvHandle) -> c_int;
     fn uv_timer_start(handle: *mut UvHandle, cb: UvTimerCb, timeout: u64, repeat: u64) -> c_int;
     fn uv_timer_stop(handle: *mut UvHandle) -> c_int;
+    fn uv_prepare_init(loop_: *mut UvLoop, handle: *mut UvHandle) -> c_int;
+    fn uv_prepare_start(handle: *mut UvHandle, cb: UvTimerCb) -> c_int;
+    fn uv_prepare_stop(handle: *mut UvHandle) -> c_int;
     fn uv_unref(handle: *mut UvHandle);
     fn uv_close(handle: *mut UvHandle, cb: UvCloseCb);
     fn uv_handle_set_data(handle: *mut UvHandle, data: *mut c_void);
@@ -66,7 +74,9 @@ extern "C" {
 }
 
 const MS: u64 = 1_000_000;
-const HEAP_EVERY_NS: u64 = 10 * MS;
+/// Heap figures change slowly and a read costs ~12 µs from a cold tick (a call into V8 from outside any
+/// JS frame, measured with `lagSamplerWork`): refresh them at most every 100 ms.
+const HEAP_EVERY_NS: u64 = 100 * MS;
 
 /// What one user of the thread's sampler wants. The timer runs at the finest `resolution_ms` among the
 /// active users; each user keeps its own window, EWMA and stall threshold.
@@ -98,9 +108,12 @@ impl Subscriber {
         Arc::new(Subscriber { opts, health, window: Mutex::new(window) })
     }
 
-    fn on_tick(&self, now: u64, drift: u64, elapsed: u64, idle: u64) {
+    fn on_tick(&self, now: u64, drift: u64, elapsed: u64, idle: u64, block: u64) {
         let mut w = self.window.lock();
         w.record(now, drift, elapsed, idle);
+        if block > 0 {
+            w.record_block(now, block);
+        }
         self.health.record_tick(w.latest_ms(), w.ewma_ms(), w.quantile_ms(0.99));
         if let Some(elu) = w.elu() {
             self.health.set_elu(elu);
@@ -126,6 +139,13 @@ struct Shared {
     ticks: AtomicU64,
     heap_used: AtomicU64,
     heap_limit: AtomicU64,
+    /// Longest no-poll stretch measured by the prepare handle since the last tick (loop thread only).
+    pending_block_ns: AtomicU64,
+    /// Time spent inside the tick / prepare callbacks (self-measured, for the benchmark).
+    tick_work_ns: AtomicU64,
+    prepares: AtomicU64,
+    prepare_work_ns: AtomicU64,
+    heap_reads: AtomicU64,
 }
 
 impl Shared {
@@ -146,9 +166,15 @@ struct ThreadSampler {
     env: sys::napi_env,
     loop_: *mut UvLoop,
     timer: *mut UvHandle,
-    timer_layout: std::alloc::Layout,
+    prepare: *mut UvHandle,
+    handle_layouts: [std::alloc::Layout; 2],
+    /// Handles not yet through their close callback; the sampler is freed when it reaches 0.
+    open_handles: u8,
     shared: Arc<Shared>,
     prev_tick_ns: u64,
+    /// `uv_hrtime` and cumulative idle time at the previous prepare (just before the loop polled).
+    last_poll_ns: u64,
+    last_poll_idle_ns: u64,
     last_heap_ns: u64,
     cleanup: sys::napi_async_cleanup_hook_handle,
 }
@@ -167,13 +193,19 @@ pub struct SamplerGuard {
     shared: Arc<Shared>,
 }
 
+#[allow(dead_code)] // API for the other native components (the gatekeeper's gate)
 impl SamplerGuard {
+    /// The lock-free record this user's window publishes into every tick (and the watchdog flags).
     pub fn health(&self) -> &Arc<LoopHealth> {
         &self.sub.health
     }
     /// The full window figures (mean, quantiles, max, ELU...) of this user.
     pub fn stats(&self) -> LagStats {
-        self.sub.window.lock().stats()
+        let mut s = self.sub.window.lock().stats();
+        // A block measured since the last tick is not in the window yet.
+        let pending = self.shared.pending_block_ns.load(Relaxed) as f64 / MS as f64;
+        s.max_block_ms = s.max_block_ms.max(pending);
+        s
     }
     /// Lag right now, ms: the latest tick's drift, or how overdue the next tick already is if that is
     /// larger (the loop is blocked at this moment, or has just been and the timer has not run yet).
@@ -254,21 +286,27 @@ unsafe fn thread_sampler(env: sys::napi_env) -> Result<*mut ThreadSampler> {
     if napi_get_uv_event_loop(env, &mut loop_) != sys::Status::napi_ok || loop_.is_null() {
         return Err(Error::from_reason("napi_get_uv_event_loop failed"));
     }
-    let name = uv_handle_type_name(UV_TIMER);
-    if name.is_null() || CStr::from_ptr(name).to_bytes() != b"timer" {
-        return Err(Error::from_reason("libuv's handle type numbering is not the expected one (UV_TIMER)"));
-    }
-    let size = uv_handle_size(UV_TIMER);
-    let layout = std::alloc::Layout::from_size_align(size.max(1), 16).map_err(|e| Error::from_reason(e.to_string()))?;
-    let timer = std::alloc::alloc_zeroed(layout) as *mut UvHandle;
-    if timer.is_null() {
-        std::alloc::handle_alloc_error(layout);
-    }
+    let (timer, timer_layout) = alloc_handle(UV_TIMER, "timer")?;
+    let (prepare, prepare_layout) = match alloc_handle(UV_PREPARE, "prepare") {
+        Ok(h) => h,
+        Err(e) => {
+            std::alloc::dealloc(timer as *mut u8, timer_layout);
+            return Err(e);
+        }
+    };
+    // Neither init can fail in libuv (both return 0 unconditionally); if one ever did, a handle the loop
+    // already knows must not be freed, so it is leaked rather than risked.
     if uv_timer_init(loop_, timer) != 0 {
-        std::alloc::dealloc(timer as *mut u8, layout);
+        std::alloc::dealloc(timer as *mut u8, timer_layout);
+        std::alloc::dealloc(prepare as *mut u8, prepare_layout);
         return Err(Error::from_reason("uv_timer_init failed"));
     }
+    if uv_prepare_init(loop_, prepare) != 0 {
+        uv_unref(timer);
+        return Err(Error::from_reason("uv_prepare_init failed"));
+    }
     uv_unref(timer);
+    uv_unref(prepare);
     // Idle-time accounting (for ELU): a loop that has run with it on has idled at least once by now.
     if uv_metrics_idle_time(loop_) == 0 {
         uv_loop_configure(loop_, UV_METRICS_IDLE_TIME);
@@ -284,28 +322,55 @@ unsafe fn thread_sampler(env: sys::napi_env) -> Result<*mut ThreadSampler> {
         ticks: AtomicU64::new(0),
         heap_used: AtomicU64::new(0),
         heap_limit: AtomicU64::new(0),
+        pending_block_ns: AtomicU64::new(0),
+        tick_work_ns: AtomicU64::new(0),
+        prepares: AtomicU64::new(0),
+        prepare_work_ns: AtomicU64::new(0),
+        heap_reads: AtomicU64::new(0),
     });
     let ts = Box::into_raw(Box::new(ThreadSampler {
         env,
         loop_,
         timer,
-        timer_layout: layout,
+        prepare,
+        handle_layouts: [timer_layout, prepare_layout],
+        open_handles: 2,
         shared,
         prev_tick_ns: now,
+        last_poll_ns: now,
+        last_poll_idle_ns: 0,
         last_heap_ns: 0,
         cleanup: ptr::null_mut(),
     }));
     uv_handle_set_data(timer, ts as *mut c_void);
+    uv_handle_set_data(prepare, ts as *mut c_void);
     let status = sys::napi_add_async_cleanup_hook(env, Some(on_env_cleanup), ts as *mut c_void, &mut (*ts).cleanup);
     if status != sys::Status::napi_ok {
         // Without a cleanup hook a worker exit would abort: close and refuse.
-        uv_close(timer, on_close);
         (*ts).cleanup = ptr::null_mut();
+        uv_close(timer, on_close);
+        uv_close(prepare, on_close);
         return Err(Error::from_reason("napi_add_async_cleanup_hook failed"));
     }
     SAMPLER.with(|c| c.set(ts));
     LIVE_SAMPLERS.fetch_add(1, Relaxed);
     Ok(ts)
+}
+
+/// A zeroed block of `uv_handle_size(kind)` bytes, after checking that `kind` is the handle type we
+/// mean (the enum's numbering is the only thing assumed about libuv's headers).
+unsafe fn alloc_handle(kind: c_int, expected: &str) -> Result<(*mut UvHandle, std::alloc::Layout)> {
+    let name = uv_handle_type_name(kind);
+    if name.is_null() || CStr::from_ptr(name).to_bytes() != expected.as_bytes() {
+        return Err(Error::from_reason(format!("libuv's handle type {kind} is not `{expected}`")));
+    }
+    let size = uv_handle_size(kind);
+    let layout = std::alloc::Layout::from_size_align(size.max(1), 16).map_err(|e| Error::from_reason(e.to_string()))?;
+    let handle = std::alloc::alloc_zeroed(layout) as *mut UvHandle;
+    if handle.is_null() {
+        std::alloc::handle_alloc_error(layout);
+    }
+    Ok((handle, layout))
 }
 
 /// Starts, stops or re-times the timer to match its subscribers. Owner thread only.
@@ -316,6 +381,7 @@ unsafe fn reconcile(ts: &mut ThreadSampler) {
     match finest {
         None if running => {
             uv_timer_stop(ts.timer);
+            uv_prepare_stop(ts.prepare);
             ts.shared.running.store(false, Relaxed);
         }
         None => {}
@@ -325,6 +391,12 @@ unsafe fn reconcile(ts: &mut ThreadSampler) {
             ts.shared.last_tick_ns.store(now, Relaxed);
             ts.shared.interval_ns.store(ms * MS, Relaxed);
             uv_timer_start(ts.timer, on_tick, ms, ms);
+            if !running {
+                ts.last_poll_ns = now;
+                ts.last_poll_idle_ns = uv_metrics_idle_time(ts.loop_);
+                ts.shared.pending_block_ns.store(0, Relaxed);
+                uv_prepare_start(ts.prepare, on_prepare);
+            }
             ts.shared.running.store(true, Relaxed);
         }
         Some(_) => {}
@@ -343,8 +415,9 @@ unsafe extern "C" fn on_tick(handle: *mut UvHandle) {
     let idle = uv_metrics_idle_time(ts.loop_);
     let heap = read_heap(ts, now, false);
     let shared = &*ts.shared;
+    let block = shared.pending_block_ns.swap(0, Relaxed);
     for sub in shared.subs.lock().iter() {
-        sub.on_tick(now, drift, elapsed, idle);
+        sub.on_tick(now, drift, elapsed, idle, block);
         if heap {
             sub.health.set_heap(shared.heap_used.load(Relaxed), shared.heap_limit.load(Relaxed));
         }
@@ -352,9 +425,26 @@ unsafe extern "C" fn on_tick(handle: *mut UvHandle) {
     if shared.dirty.load(Acquire) {
         reconcile(ts);
     }
+    let shared = &*ts.shared;
+    shared.tick_work_ns.fetch_add(uv_hrtime().saturating_sub(now), Relaxed);
 }
 
-/// Calls the registered `v8.getHeapStatistics` (at most every 10 ms unless forced). Returns whether the
+/// Once per loop iteration, right before the loop polls: how long it ran since it last polled.
+unsafe extern "C" fn on_prepare(handle: *mut UvHandle) {
+    let ts = &mut *(uv_handle_get_data(handle) as *mut ThreadSampler);
+    let now = uv_hrtime();
+    let idle = uv_metrics_idle_time(ts.loop_);
+    let busy = now.saturating_sub(ts.last_poll_ns).saturating_sub(idle.saturating_sub(ts.last_poll_idle_ns));
+    ts.last_poll_ns = now;
+    ts.last_poll_idle_ns = idle;
+    if busy > ts.shared.pending_block_ns.load(Relaxed) {
+        ts.shared.pending_block_ns.store(busy, Relaxed);
+    }
+    ts.shared.prepares.fetch_add(1, Relaxed);
+    ts.shared.prepare_work_ns.fetch_add(uv_hrtime().saturating_sub(now), Relaxed);
+}
+
+/// Calls the registered `v8.getHeapStatistics` (at most every 100 ms unless forced). Returns whether the
 /// figures were refreshed. Runs on the loop thread, outside any JS frame: it opens its own handle scope
 /// and swallows any exception (a terminating worker cannot run JS any more).
 unsafe fn read_heap(ts: &mut ThreadSampler, now: u64, force: bool) -> bool {
@@ -382,6 +472,7 @@ unsafe fn read_heap(ts: &mut ThreadSampler, now: u64, force: bool) -> bool {
     {
         let used = get_number(env, out, c"used_heap_size");
         let limit = get_number(env, out, c"heap_size_limit");
+        ts.shared.heap_reads.fetch_add(1, Relaxed);
         if let (Some(used), Some(limit)) = (used, limit) {
             ts.shared.heap_used.store(used as u64, Relaxed);
             ts.shared.heap_limit.store(limit as u64, Relaxed);
@@ -423,12 +514,21 @@ unsafe extern "C" fn on_env_cleanup(_handle: sys::napi_async_cleanup_hook_handle
     shared.subs.lock().clear();
     watchdog().forget(shared);
     uv_timer_stop((*ts).timer);
+    uv_prepare_stop((*ts).prepare);
     uv_close((*ts).timer, on_close);
+    uv_close((*ts).prepare, on_close);
 }
 
+/// Frees the sampler once both of its handles are closed.
 unsafe extern "C" fn on_close(handle: *mut UvHandle) {
-    let ts = Box::from_raw(uv_handle_get_data(handle) as *mut ThreadSampler);
-    std::alloc::dealloc(ts.timer as *mut u8, ts.timer_layout);
+    let raw = uv_handle_get_data(handle) as *mut ThreadSampler;
+    (*raw).open_handles -= 1;
+    if (*raw).open_handles > 0 {
+        return;
+    }
+    let ts = Box::from_raw(raw);
+    std::alloc::dealloc(ts.timer as *mut u8, ts.handle_layouts[0]);
+    std::alloc::dealloc(ts.prepare as *mut u8, ts.handle_layouts[1]);
     if !ts.cleanup.is_null() {
         sys::napi_remove_async_cleanup_hook(ts.cleanup);
         LIVE_SAMPLERS.fetch_sub(1, Relaxed);
@@ -545,6 +645,21 @@ pub fn lag_live_samplers() -> u32 {
     LIVE_SAMPLERS.load(Relaxed) as u32
 }
 
+/// This thread's sampler, measuring itself: [ticks, ns inside tick callbacks, loop iterations seen by
+/// the prepare handle, ns inside prepare callbacks, heap reads]. Zeros when the thread has none.
+#[napi(js_name = "lagSamplerWork")]
+pub fn lag_sampler_work() -> Vec<f64> {
+    let ts = SAMPLER.with(|c| c.get());
+    if ts.is_null() {
+        return vec![0.0; 5];
+    }
+    let s = unsafe { &(*ts).shared };
+    [&s.ticks, &s.tick_work_ns, &s.prepares, &s.prepare_work_ns, &s.heap_reads]
+        .iter()
+        .map(|a| a.load(Relaxed) as f64)
+        .collect()
+}
+
 /// What a monitor's fast readers need: stable across stop/start.
 struct MonitorCore {
     health: Arc<LoopHealth>,
@@ -613,6 +728,7 @@ fn stats_array(s: &LagStats, h: &crate::core::health::HealthSample, interval_ms:
         if h.stalled { 1.0 } else { 0.0 },
         interval_ms,
         lag_now,
+        s.max_block_ms,
     ]
 }
 
@@ -673,7 +789,7 @@ impl LagMonitorHandle {
     }
 
     /// [latest, ewma, mean, p50, p90, p99, max, elu, count, total, heapUsed, heapLimit, stalled, intervalMs,
-    ///  lagNow]
+    ///  lagNow, maxBlock]
     #[napi]
     pub fn stats(&self) -> Vec<f64> {
         let h = self.core.health.sample();

@@ -89,10 +89,13 @@ pub unsafe fn get_str<'a, const N: usize>(
     if sys::napi_get_value_string_utf8(env, v, stack.as_mut_ptr().cast(), N, &mut len) != sys::Status::napi_ok {
         return None;
     }
-    if len + 1 < N {
+    // V8 stops before a character that does not fit whole, and a character takes up to 4 bytes: only
+    // with at least 4 bytes to spare (besides the NUL) is the string known to be complete. (`len + 1 < N`
+    // took a multi-byte string cut a few bytes short of the buffer for the whole string.)
+    if len + 4 < N {
         return Some(&stack[..len]);
     }
-    // The buffer was full, so the string may have been cut: ask for its real length and read it whole.
+    // The buffer was (nearly) full, so the string may have been cut: ask for its real length and read it whole.
     sys::napi_get_value_string_utf8(env, v, ptr::null_mut(), 0, &mut len);
     heap.resize(len + 1, 0);
     sys::napi_get_value_string_utf8(env, v, heap.as_mut_ptr().cast(), len + 1, &mut len);
