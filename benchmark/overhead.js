@@ -5,7 +5,7 @@
 // process (scenario.js), the load generator here. Rounds are interleaved (every configuration once
 // per round) and the table shows medians over the rounds.
 //
-//   node benchmark/overhead.js [--rounds 3] [--seconds 3] [--connections 32]
+//   node benchmark/overhead.js [--rounds 5] [--seconds 2] [--connections 32]
 const fs = require('node:fs');
 const path = require('node:path');
 const os = require('node:os');
@@ -27,6 +27,7 @@ const TIERGATE = {
 const CONFIGS = [
   { id: 'express', title: 'Express (bare)', framework: 'express', protection: 'none', bare: 'express' },
   { id: 'express+tiergate', title: 'Express + tiergate', framework: 'express', protection: 'tiergate', options: TIERGATE, bare: 'express', target: true },
+  { id: 'express+noop', title: 'Express + no-op middleware', framework: 'express', protection: 'noop', bare: 'express' },
   { id: 'express+express-rate-limit', title: 'Express + express-rate-limit', framework: 'express', protection: 'express-rate-limit', bare: 'express' },
   { id: 'fastify', title: 'Fastify (bare)', framework: 'fastify', protection: 'none', bare: 'fastify' },
   { id: 'fastify+tiergate', title: 'Fastify + tiergate', framework: 'fastify', protection: 'tiergate', options: TIERGATE, bare: 'fastify', target: true },
@@ -34,7 +35,7 @@ const CONFIGS = [
 ];
 
 function parseArgs(argv) {
-  const a = { rounds: 3, seconds: 3, connections: 32 };
+  const a = { rounds: 5, seconds: 2, connections: 32 };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     if (k === '--rounds') a.rounds = Number(argv[++i]);
@@ -102,21 +103,21 @@ async function main() {
   } finally {
     await Promise.all(servers.map((s) => s.stop()));
   }
-  const bareRps = {};
   const bareCpu = {};
-  for (const row of rows) {
-    if (row.cfg.protection !== 'none') continue;
-    bareRps[row.cfg.bare] = median(row.rps);
-    bareCpu[row.cfg.bare] = median(row.cpuPerReq);
-  }
+  for (const row of rows) if (row.cfg.protection === 'none') bareCpu[row.cfg.bare] = median(row.cpuPerReq);
+  console.log('\n"vs bare": median over rounds of (req/s / same round\'s bare req/s)');
   console.log(
-    `\n${'configuration'.padEnd(32)} ${'req/s (median)'.padStart(15)} ${'vs bare'.padStart(8)} ${'p99 ms'.padStart(7)} ${'server CPU µs/req'.padStart(18)} ${'(+ vs bare)'.padStart(11)}  rounds (req/s)`,
+    `${'configuration'.padEnd(32)} ${'req/s (median)'.padStart(15)} ${'vs bare'.padStart(8)} ${'p99 ms'.padStart(7)} ${'server CPU µs/req'.padStart(18)} ${'(+ vs bare)'.padStart(11)}  rounds (req/s)`,
   );
   const table = [];
+  const bareRow = {};
+  for (const row of rows) if (row.cfg.protection === 'none') bareRow[row.cfg.bare] = row;
   for (const row of rows) {
     const rps = median(row.rps);
     const cpu = median(row.cpuPerReq);
-    const ratio = bareRps[row.cfg.bare] ? rps / bareRps[row.cfg.bare] : NaN;
+    // Paired: each round's figure against the same round's bare figure, then the median of those.
+    const bare = bareRow[row.cfg.bare];
+    const ratio = bare ? median(row.rps.map((x, i) => x / bare.rps[i])) : NaN;
     const extra = cpu - bareCpu[row.cfg.bare];
     const flag = row.non2xx || row.errors ? `  !! ${row.non2xx} non-2xx, ${row.errors} errors` : '';
     console.log(

@@ -1,8 +1,11 @@
 'use strict';
 // Open-loop HTTP load generator: requests leave on a fixed schedule (constant arrival rate) whether
 // or not earlier ones have been answered, so a server that falls behind shows it as latency and
-// failures instead of silently slowing the generator down (no coordinated omission). Latency is
-// measured from the request's *scheduled* send time.
+// failures instead of silently slowing the generator down (no coordinated omission: the generator
+// never waits for a response before sending the next request). Latency is measured from the moment
+// the request was actually sent; how late the generator itself was against its schedule (its own
+// CPU starvation, not the server's doing) is reported apart as genLag. Timeouts count from the
+// scheduled time.
 //
 // Bounded: `durationMs` of sending, at most `maxOutstanding` requests in flight (a request due while
 // the limit is reached is not sent and counts as 'overflow'), each request times out after
@@ -11,7 +14,8 @@
 //   const r = await openLoop({ port, path: '/work', rate: 600, durationMs: 5000,
 //                              mix: [{ tier: 'critical', weight: 0.1 }, ...] });
 //   r.tiers.critical -> { sent, ok, successPct, p50, p99, rejections: { 503: n, timeout: n, ... } }
-//   r.timeline       -> [{ t, sent: {tier: n}, goodput: {tier: req/s}, rejected: {tier: n}, genLagMs }]
+//   r.timeline       -> [{ t, sent: {tier: n}, goodput: {tier: req/s}, rejected: {tier: n},
+//                         maxLatencyMs: {tier: ms, by scheduled time}, genLagMs }]
 const http = require('node:http');
 const { performance } = require('node:perf_hooks');
 
@@ -41,12 +45,46 @@ function checkPositive(name, v) {
 }
 
 /**
+ * Makes sure `agent` holds at least `connections` idle keep-alive sockets to host:port, by sending
+ * enough concurrent requests to `path` to open the missing ones (at most `batch` at a time, so the
+ * server's accept queue is never overrun). Models a proxy's warm upstream connection pool.
+ */
+async function warmPool(agent, { host = '127.0.0.1', port, path: reqPath = '/', headers = {}, connections, batch = 256 }) {
+  const idle = () => Object.values(agent.freeSockets).reduce((n, list) => n + list.length, 0);
+  const held = []; // responses held open (not consumed) so each request keeps its own socket
+  for (let round = 0; round < 8 && idle() + held.length < connections; round++) {
+    const need = Math.min(batch, connections - idle() - held.length);
+    const got = await Promise.all(
+      Array.from({ length: need }, () =>
+        new Promise((resolve) => {
+          const req = http.request({ host, port, path: reqPath, agent, headers }, (res) => resolve(res));
+          req.setTimeout(5000, () => req.destroy());
+          req.on('error', () => resolve(null));
+          req.end();
+        }),
+      ),
+    );
+    for (const res of got) if (res) held.push(res);
+  }
+  // Release them all at once: every socket returns to the pool.
+  await Promise.all(held.map((res) => new Promise((resolve) => {
+    res.on('end', resolve);
+    res.on('error', resolve);
+    res.on('close', resolve);
+    res.resume();
+  })));
+  await new Promise((r) => setImmediate(r));
+  return idle();
+}
+
+/**
  * Runs one open-loop load. Options:
  *   host ('127.0.0.1'), port, path ('/'), method ('GET'),
  *   rate (req/s), durationMs, mix ([{ tier, weight, headers? }], default one tier 'all'),
  *   tierHeader ('x-user-tier'; set to null to send no tier header), headers (extra, all requests),
  *   maxOutstanding (4096), timeoutMs (2000), drainMs (timeoutMs + 500), bucketMs (100), seed (42),
- *   agent (an http.Agent; default a keep-alive agent with maxOutstanding sockets, destroyed at the end).
+ *   agent (an http.Agent; default a keep-alive agent with maxOutstanding sockets, destroyed at the end),
+ *   warm ({ connections, path, headers }: open that many keep-alive connections before the clock starts).
  */
 async function openLoop(opts) {
   const host = opts.host || '127.0.0.1';
@@ -79,6 +117,7 @@ async function openLoop(opts) {
   const ownAgent = !opts.agent;
   const agent = opts.agent || new http.Agent({ keepAlive: true, maxSockets: maxOutstanding, maxFreeSockets: maxOutstanding });
 
+  if (opts.warm) await warmPool(agent, { host, port, ...opts.warm });
   const total = Math.max(1, Math.floor((rate * durationMs) / 1000));
   const nBuckets = Math.ceil((durationMs + drainMs) / bucketMs) + 1;
   const tiers = mix.map((m) => ({
@@ -90,6 +129,7 @@ async function openLoop(opts) {
     bSent: new Uint32Array(nBuckets),
     bOk: new Uint32Array(nBuckets),
     bRej: new Uint32Array(nBuckets),
+    bMaxLat: new Float64Array(nBuckets),
   }));
   const bGenLag = new Float64Array(nBuckets);
   const genLags = new Float64Array(total);
@@ -140,8 +180,11 @@ async function openLoop(opts) {
       inflight.delete(req);
       const end = nowAbs();
       if (status >= 200 && status < 300) {
-        t.latencies[t.ok++] = end - scheduled;
+        const latency = end - now;
+        t.latencies[t.ok++] = latency;
         t.bOk[bucketOf(end)]++;
+        const sb = bucketOf(scheduled);
+        if (latency > t.bMaxLat[sb]) t.bMaxLat[sb] = latency;
       } else {
         reject(t, String(status), end);
       }
@@ -205,8 +248,12 @@ async function openLoop(opts) {
   const results = {};
   let allSent = 0;
   let allOk = 0;
+  const allLat = new Float64Array(tiers.reduce((n, t) => n + t.ok, 0));
+  let allN = 0;
   for (const t of tiers) {
     const lat = t.latencies.slice(0, t.ok).sort();
+    allLat.set(lat, allN);
+    allN += lat.length;
     const rejected = t.sent - t.ok;
     allSent += t.sent;
     allOk += t.ok;
@@ -225,9 +272,10 @@ async function openLoop(opts) {
   const lastBucket = bucketOf(nowAbs());
   const timeline = [];
   for (let b = 0; b <= lastBucket; b++) {
-    const row = { t: (b * bucketMs) / 1000, sent: {}, goodput: {}, rejected: {}, genLagMs: bGenLag[b] };
+    const row = { t: (b * bucketMs) / 1000, sent: {}, goodput: {}, rejected: {}, maxLatencyMs: {}, genLagMs: bGenLag[b] };
     for (const t of tiers) {
       row.sent[t.tier] = t.bSent[b];
+      row.maxLatencyMs[t.tier] = t.bMaxLat[b];
       row.goodput[t.tier] = (t.bOk[b] * 1000) / bucketMs;
       row.rejected[t.tier] = t.bRej[b];
     }
@@ -246,6 +294,10 @@ async function openLoop(opts) {
     goodputPerSec: (allOk * 1000) / durationMs,
     maxOutstanding: maxSeenOutstanding,
     genLag: { p50: percentile(gl, 50), p99: percentile(gl, 99), max: gl.length ? gl[gl.length - 1] : NaN },
+    latency: (() => {
+      allLat.sort();
+      return { p50: percentile(allLat, 50), p99: percentile(allLat, 99) }; // successes of every tier
+    })(),
     tiers: results,
     timeline,
   };
@@ -293,4 +345,4 @@ async function closedLoop({ host = '127.0.0.1', port, path: reqPath = '/', heade
   return { reqPerSec: (ok * 1000) / durationMs, ok, other, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
 }
 
-module.exports = { openLoop, closedLoop, percentile, prng, nowAbs };
+module.exports = { openLoop, closedLoop, warmPool, percentile, prng, nowAbs };

@@ -34,9 +34,9 @@ function calibrateWork(targetMs = 3) {
  * (lag timeline + first-rejection time, for overload runs). Resolves to a handle with `port`,
  * `windowStart()`, `windowEnd()`, `guardStats()`, `cpuUsage()`, `stop()`.
  */
-function startServer({ framework = 'express', protection = 'none', options = {}, workIters = 0, record = false } = {}) {
+function startServer({ framework = 'express', protection = 'none', options = {}, workIters = 0, record = false, backlog = 511 } = {}) {
   const child = fork(SERVER, [], {
-    env: { ...process.env, TG_BENCH_SERVER: JSON.stringify({ framework, protection, options, workIters, record }) },
+    env: { ...process.env, TG_BENCH_SERVER: JSON.stringify({ framework, protection, options, workIters, record, backlog }) },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     execArgv: [],
   });

@@ -39,6 +39,7 @@ let windowOpen = false;
 let firstRejectAt = 0; // absolute ms (timeOrigin-based) of the first request answered 429/503
 let rejected = 0;
 let handled = 0;
+let connections = 0;
 let prev = performance.now();
 const sampler = setInterval(() => {
   const t = performance.now();
@@ -99,6 +100,8 @@ function buildExpress(express) {
     const mw = gatekeeper(popts);
     statsSource = mw;
     app.use(mw);
+  } else if (protection === 'noop') {
+    app.use((req, res, next) => next()); // what any one middleware costs Express
   } else if (protection === 'express-rate-limit') {
     const { rateLimit } = require('express-rate-limit');
     app.use(rateLimit({ windowMs: 60_000, limit: popts.limit || 1e9, standardHeaders: 'draft-8', legacyHeaders: false }));
@@ -119,7 +122,7 @@ function buildExpress(express) {
 }
 
 async function buildFastify() {
-  const fastify = require('fastify')({ logger: false, keepAliveTimeout: 10_000 });
+  const fastify = require('fastify')({ logger: false, keepAliveTimeout: 60_000 });
   if (protection === 'under-pressure') {
     await fastify.register(require('@fastify/under-pressure'), {
       maxEventLoopDelay: popts.maxEventLoopDelay || 50,
@@ -179,9 +182,12 @@ async function main() {
   else if (framework === 'fastify') server = await buildFastify();
   else if (framework === 'http') server = buildHttp();
   else throw new Error(`unknown framework ${framework}`);
-  server.keepAliveTimeout = 10_000;
+  server.keepAliveTimeout = 60_000; // the generator keeps a warm pool of connections across phases
   if (record) server.prependListener('request', recorder);
-  if (!server.listening) await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  server.on('connection', () => {
+    if (windowOpen) connections++;
+  });
+  if (!server.listening) await new Promise((resolve) => server.listen({ port: 0, host: '127.0.0.1', backlog: cfg.backlog || 511 }, resolve));
 
   process.on('message', (msg) => {
     const reply = (result) => process.send({ id: msg.id, result });
@@ -191,6 +197,7 @@ async function main() {
       firstRejectAt = 0;
       rejected = 0;
       handled = 0;
+      connections = 0;
       windowOpen = true;
       reply({ at: nowAbs() });
     } else if (msg.cmd === 'window-end') {
@@ -209,6 +216,7 @@ async function main() {
         firstRejectAt,
         rejected,
         handled,
+        connections,
       });
     } else if (msg.cmd === 'cpu') {
       const u = process.cpuUsage();
