@@ -234,7 +234,23 @@ struct Tier {
 pub struct Ledger {
     tiers: Box<[Tier]>,
     configs: Vec<TierConfig>,
-    clock: Arc<dyn Clock>,
+    clock: LedgerClock,
+}
+
+/// The process clock, called directly (inlined on the hot path), or an injected one.
+enum LedgerClock {
+    Fast,
+    Custom(Arc<dyn Clock>),
+}
+
+impl LedgerClock {
+    #[inline(always)]
+    fn now_ns(&self) -> u64 {
+        match self {
+            LedgerClock::Fast => FastClock.now_ns(),
+            LedgerClock::Custom(c) => c.now_ns(),
+        }
+    }
 }
 
 /// A number as JavaScript prints it (`Infinity`, not `inf`), for messages a JS user reads.
@@ -546,11 +562,15 @@ fn add_f64(a: &AtomicU64, v: f64) {
 impl Ledger {
     /// A ledger on the process's monotonic clock (`FastClock`).
     pub fn new(tiers: Vec<TierConfig>) -> Result<Ledger, ConfigError> {
-        Ledger::with_clock(tiers, Arc::new(FastClock))
+        Ledger::build(tiers, LedgerClock::Fast)
     }
 
     /// A ledger whose own time (`now_ns`, `set_refill_scale`, `snapshot`, `reset`) comes from `clock`.
     pub fn with_clock(tiers: Vec<TierConfig>, clock: Arc<dyn Clock>) -> Result<Ledger, ConfigError> {
+        Ledger::build(tiers, LedgerClock::Custom(clock))
+    }
+
+    fn build(tiers: Vec<TierConfig>, clock: LedgerClock) -> Result<Ledger, ConfigError> {
         validate(&tiers)?;
         let now = clock.now_ns();
         let built = tiers
