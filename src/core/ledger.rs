@@ -1191,6 +1191,74 @@ mod tests {
     }
 
     #[test]
+    fn concurrent_debits_evictions_snapshots_and_scale_changes_keep_exact_totals() {
+        // 4 threads debit 64 keys (each with 50 tokens, no refill) through a tier pool of 2,000 while
+        // a fifth thread snapshots and moves the refill scale (no refill to scale: totals stay exact).
+        // maxKeys 64 holds every key, so no key is ever forgotten: each grants at most 50.
+        let l = Arc::new(Ledger::new(vec![keyed("t", 2000.0, 0.0, 50.0, 0.0, 64)]).unwrap());
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let noise = {
+            let (l, stop) = (l.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut n = 0u32;
+                while !stop.load(Relaxed) {
+                    let s = l.snapshot();
+                    assert!(s[0].tokens >= 0.0 && s[0].tokens <= 2000.0 && s[0].keys <= 64);
+                    l.set_refill_scale(0, f64::from(n % 3) / 2.0);
+                    n += 1;
+                }
+            })
+        };
+        let per_key: Vec<Vec<u32>> = (0..4u64)
+            .map(|w| {
+                let l = l.clone();
+                std::thread::spawn(move || {
+                    let mut granted = vec![0u32; 64];
+                    let mut x = w.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+                    for _ in 0..20_000 {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let k = (x % 64) as usize;
+                        if l.try_consume_now(0, Some(format!("key-{k}").as_bytes()), 1.0) {
+                            granted[k] += 1;
+                        }
+                    }
+                    granted
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .collect();
+        stop.store(true, Relaxed);
+        noise.join().unwrap();
+        let totals: Vec<u32> = (0..64).map(|k| per_key.iter().map(|g| g[k]).sum()).collect();
+        assert!(totals.iter().all(|&t| t <= 50), "{totals:?}");
+        assert_eq!(totals.iter().sum::<u32>(), 2000);
+        assert_eq!(l.snapshot()[0].tokens, 0.0);
+    }
+
+    #[test]
+    fn concurrent_floods_stay_within_max_keys() {
+        let l = Arc::new(Ledger::new(vec![keyed("t", 1e12, 0.0, 5.0, 0.0, 1000)]).unwrap());
+        let handles: Vec<_> = (0..4)
+            .map(|w| {
+                let l = l.clone();
+                std::thread::spawn(move || {
+                    for i in 0..50_000 {
+                        assert!(l.try_consume_now(0, Some(format!("w{w}-{i}").as_bytes()), 1.0));
+                    }
+                })
+            })
+            .collect();
+        handles.into_iter().for_each(|h| h.join().unwrap());
+        let s = l.snapshot()[0].clone();
+        assert!(s.keys <= 1000 && s.keys > 900, "{}", s.keys);
+        assert_eq!(s.tokens, 1e12 - 200_000.0);
+    }
+
+    #[test]
     fn exact_accounting_across_threads() {
         // Half the attempts on one key (300 tokens), half on unique keys; the pool holds 1000.
         let l = Arc::new(Ledger::new(vec![keyed("t", 1000.0, 0.0, 300.0, 0.0, 100_000)]).unwrap());
