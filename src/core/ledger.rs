@@ -2,8 +2,9 @@
 //! optionally, one bucket per key (user, IP, API client) inside it.
 //!
 //! * A keyed debit takes from the tier pool and the key's bucket atomically: both or neither. The key's
-//!   shard lock is held while the tier pool is debited (lock order: shard, then pool; nothing takes them
-//!   the other way round), so no other debit of that key can slip in between the check and the debit.
+//!   shard lock (a spin lock: one atomic per lock/unlock, measured against parking_lot in the commit
+//!   log) is held while the tier pool is debited (lock order: shard, then pool; nothing takes them the
+//!   other way round), so no other debit of that key can slip in between the check and the debit.
 //! * Tokens are fractional and refilled continuously from a monotonic nanosecond clock, clamped to the
 //!   capacity. A cost above the capacity never succeeds.
 //! * `set_refill_scale` (0..=1) scales the refill of a tier pool: the lever the shed controller pulls.
