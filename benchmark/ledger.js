@@ -247,8 +247,8 @@ async function main() {
   lines.push(`| case | ns/op | ops/s | × floor | × plain-JS Map |`);
   lines.push(`|---|---:|---:|---:|---:|`);
   for (const r of rows) {
-    const floorNs = /Key|consume|rlf|floorRead/.test(r.id) ? by.floor2 : by.floor1;
-    const jsNs = /Key|consume|rlf|floorRead/.test(r.id) ? by.jsKey : by.jsId;
+    const floorNs = /Key|consume|rlf|floorRead|floor2/.test(r.id) ? by.floor2 : by.floor1;
+    const jsNs = /Key|consume|rlf|floorRead|floor2/.test(r.id) ? by.jsKey : by.jsId;
     lines.push(`| ${r.label} | ${fmt(r.ns)} | ${(1e9 / r.ns / 1e6).toFixed(2)} M | ${fmt(r.ns / floorNs, 2)} | ${fmt(r.ns / jsNs, 2)} |`);
   }
   lines.push('');
