@@ -323,7 +323,7 @@ async function main() {
         results: results.map((r) => ({
           config: r.cfg.id,
           title: r.cfg.title,
-          overload: { tiers: r.over.load.tiers, serverLag: r.over.server.lag, goodputPerSec: r.over.load.goodputPerSec, genLag: r.over.load.genLag },
+          overload: { tiers: r.over.load.tiers, serverLag: r.over.server.lag, goodputPerSec: r.over.load.goodputPerSec, genLag: r.over.load.genLag, onset: r.cfg.thresholdMs ? r.over.onset(r.cfg.thresholdMs) : null, timeline: r.over.load.timeline },
           unloaded: r.unloaded && { latency: r.unloaded.load.latency, tiers: r.unloaded.load.tiers, serverLag: r.unloaded.server.lag },
           light: r.light && { tiers: r.light.load.tiers, serverLag: r.light.server.lag, shed: r.light.server.rejected },
           stats: r.stats,
