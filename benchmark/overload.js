@@ -43,8 +43,8 @@ function tiergateOptions(cap, shed) {
     // lag-driven shed controller, not from a tier running out of tokens.
     tiers: [
       { name: 'critical', protected: true, capacity: 4 * c, refillPerSec: 4 * c },
-      { name: 'standard', capacity: Math.ceil(0.2 * c), refillPerSec: 2 * c },
-      { name: 'background', capacity: Math.ceil(0.2 * c), refillPerSec: 2 * c },
+      { name: 'standard', capacity: Math.max(10, Math.ceil(0.05 * c)), refillPerSec: 2 * c },
+      { name: 'background', capacity: Math.max(10, Math.ceil(0.05 * c)), refillPerSec: 2 * c },
     ],
     tierHeader: 'x-user-tier',
     trustTierHeader: true, // the benchmark plays the authenticating gateway
