@@ -18,6 +18,7 @@ const path = require('node:path');
 const os = require('node:os');
 const { startServer, calibrateWork, measureCapacity, runLoad } = require('./lib/scenario');
 const { timelineSvg } = require('./lib/svg');
+const { openLoop } = require('./lib/openloop');
 
 const MIX = [
   { tier: 'critical', weight: 0.1 },
@@ -42,8 +43,8 @@ function tiergateOptions(cap, shed) {
     // lag-driven shed controller, not from a tier running out of tokens.
     tiers: [
       { name: 'critical', protected: true, capacity: 4 * c, refillPerSec: 4 * c },
-      { name: 'standard', capacity: Math.ceil(0.2 * c), refillPerSec: 2 * c },
-      { name: 'background', capacity: Math.ceil(0.2 * c), refillPerSec: 2 * c },
+      { name: 'standard', capacity: Math.max(10, Math.ceil(0.05 * c)), refillPerSec: 2 * c },
+      { name: 'background', capacity: Math.max(10, Math.ceil(0.05 * c)), refillPerSec: 2 * c },
     ],
     tierHeader: 'x-user-tier',
     trustTierHeader: true, // the benchmark plays the authenticating gateway
@@ -133,16 +134,21 @@ function rejectionText(rej) {
 }
 
 /** Runs one configuration through its phases. */
-/** Waits until the server is quiet again: 1 s, then until a gate reports no pressure (at most 5 s more). */
-async function settle(srv) {
-  await sleep(1000);
-  for (let i = 0; i < 50; i++) {
-    const st = await srv.guardStats().catch(() => null);
-    if (!st || typeof st.pressure !== 'number' || st.pressure === 0) return;
-    await sleep(100);
+/**
+ * Lets the server calm down between phases: a trickle of light requests (20 req/s of critical
+ * GET /hello; a gate's controller moves on requests, so its stats stay stale on an idle server) for
+ * 1 s, then on until a gate reports no pressure (at most 6 s in all).
+ */
+async function settle(srv, agent) {
+  let st = null;
+  for (let i = 0; i < 12; i++) {
+    await openLoop({ port: srv.port, path: '/hello', rate: 20, durationMs: 500, agent, mix: [{ tier: 'critical', weight: 1 }] });
+    if (i < 1) continue;
+    st = await srv.guardStats().catch(() => null);
+    if (!st || typeof st.pressure !== 'number' || st.pressure === 0) return { calm: true };
   }
+  return { calm: false, pressure: st.pressure };
 }
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * Runs one configuration through its phases. The generator plays a reverse proxy with a warm pool of
@@ -159,15 +165,17 @@ async function runConfig(cfg, { cap, workIters, load, seconds, quick, log }) {
     await runLoad(srv, { ...base, rate: 0.5 * cap, durationMs: quick ? 500 : 1000 }); // warm-up (JIT, baseline)
     let unloaded = null;
     let light = null;
+    let calm = { calm: true };
     if (!quick) {
       unloaded = await runLoad(srv, { ...base, rate: 0.25 * cap, durationMs: 3000 });
       light = await runLoad(srv, { ...base, rate: 0.8 * cap, durationMs: 3000 });
-      await settle(srv);
+      light.stats = await srv.guardStats().catch(() => null);
+      calm = await settle(srv, agent);
     }
     const over = await runLoad(srv, { ...base, rate: load * cap, durationMs: seconds * 1000 });
     const stats = await srv.guardStats().catch(() => null);
     log?.(`  ${cfg.id}: done`);
-    return { cfg, unloaded, light, over, stats };
+    return { cfg, unloaded, light, over, stats, calm };
   } finally {
     agent.destroy();
     await srv.stop();
@@ -191,6 +199,7 @@ function printTable(results, { cap, load, out = console.log }) {
       const o = r.over.onset(r.cfg.thresholdMs);
       onset = `; first shed ${o.firstRejectAtMs == null ? 'never' : f1(o.firstRejectAtMs) + ' ms'} (lag > ${r.cfg.thresholdMs} ms at ${o.crossedAtMs == null ? 'never' : f1(o.crossedAtMs) + ' ms'})`;
     }
+    if (!r.calm.calm) out(`${pad('', 60)} !! the gate was still shedding (pressure ${f1(r.calm.pressure)}) 6 s after the 0.8x phase; the overload phase began anyway`);
     out(`${pad('', 60)} server lag p99 ${f1(r.over.server.lag.p99)} ms, max ${f1(r.over.server.lag.max)} ms; goodput ${Math.round(g.goodputPerSec)} req/s; generator lag p99 ${f1(g.genLag.p99)} ms${onset}`);
   }
 }
@@ -298,7 +307,8 @@ async function main() {
       const u = r.unloaded.load.latency;
       const l = r.light;
       console.log(
-        `  ${pad(r.cfg.title, 60)} ${f1(u.p50)} / ${f1(u.p99)};  0.8x: ${l.server.rejected} shed of ${l.load.sent}, p99 ${f1(l.load.latency.p99)} ms, lag p99 ${f1(l.server.lag.p99)} ms`,
+        `  ${pad(r.cfg.title, 60)} ${f1(u.p50)} / ${f1(u.p99)};  0.8x: ${l.server.rejected} shed of ${l.load.sent}, p99 ${f1(l.load.latency.p99)} ms, lag p99 ${f1(l.server.lag.p99)} max ${f1(l.server.lag.max)} ms` +
+          (l.stats && typeof l.stats.episodes === 'number' ? `, gate: ${l.stats.episodes} shed episode(s) so far, cause ${l.stats.cause}` : ''),
       );
     }
   }
@@ -323,7 +333,7 @@ async function main() {
         results: results.map((r) => ({
           config: r.cfg.id,
           title: r.cfg.title,
-          overload: { tiers: r.over.load.tiers, serverLag: r.over.server.lag, goodputPerSec: r.over.load.goodputPerSec, genLag: r.over.load.genLag },
+          overload: { tiers: r.over.load.tiers, serverLag: r.over.server.lag, goodputPerSec: r.over.load.goodputPerSec, genLag: r.over.load.genLag, onset: r.cfg.thresholdMs ? r.over.onset(r.cfg.thresholdMs) : null, timeline: r.over.load.timeline },
           unloaded: r.unloaded && { latency: r.unloaded.load.latency, tiers: r.unloaded.load.tiers, serverLag: r.unloaded.server.lag },
           light: r.light && { tiers: r.light.load.tiers, serverLag: r.light.server.lag, shed: r.light.server.rejected },
           stats: r.stats,

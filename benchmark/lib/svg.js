@@ -20,7 +20,7 @@ function niceMax(v) {
  * panels: [{ title, timeline: [{ t, goodput: {tier: req/s}, serverLagMs }], tiers: [names],
  *            thresholdMs?, note? }]; options: { title, width }
  */
-function timelineSvg(panels, { title = '', width = 860 } = {}) {
+function timelineSvg(panels, { title = '', width = 860, lagClipMs = 250 } = {}) {
   const panelH = 190;
   const top = title ? 34 : 8;
   const m = { l: 58, r: 62, t: 26, b: 30 };
@@ -40,7 +40,10 @@ function timelineSvg(panels, { title = '', width = 860 } = {}) {
     if (p.thresholdMs) lMax = Math.max(lMax, p.thresholdMs);
   }
   gMax = niceMax(gMax);
-  lMax = niceMax(lMax);
+  // The lag axis is clipped so that one collapsing configuration does not flatten every other
+  // panel's lag line; clipped points sit on the top edge.
+  const clipped = lMax > lagClipMs;
+  lMax = niceMax(Math.min(lMax, lagClipMs));
   tMax = Math.max(1, Math.ceil(tMax));
   const out = [];
   out.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="Helvetica, Arial, sans-serif" font-size="11">`);
@@ -87,7 +90,7 @@ function timelineSvg(panels, { title = '', width = 860 } = {}) {
       out.push(`<line x1="${lx}" x2="${lx + 16}" y1="${ly - 4}" y2="${ly - 4}" stroke="${color}" stroke-width="2"/><text x="${lx + 20}" y="${ly}">${esc(tier)}</text>`);
       lx += 30 + tier.length * 6.5;
     }
-    out.push(`<line x1="${lx}" x2="${lx + 16}" y1="${ly - 4}" y2="${ly - 4}" stroke="${LAG_COLOR}" stroke-width="2" stroke-dasharray="5 3"/><text x="${lx + 20}" y="${ly}">server lag (max per 100 ms)</text>`);
+    out.push(`<line x1="${lx}" x2="${lx + 16}" y1="${ly - 4}" y2="${ly - 4}" stroke="${LAG_COLOR}" stroke-width="2" stroke-dasharray="5 3"/><text x="${lx + 20}" y="${ly}">server lag (max per 100 ms${clipped ? `; axis clipped at ${fmt(lMax)} ms` : ''})${p.thresholdMs ? '; dotted: threshold' : ''}</text>`);
     out.push(`</g>`);
   });
   out.push(`<text x="${width / 2}" y="${height - 2}" text-anchor="middle" fill="#333">time (s)</text>`);
