@@ -1,4 +1,5 @@
 'use strict';
 // Public API. Each component lives in lib/; this file only gathers them.
 module.exports = {
+  ...require('./lib/queue'),
 };
