@@ -1,1 +1,2 @@
 // Public types. Each component's types live beside it in lib/*.d.ts; this file only gathers them.
+export * from './lib/queue';
