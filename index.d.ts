@@ -1,2 +1,5 @@
 // Public types. Each component's types live beside it in lib/*.d.ts; this file only gathers them.
+export * from './lib/ledger';
+export * from './lib/lag';
+export * from './lib/gatekeeper';
 export * from './lib/queue';

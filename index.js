@@ -1,5 +1,8 @@
 'use strict';
 // Public API. Each component lives in lib/; this file only gathers them.
 module.exports = {
+  ...require('./lib/ledger'),
+  ...require('./lib/lag'),
+  ...require('./lib/gatekeeper'),
   ...require('./lib/queue'),
 };

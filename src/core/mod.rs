@@ -2,3 +2,10 @@
 //! and an injectable clock.
 pub mod clock;
 pub mod health;
+pub mod shed;
+pub mod signature;
+pub mod ipkey;
+pub mod bucket;
+pub mod ledger;
+pub mod gate;
+pub mod histogram;

@@ -1,0 +1,154 @@
+'use strict';
+// One scenario table, run against Express 4, Express 5, Fastify 5 and node:http: every adapter must
+// give the same statuses, headers and bodies, and the gate the same counts.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const http = require('node:http');
+const express4 = require('express4');
+const express5 = require('express');
+const fastify = require('fastify');
+const { gatekeeper, tiergatePlugin, mintTierToken } = require('..');
+const { listen, close, request } = require('./helpers/http');
+
+const SECRET = 'frameworks-secret-0123456789-abcdef';
+const BIG = 1e9;
+
+const OPTIONS = {
+  tiers: [
+    { name: 'critical', protected: true, capacity: BIG, refillPerSec: BIG },
+    { name: 'standard', capacity: BIG, refillPerSec: BIG, perKey: { capacity: 2, refillPerSec: 0.001 } },
+    { name: 'background', capacity: BIG, refillPerSec: BIG },
+  ],
+  routes: [
+    { method: 'POST', path: '/checkout', tier: 'critical' },
+    { path: '/reports/', tier: 'background' },
+  ],
+  defaultTier: 'standard',
+  tierSecret: SECRET,
+  key: { header: 'x-user-id' },
+  rateLimitHeaders: 'both',
+  // 50..150 ms: background throttled over 50..100, standard over 100..150; no hold, instant recovery.
+  shed: { targetLagMs: 50, criticalLagMs: 150, holdMs: 0, recoveryMs: 0, hysteresisMs: 10 },
+};
+
+const signed = mintTierToken(SECRET, 'critical', { ttlSec: 600 });
+const expired = mintTierToken(SECRET, 'critical', { expiresAt: Math.floor(Date.now() / 1000) - 10 });
+const problem = (type) => (r) => {
+  // Fastify adds a charset parameter to JSON media types; the type is the same.
+  assert.match(r.headers['content-type'], /^application\/problem\+json(; charset=utf-8)?$/);
+  assert.equal(r.json.type, `urn:tiergate:problem:${type}`);
+  assert.ok(Number(r.headers['retry-after']) >= 1);
+};
+const ok = (r) => assert.deepEqual(r.json, { ok: true });
+
+// [description, health to inject before (or null), request, expected status, extra check]
+const SCENARIOS = [
+  ['healthy: default tier admitted', { lagMs: 0 }, { path: '/hello', headers: { 'x-user-id': 'u1' } }, 200, ok],
+  ['healthy: background route admitted', null, { path: '/reports/q3' }, 200, ok],
+  ['per-key quota: second request still admitted', null, { path: '/hello', headers: { 'x-user-id': 'u1' } }, 200, ok],
+  ['per-key quota: third request is 429 with rate-limit fields', null, { path: '/hello', headers: { 'x-user-id': 'u1' } }, 429, (r) => {
+    problem('rate-limited')(r);
+    assert.equal(r.headers['ratelimit-policy'], '"standard";q=2;w=2000');
+    assert.match(r.headers.ratelimit, /^"standard";r=0;t=\d+$/);
+    assert.equal(r.headers['x-ratelimit-limit'], '2');
+    assert.equal(r.headers['x-ratelimit-remaining'], '0');
+  }],
+  ['lag 100: background shed with 503', { lagMs: 100 }, { path: '/reports/q3' }, 503, problem('overloaded')],
+  ['lag 100: standard still served', null, { path: '/hello', headers: { 'x-user-id': 'u2' } }, 200, ok],
+  ['lag 150: standard shed too', { lagMs: 150 }, { path: '/hello', headers: { 'x-user-id': 'u3' } }, 503, problem('overloaded')],
+  ['lag 150: a forged critical header is not honoured', null, { path: '/hello', headers: { 'x-user-tier': 'critical' } }, 503, problem('overloaded')],
+  ['lag 150: a signed critical token is honoured', null, { path: '/hello', headers: { 'x-user-tier': signed } }, 200, ok],
+  ['lag 150: an expired token is not', null, { path: '/hello', headers: { 'x-user-tier': expired } }, 503, problem('overloaded')],
+  ['lag 150: the critical route is served', null, { method: 'POST', path: '/checkout' }, 200, ok],
+  ['stall: critical route still served', { stalled: true }, { method: 'POST', path: '/checkout' }, 200, ok],
+  ['stall: standard shed', null, { path: '/hello', headers: { 'x-user-id': 'u4' } }, 503, problem('overloaded')],
+  ['stall: background shed', null, { path: '/reports/q4' }, 503, problem('overloaded')],
+  ['recovered: background served again', { lagMs: 0 }, { path: '/reports/q3' }, 200, ok],
+];
+
+const EXPECTED_COUNTS = {
+  critical: { admitted: 3, shed: 0, rateLimited: 0 },
+  standard: { admitted: 3, shed: 4, rateLimited: 1 },
+  background: { admitted: 2, shed: 2, rateLimited: 0 },
+};
+
+function reply(res) {
+  res.statusCode = 200;
+  res.setHeader('content-type', 'application/json');
+  res.end('{"ok":true}');
+}
+
+const FRAMEWORKS = {
+  async 'express 4'() {
+    const app = express4();
+    const gate = gatekeeper(OPTIONS);
+    app.use(gate);
+    app.get('/hello', (req, res) => res.json({ ok: true }));
+    app.post('/checkout', (req, res) => res.json({ ok: true }));
+    app.get('/reports/:id', (req, res) => res.json({ ok: true }));
+    const server = http.createServer(app);
+    return { gate, server, port: await listen(server), stop: () => close(server) };
+  },
+  async 'express 5'() {
+    const app = express5();
+    const gate = gatekeeper(OPTIONS);
+    app.use(gate);
+    app.get('/hello', (req, res) => res.json({ ok: true }));
+    app.post('/checkout', (req, res) => res.json({ ok: true }));
+    app.get('/reports/:id', (req, res) => res.json({ ok: true }));
+    const server = http.createServer(app);
+    return { gate, server, port: await listen(server), stop: () => close(server) };
+  },
+  async 'fastify 5'() {
+    const app = fastify();
+    await app.register(tiergatePlugin, OPTIONS);
+    app.get('/hello', async () => ({ ok: true }));
+    app.post('/checkout', async () => ({ ok: true }));
+    app.get('/reports/:id', async () => ({ ok: true }));
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    return { gate: app.tiergate, port: app.server.address().port, stop: () => app.close() };
+  },
+  async 'node:http'() {
+    const gate = gatekeeper.http(OPTIONS, (req, res) => {
+      const path = req.url.split('?')[0];
+      if ((req.method === 'GET' && (path === '/hello' || path.startsWith('/reports/'))) || (req.method === 'POST' && path === '/checkout')) return reply(res);
+      res.statusCode = 404;
+      res.end();
+    });
+    const server = http.createServer(gate);
+    return { gate, server, port: await listen(server), stop: () => close(server) };
+  },
+};
+
+for (const [name, start] of Object.entries(FRAMEWORKS)) {
+  test(`scenario table on ${name}`, async (t) => {
+    const app = await start();
+    t.after(() => app.stop());
+    for (const [description, health, req, status, check] of SCENARIOS) {
+      if (health) app.gate.injectHealth(health);
+      const headers = { ...req.headers };
+      if (req.method === 'POST') headers['content-length'] = '0';
+      const r = await request(app.port, { method: req.method || 'GET', path: req.path, headers });
+      assert.equal(r.status, status, `${name}: ${description}: status`);
+      check(r);
+    }
+    const s = app.gate.stats();
+    for (const [tier, counts] of Object.entries(EXPECTED_COUNTS)) {
+      const got = s.tiers[tier];
+      assert.deepEqual({ admitted: got.admitted, shed: got.shed, rateLimited: got.rateLimited }, counts, `${name}: counts of ${tier}`);
+    }
+  });
+}
+
+test('fastify: the gate is decorated and plugin options are validated', async () => {
+  const app = fastify();
+  await assert.rejects(async () => {
+    await app.register(tiergatePlugin, { shed: { targetLagMs: -1 } });
+    await app.ready();
+  }, /shed\.targetLagMs/);
+  const ok2 = fastify();
+  await ok2.register(tiergatePlugin, { shed: false });
+  await ok2.ready();
+  assert.equal(typeof ok2.tiergate.stats, 'function');
+  await ok2.close();
+});

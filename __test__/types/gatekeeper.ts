@@ -1,0 +1,47 @@
+// Typed usage of the gatekeeper API, checked by `tsc --noEmit` (see __test__/types.test.js).
+/// <reference types="node" />
+import * as http from 'node:http';
+import { gatekeeper, tiergatePlugin, mintTierToken, Gatekeeper, Ledger, DECISION_CHANNEL } from '../../index';
+import type { DecisionInfo, GatekeeperOptions, GatekeeperStats } from '../../index';
+
+const options: GatekeeperOptions = {
+  tiers: [
+    { name: 'critical', protected: true, capacity: 2000, refillPerSec: 2000 },
+    { name: 'standard', capacity: 1000, refillPerSec: 1000, perKey: { capacity: 20, refillPerSec: 10 } },
+    { name: 'background', capacity: 500, refillPerSec: 500, perKey: null },
+  ],
+  tierHeader: 'x-user-tier',
+  trustTierHeader: false,
+  tierSecret: ['a-current-secret-of-32-bytes!!!!', Buffer.alloc(32, 7)],
+  routes: [
+    { method: 'POST', path: '/checkout', tier: 'critical' },
+    { method: ['GET', 'HEAD'], path: /^\/reports\//, tier: 'background' },
+  ],
+  classify: (req) => (req.headers['x-internal'] === '1' ? 'critical' : undefined),
+  defaultTier: 'standard',
+  key: { header: 'x-user-id' },
+  trustProxy: 1,
+  ipv6Prefix: 56,
+  shed: { targetLagMs: 50, criticalLagMs: 200, holdMs: 1000, heapRatio: 0.9, stallMs: 500, relative: false, lagSignal: 'max' },
+  rateLimitHeaders: 'both',
+  retryAfter: { minSec: 1, maxSec: 5 },
+  respond: (info, _req, rejection) => (info.verdict === 'rate-limited' ? { ...rejection, status: 429 } : undefined),
+  onDecision: (info: DecisionInfo) => void info.tier.length,
+  onShed: (info) => void info.retryAfterMs,
+  onReject: (info, req) => void (info.key ?? req.url),
+};
+
+const mw = gatekeeper(options);
+const s: GatekeeperStats = mw.stats();
+const admitted: number = s.tiers.critical.admitted + s.lagMs + s.elu + s.heapRatio;
+mw.injectHealth({ lagMs: 120, stalled: false });
+mw.useLiveHealth();
+const handler = gatekeeper.http({ shed: false }, (_req, res) => res.end('ok'));
+http.createServer(handler);
+const gk = new Gatekeeper({ ledger: new Ledger({ tiers: [{ name: 'only', capacity: 1, refillPerSec: 1 }] }) });
+const verdict = gk.admit({} as http.IncomingMessage, {} as http.ServerResponse);
+const status: number | undefined = verdict?.status;
+const token: string = mintTierToken('a-current-secret-of-32-bytes!!!!', 'critical', { ttlSec: 3600 });
+const token2: string = mintTierToken(Buffer.alloc(32), 'critical', { expiresAt: 2_000_000_000 });
+const channel: 'tiergate:decision' = DECISION_CHANNEL;
+void [admitted, status, token, token2, channel, tiergatePlugin];

@@ -1,0 +1,296 @@
+'use strict';
+// Open-loop HTTP load generator: requests leave on a fixed schedule (constant arrival rate) whether
+// or not earlier ones have been answered, so a server that falls behind shows it as latency and
+// failures instead of silently slowing the generator down (no coordinated omission). Latency is
+// measured from the request's *scheduled* send time.
+//
+// Bounded: `durationMs` of sending, at most `maxOutstanding` requests in flight (a request due while
+// the limit is reached is not sent and counts as 'overflow'), each request times out after
+// `timeoutMs`, and the run ends at most `drainMs` after the last send.
+//
+//   const r = await openLoop({ port, path: '/work', rate: 600, durationMs: 5000,
+//                              mix: [{ tier: 'critical', weight: 0.1 }, ...] });
+//   r.tiers.critical -> { sent, ok, successPct, p50, p99, rejections: { 503: n, timeout: n, ... } }
+//   r.timeline       -> [{ t, sent: {tier: n}, goodput: {tier: req/s}, rejected: {tier: n}, genLagMs }]
+const http = require('node:http');
+const { performance } = require('node:perf_hooks');
+
+const nowAbs = () => performance.timeOrigin + performance.now();
+
+/** Small deterministic PRNG (mulberry32) so every configuration sees the same tier sequence. */
+function prng(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** Percentile (0..100) of an ascending sorted array, nearest-rank. */
+function percentile(sorted, p) {
+  if (sorted.length === 0) return NaN;
+  const rank = Math.ceil((p / 100) * sorted.length);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, rank - 1))];
+}
+
+function checkPositive(name, v) {
+  if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) throw new RangeError(`${name} must be a positive finite number`);
+}
+
+/**
+ * Runs one open-loop load. Options:
+ *   host ('127.0.0.1'), port, path ('/'), method ('GET'),
+ *   rate (req/s), durationMs, mix ([{ tier, weight, headers? }], default one tier 'all'),
+ *   tierHeader ('x-user-tier'; set to null to send no tier header), headers (extra, all requests),
+ *   maxOutstanding (4096), timeoutMs (2000), drainMs (timeoutMs + 500), bucketMs (100), seed (42),
+ *   agent (an http.Agent; default a keep-alive agent with maxOutstanding sockets, destroyed at the end).
+ */
+async function openLoop(opts) {
+  const host = opts.host || '127.0.0.1';
+  const { port } = opts;
+  const reqPath = opts.path || '/';
+  const method = opts.method || 'GET';
+  const { rate, durationMs } = opts;
+  checkPositive('rate', rate);
+  checkPositive('durationMs', durationMs);
+  const maxOutstanding = opts.maxOutstanding ?? 4096;
+  const timeoutMs = opts.timeoutMs ?? 2000;
+  const drainMs = opts.drainMs ?? timeoutMs + 500;
+  const bucketMs = opts.bucketMs ?? 100;
+  checkPositive('maxOutstanding', maxOutstanding);
+  checkPositive('timeoutMs', timeoutMs);
+  checkPositive('bucketMs', bucketMs);
+  const tierHeader = opts.tierHeader === undefined ? 'x-user-tier' : opts.tierHeader;
+  const mix = opts.mix && opts.mix.length ? opts.mix : [{ tier: 'all', weight: 1 }];
+  const totalWeight = mix.reduce((s, m) => s + m.weight, 0);
+  checkPositive('mix weights', totalWeight);
+  const cumulative = [];
+  let acc = 0;
+  for (const m of mix) cumulative.push((acc += m.weight / totalWeight));
+  const headersFor = mix.map((m) => {
+    const h = { ...(opts.headers || {}), ...(m.headers || {}) };
+    if (tierHeader && m.tier !== 'all') h[tierHeader] = m.tier;
+    return h;
+  });
+  const random = prng(opts.seed ?? 42);
+  const ownAgent = !opts.agent;
+  const agent = opts.agent || new http.Agent({ keepAlive: true, maxSockets: maxOutstanding, maxFreeSockets: maxOutstanding });
+
+  const total = Math.max(1, Math.floor((rate * durationMs) / 1000));
+  const nBuckets = Math.ceil((durationMs + drainMs) / bucketMs) + 1;
+  const tiers = mix.map((m) => ({
+    tier: m.tier,
+    sent: 0,
+    ok: 0,
+    latencies: new Float64Array(total),
+    rejections: {},
+    bSent: new Uint32Array(nBuckets),
+    bOk: new Uint32Array(nBuckets),
+    bRej: new Uint32Array(nBuckets),
+  }));
+  const bGenLag = new Float64Array(nBuckets);
+  const genLags = new Float64Array(total);
+  let genN = 0;
+  let outstanding = 0;
+  let maxSeenOutstanding = 0;
+  let issued = 0;
+  let finished = 0;
+  const inflight = new Set();
+
+  const start = nowAbs() + 5; // a few ms to set up
+  const bucketOf = (t) => Math.min(nBuckets - 1, Math.max(0, Math.floor((t - start) / bucketMs)));
+
+  let resolveDone;
+  const done = new Promise((r) => (resolveDone = r));
+  let sending = true;
+  const maybeDone = () => {
+    if (!sending && finished === issued) resolveDone();
+  };
+
+  function reject(t, reason, at) {
+    t.rejections[reason] = (t.rejections[reason] || 0) + 1;
+    t.bRej[bucketOf(at)]++;
+  }
+
+  function fire(tierIdx, scheduled, now) {
+    const t = tiers[tierIdx];
+    t.sent++;
+    t.bSent[bucketOf(scheduled)]++;
+    issued++;
+    const lag = now - scheduled;
+    genLags[genN++] = lag;
+    const b = bucketOf(scheduled);
+    if (lag > bGenLag[b]) bGenLag[b] = lag;
+    if (outstanding >= maxOutstanding) {
+      reject(t, 'overflow', now);
+      finished++;
+      return;
+    }
+    outstanding++;
+    if (outstanding > maxSeenOutstanding) maxSeenOutstanding = outstanding;
+    let settled = false;
+    const settle = (status) => {
+      if (settled) return;
+      settled = true;
+      outstanding--;
+      finished++;
+      inflight.delete(req);
+      const end = nowAbs();
+      if (status >= 200 && status < 300) {
+        t.latencies[t.ok++] = end - scheduled;
+        t.bOk[bucketOf(end)]++;
+      } else {
+        reject(t, String(status), end);
+      }
+      maybeDone();
+    };
+    const req = http.request({ host, port, path: reqPath, method, agent, headers: headersFor[tierIdx] }, (res) => {
+      res.on('error', (err) => settle(`error:${err.code || err.message}`));
+      res.on('end', () => settle(res.statusCode));
+      res.resume();
+    });
+    req.deadline = scheduled + timeoutMs;
+    req.settle = settle;
+    inflight.add(req);
+    req.on('error', (err) => settle(`error:${err.code || err.message}`));
+    req.end();
+  }
+
+  // Timeouts cover the whole exchange, connect included (req.setTimeout would not start before the
+  // socket connects, and a SYN dropped by a full accept queue is retried only after 1 s).
+  const sweeper = setInterval(() => {
+    const now = nowAbs();
+    for (const req of inflight) {
+      if (req.deadline <= now) {
+        req.settle('timeout');
+        req.destroy();
+      }
+    }
+  }, Math.min(50, timeoutMs / 4));
+
+  // The schedule: request i is due at start + i / rate. A 1 ms timer sends every due request.
+  const interval = 1000 / rate;
+  await new Promise((resolve) => {
+    function tick() {
+      const now = nowAbs();
+      const due = Math.min(total, Math.floor((now - start) / interval) + 1);
+      while (issued < due) {
+        const r = random();
+        let k = 0;
+        while (k < cumulative.length - 1 && r >= cumulative[k]) k++;
+        fire(k, start + issued * interval, now);
+      }
+      if (issued >= total) return resolve();
+      setTimeout(tick, 1);
+    }
+    setTimeout(tick, Math.max(0, start - nowAbs()));
+  });
+  sending = false;
+  const sendEnd = nowAbs();
+  maybeDone();
+  const drainTimer = setTimeout(() => {
+    for (const req of inflight) {
+      req.settle('timeout');
+      req.destroy();
+    }
+  }, drainMs);
+  await done;
+  clearTimeout(drainTimer);
+  clearInterval(sweeper);
+  if (ownAgent) agent.destroy();
+
+  const results = {};
+  let allSent = 0;
+  let allOk = 0;
+  for (const t of tiers) {
+    const lat = t.latencies.slice(0, t.ok).sort();
+    const rejected = t.sent - t.ok;
+    allSent += t.sent;
+    allOk += t.ok;
+    results[t.tier] = {
+      sent: t.sent,
+      ok: t.ok,
+      rejected,
+      successPct: t.sent ? (100 * t.ok) / t.sent : NaN,
+      p50: percentile(lat, 50),
+      p90: percentile(lat, 90),
+      p99: percentile(lat, 99),
+      max: lat.length ? lat[lat.length - 1] : NaN,
+      rejections: t.rejections,
+    };
+  }
+  const lastBucket = bucketOf(nowAbs());
+  const timeline = [];
+  for (let b = 0; b <= lastBucket; b++) {
+    const row = { t: (b * bucketMs) / 1000, sent: {}, goodput: {}, rejected: {}, genLagMs: bGenLag[b] };
+    for (const t of tiers) {
+      row.sent[t.tier] = t.bSent[b];
+      row.goodput[t.tier] = (t.bOk[b] * 1000) / bucketMs;
+      row.rejected[t.tier] = t.bRej[b];
+    }
+    timeline.push(row);
+  }
+  const gl = genLags.slice(0, genN).sort();
+  return {
+    start,
+    sendEnd,
+    end: nowAbs(),
+    rate,
+    durationMs,
+    bucketMs,
+    sent: allSent,
+    ok: allOk,
+    goodputPerSec: (allOk * 1000) / durationMs,
+    maxOutstanding: maxSeenOutstanding,
+    genLag: { p50: percentile(gl, 50), p99: percentile(gl, 99), max: gl.length ? gl[gl.length - 1] : NaN },
+    tiers: results,
+    timeline,
+  };
+}
+
+/**
+ * Closed-loop probe: `concurrency` clients each send the next request as soon as the previous one is
+ * answered, for `durationMs` after `warmupMs`. Returns the sustained rate of 2xx answers (req/s) —
+ * the server's capacity for this route.
+ */
+async function closedLoop({ host = '127.0.0.1', port, path: reqPath = '/', headers = {}, concurrency = 8, durationMs = 2000, warmupMs = 500 }) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
+  const t0 = nowAbs();
+  const measureFrom = t0 + warmupMs;
+  const until = measureFrom + durationMs;
+  let ok = 0;
+  let other = 0;
+  const latencies = [];
+  function one() {
+    return new Promise((resolve) => {
+      const s = nowAbs();
+      const req = http.request({ host, port, path: reqPath, agent, headers }, (res) => {
+        res.resume();
+        res.on('end', () => resolve([res.statusCode, s, nowAbs()]));
+        res.on('error', () => resolve([0, s, nowAbs()]));
+      });
+      req.setTimeout(10_000, () => req.destroy());
+      req.on('error', () => resolve([0, s, nowAbs()]));
+      req.end();
+    });
+  }
+  async function client() {
+    while (nowAbs() < until) {
+      const [status, s, e] = await one();
+      if (e < measureFrom || e > until) continue; // counted by completion time
+      if (status >= 200 && status < 300) {
+        ok++;
+        latencies.push(e - s);
+      } else other++;
+    }
+  }
+  await Promise.all(Array.from({ length: concurrency }, client));
+  agent.destroy();
+  latencies.sort((a, b) => a - b);
+  return { reqPerSec: (ok * 1000) / durationMs, ok, other, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
+}
+
+module.exports = { openLoop, closedLoop, percentile, prng, nowAbs };

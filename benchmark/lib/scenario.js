@@ -1,0 +1,186 @@
+'use strict';
+// The overload scenario's building blocks: a CPU-bound test server in a child process (so the load
+// generator in this process keeps its own core and loop), its capacity, and loads run against it
+// with the server's own event-loop lag recorded over the same window.
+//
+//   const { startServer, calibrateWork, measureCapacity, runLoad } = require('./scenario');
+//   const workIters = calibrateWork(3);                        // ~3 ms of sha256 per request
+//   const cap = await measureCapacity({ workIters });         // closed-loop probe, req/s
+//   const srv = await startServer({ protection: 'tiergate', options: {...}, workIters, record: true });
+//   const run = await runLoad(srv, { rate: 3 * cap.reqPerSec, durationMs: 5000, mix });
+//   run.load.tiers, run.server.lag.p99, run.lagTimeline, run.onset(50)
+//   await srv.stop();
+//
+// protection: 'none' | 'toobusy' (toobusy-js, Express) | 'under-pressure' (@fastify/under-pressure,
+// Fastify) | 'tiergate' (this package; Express, Fastify or node:http) | 'express-rate-limit' |
+// 'fastify-rate-limit' | { module: '/path/to/gate.js', export?: 'name', options? } — a module whose
+// export is a factory `(options) => guard` (lib/adapters.js contract: guard.admit(req, res)) or, on
+// Express, `(options) => middleware`.
+const path = require('node:path');
+const { fork } = require('node:child_process');
+const { openLoop, closedLoop } = require('./openloop');
+const { calibrate } = require('./work');
+
+const SERVER = path.join(__dirname, 'server.js');
+
+/** Rounds of sha256 per request that cost about `targetMs` of CPU on this machine. */
+function calibrateWork(targetMs = 3) {
+  return calibrate(targetMs);
+}
+
+/**
+ * Starts the test server in a child process. Options: framework ('express' | 'express4' | 'fastify' |
+ * 'http'), protection, options (JSON-serialisable options of the protection), workIters, record
+ * (lag timeline + first-rejection time, for overload runs). Resolves to a handle with `port`,
+ * `windowStart()`, `windowEnd()`, `guardStats()`, `cpuUsage()`, `stop()`.
+ */
+function startServer({ framework = 'express', protection = 'none', options = {}, workIters = 0, record = false } = {}) {
+  const child = fork(SERVER, [], {
+    env: { ...process.env, TG_BENCH_SERVER: JSON.stringify({ framework, protection, options, workIters, record }) },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    execArgv: [],
+  });
+  let nextId = 1;
+  const pending = new Map();
+  let exited = false;
+  return new Promise((resolve, reject) => {
+    const startTimer = setTimeout(() => {
+      child.kill();
+      reject(new Error(`server (${framework}/${JSON.stringify(protection)}) did not start in 15 s`));
+    }, 15_000);
+    child.on('exit', (code) => {
+      exited = true;
+      clearTimeout(startTimer);
+      for (const { reject: rj } of pending.values()) rj(new Error(`server exited (${code})`));
+      pending.clear();
+      reject(new Error(`server (${framework}/${JSON.stringify(protection)}) exited with code ${code}`));
+    });
+    child.on('message', (msg) => {
+      if (msg.error) {
+        clearTimeout(startTimer);
+        reject(new Error(`server failed to start: ${msg.error}`));
+        return;
+      }
+      if (msg.ready) {
+        clearTimeout(startTimer);
+        resolve(handle(msg.port));
+        return;
+      }
+      const p = pending.get(msg.id);
+      if (p) {
+        pending.delete(msg.id);
+        p.resolve(msg.result);
+      }
+    });
+
+    function request(cmd, timeoutMs = 20_000) {
+      if (exited) return Promise.reject(new Error('server has exited'));
+      const id = nextId++;
+      return new Promise((res, rej) => {
+        const timer = setTimeout(() => {
+          pending.delete(id);
+          rej(new Error(`server did not answer ${cmd} in ${timeoutMs} ms`));
+        }, timeoutMs);
+        pending.set(id, {
+          resolve: (v) => {
+            clearTimeout(timer);
+            res(v);
+          },
+          reject: (e) => {
+            clearTimeout(timer);
+            rej(e);
+          },
+        });
+        child.send({ id, cmd });
+      });
+    }
+
+    function handle(port) {
+      return {
+        port,
+        pid: child.pid,
+        framework,
+        protection,
+        windowStart: () => request('window-start'),
+        windowEnd: () => request('window-end'),
+        guardStats: () => request('guard-stats'),
+        cpuUsage: () => request('cpu'),
+        stop() {
+          if (exited) return Promise.resolve();
+          return new Promise((res) => {
+            const kill = setTimeout(() => child.kill('SIGKILL'), 3000);
+            child.once('exit', () => {
+              clearTimeout(kill);
+              res();
+            });
+            child.send({ cmd: 'exit' });
+          });
+        },
+      };
+    }
+  });
+}
+
+/**
+ * The server's capacity on the CPU-bound route: a closed-loop probe (each of `concurrency` clients
+ * sends its next request as soon as the previous one is answered) against an unprotected server.
+ * Returns { reqPerSec, p50, p99 }. Pass `server` to probe an already running one.
+ */
+async function measureCapacity({ server, framework = 'express', workIters, concurrency = 8, durationMs = 2000, warmupMs = 500, path: p = '/work' } = {}) {
+  const own = !server;
+  const srv = server || (await startServer({ framework, protection: 'none', workIters }));
+  try {
+    return await closedLoop({ port: srv.port, path: p, concurrency, durationMs, warmupMs });
+  } finally {
+    if (own) await srv.stop();
+  }
+}
+
+/** Per-bucket maximum of the server's lag samples, aligned with an openLoop timeline. */
+function lagPerBucket(samples, start, bucketMs, nBuckets) {
+  const out = new Array(nBuckets).fill(0);
+  for (let i = 0; i < samples.t.length; i++) {
+    const b = Math.floor((samples.t[i] - start) / bucketMs);
+    if (b >= 0 && b < nBuckets && samples.v[i] > out[b]) out[b] = samples.v[i];
+  }
+  return out;
+}
+
+/**
+ * Runs an open-loop load (openLoop options; port filled in) against a started server and collects
+ * the server's view of the same window. Returns { load, server, lagTimeline, onset(thresholdMs) }.
+ */
+async function runLoad(srv, loadOpts) {
+  await srv.windowStart();
+  const load = await openLoop({ ...loadOpts, port: srv.port });
+  const server = await srv.windowEnd();
+  const lagTimeline = lagPerBucket(server.samples, load.start, load.bucketMs, load.timeline.length);
+  for (let b = 0; b < load.timeline.length; b++) load.timeline[b].serverLagMs = lagTimeline[b];
+  return {
+    load,
+    server,
+    lagTimeline,
+    /**
+     * When the server's lag (10 ms drift samples) first exceeded `thresholdMs` after the load began,
+     * when the server first answered 429/503 (arrival time of that request), and the difference.
+     * onsetMs < 0: shedding began before the sampler saw the lag cross.
+     */
+    onset(thresholdMs) {
+      let crossedAt = 0;
+      for (let i = 0; i < server.samples.t.length; i++) {
+        if (server.samples.t[i] >= load.start && server.samples.v[i] > thresholdMs) {
+          crossedAt = server.samples.t[i];
+          break;
+        }
+      }
+      const firstRejectAt = server.firstRejectAt || 0;
+      return {
+        crossedAtMs: crossedAt ? crossedAt - load.start : null,
+        firstRejectAtMs: firstRejectAt ? firstRejectAt - load.start : null,
+        onsetMs: crossedAt && firstRejectAt ? firstRejectAt - crossedAt : null,
+      };
+    },
+  };
+}
+
+module.exports = { startServer, calibrateWork, measureCapacity, runLoad, lagPerBucket };

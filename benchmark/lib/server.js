@@ -1,0 +1,237 @@
+'use strict';
+// The benchmark's test server, run as a child process by scenario.js (never imported by the load
+// generator: on a 2-core machine the server and the generator must each have a core and a loop).
+//
+// Config arrives as JSON in TG_BENCH_SERVER; results go back over the IPC channel:
+//   { framework: 'express' | 'express4' | 'fastify' | 'http',
+//     protection: 'none' | 'toobusy' | 'under-pressure' | 'tiergate' | 'express-rate-limit'
+//                 | 'fastify-rate-limit' | { module, export?, options? },
+//     options: {...},            // options for the protection (JSON)
+//     workIters: number,         // sha256 rounds over 1 KiB per /work request (CPU-bound route)
+//     record: boolean }          // keep a lag timeline and the first rejection time (overload runs)
+//
+// Routes: GET /work (CPU-bound), GET /hello (hello world). Commands (IPC, {id, cmd}):
+//   window-start  reset the lag histogram and timeline;   window-end  -> lag figures for the window
+//   guard-stats   -> the protection's stats() if it has one;   cpu -> process.cpuUsage();   exit
+const http = require('node:http');
+const path = require('node:path');
+const { monitorEventLoopDelay, performance } = require('node:perf_hooks');
+
+const cfg = JSON.parse(process.env.TG_BENCH_SERVER || '{}');
+const framework = cfg.framework || 'express';
+const protection = cfg.protection || 'none';
+const popts = cfg.options || {};
+const workIters = cfg.workIters || 0;
+const record = Boolean(cfg.record);
+const SAMPLE_MS = 10;
+const MAX_SAMPLES = 200_000;
+
+const nowAbs = () => performance.timeOrigin + performance.now();
+const { work } = require('./work');
+
+// ---- lag: perf_hooks histogram (p99 over the window) + a 10 ms drift sampler (timeline) ----
+const histogram = monitorEventLoopDelay({ resolution: SAMPLE_MS });
+histogram.enable();
+const lagT = new Float64Array(MAX_SAMPLES);
+const lagV = new Float32Array(MAX_SAMPLES);
+let lagN = 0;
+let windowOpen = false;
+let firstRejectAt = 0; // absolute ms (timeOrigin-based) of the first request answered 429/503
+let rejected = 0;
+let handled = 0;
+let prev = performance.now();
+const sampler = setInterval(() => {
+  const t = performance.now();
+  const drift = Math.max(0, t - prev - SAMPLE_MS);
+  prev = t;
+  if (windowOpen && lagN < MAX_SAMPLES) {
+    lagT[lagN] = performance.timeOrigin + t;
+    lagV[lagN] = drift;
+    lagN++;
+  }
+}, SAMPLE_MS);
+sampler.unref();
+
+/** Stamps every request's arrival; remembers when the first rejection (429/503) was decided. */
+function recorder(req, res) {
+  if (!windowOpen) return;
+  const arrived = nowAbs();
+  res.once('finish', () => {
+    handled++;
+    if (res.statusCode === 503 || res.statusCode === 429) {
+      rejected++;
+      if (firstRejectAt === 0) firstRejectAt = arrived;
+    }
+  });
+}
+
+// ---- protections ----
+function loadTiergate() {
+  return require(path.join(__dirname, '..', '..'));
+}
+
+function customFactory() {
+  const spec = protection;
+  const mod = require(path.resolve(spec.module));
+  const factory = spec.export ? mod[spec.export] : (typeof mod === 'function' ? mod : mod.default);
+  if (typeof factory !== 'function') throw new TypeError(`protection module ${spec.module} exports no factory`);
+  return factory;
+}
+
+let statsSource = null; // object with stats() when the protection has one
+
+function buildExpress(express) {
+  const app = express();
+  app.disable('x-powered-by');
+  app.disable('etag');
+  if (protection === 'toobusy') {
+    const toobusy = require('toobusy-js');
+    toobusy.maxLag(popts.maxLag || 50);
+    toobusy.interval(popts.interval || 50);
+    app.use((req, res, next) => {
+      if (toobusy()) {
+        res.set('retry-after', '1');
+        res.status(503).send('Server too busy');
+      } else next();
+    });
+  } else if (protection === 'tiergate') {
+    const { gatekeeper } = loadTiergate();
+    const mw = gatekeeper(popts);
+    statsSource = mw;
+    app.use(mw);
+  } else if (protection === 'express-rate-limit') {
+    const { rateLimit } = require('express-rate-limit');
+    app.use(rateLimit({ windowMs: 60_000, limit: popts.limit || 1e9, standardHeaders: 'draft-8', legacyHeaders: false }));
+  } else if (typeof protection === 'object') {
+    const made = customFactory()(popts);
+    statsSource = made;
+    if (made && typeof made.admit === 'function') {
+      app.use(require('../../lib/adapters').expressMiddleware(made));
+    } else if (typeof made === 'function') {
+      app.use(made);
+    } else throw new TypeError('custom protection factory returned neither a guard nor a middleware');
+  } else if (protection !== 'none') {
+    throw new Error(`protection ${protection} not available for express`);
+  }
+  app.get('/work', (req, res) => res.send(work(workIters)));
+  app.get('/hello', (req, res) => res.send('hello world'));
+  return http.createServer(app);
+}
+
+async function buildFastify() {
+  const fastify = require('fastify')({ logger: false, keepAliveTimeout: 10_000 });
+  if (protection === 'under-pressure') {
+    await fastify.register(require('@fastify/under-pressure'), {
+      maxEventLoopDelay: popts.maxEventLoopDelay || 50,
+      sampleInterval: popts.sampleInterval || 50,
+      retryAfter: 1,
+    });
+  } else if (protection === 'tiergate') {
+    const { tiergatePlugin } = loadTiergate();
+    await fastify.register(tiergatePlugin, popts);
+    statsSource = { stats: () => (fastify.tiergate && fastify.tiergate.stats ? fastify.tiergate.stats() : null) };
+  } else if (protection === 'fastify-rate-limit') {
+    await fastify.register(require('@fastify/rate-limit'), { max: popts.max || 1e9, timeWindow: 60_000 });
+  } else if (typeof protection === 'object') {
+    const made = customFactory()(popts);
+    statsSource = made;
+    if (!made || typeof made.admit !== 'function') throw new TypeError('custom protection for fastify must return a guard');
+    await fastify.register(require('../../lib/adapters').fastifyPlugin(() => made, 'benchGuard'));
+  } else if (protection !== 'none') {
+    throw new Error(`protection ${protection} not available for fastify`);
+  }
+  fastify.get('/work', async () => work(workIters));
+  fastify.get('/hello', async () => 'hello world');
+  await fastify.ready();
+  return fastify.server;
+}
+
+function buildHttp() {
+  const handler = (req, res) => {
+    if (req.url === '/work') {
+      const body = work(workIters);
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.end(body);
+    } else {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.end('hello world');
+    }
+  };
+  if (protection === 'none') return http.createServer(handler);
+  if (protection === 'tiergate') {
+    const { gatekeeper } = loadTiergate();
+    const wrapped = gatekeeper.http(popts, handler);
+    statsSource = wrapped;
+    return http.createServer(wrapped);
+  }
+  if (typeof protection === 'object') {
+    const made = customFactory()(popts);
+    statsSource = made;
+    return http.createServer(require('../../lib/adapters').httpHandler(made, handler));
+  }
+  throw new Error(`protection ${protection} not available for http`);
+}
+
+async function main() {
+  let server;
+  if (framework === 'express') server = buildExpress(require('express'));
+  else if (framework === 'express4') server = buildExpress(require('express4'));
+  else if (framework === 'fastify') server = await buildFastify();
+  else if (framework === 'http') server = buildHttp();
+  else throw new Error(`unknown framework ${framework}`);
+  server.keepAliveTimeout = 10_000;
+  if (record) server.prependListener('request', recorder);
+  if (!server.listening) await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+
+  process.on('message', (msg) => {
+    const reply = (result) => process.send({ id: msg.id, result });
+    if (msg.cmd === 'window-start') {
+      histogram.reset();
+      lagN = 0;
+      firstRejectAt = 0;
+      rejected = 0;
+      handled = 0;
+      windowOpen = true;
+      reply({ at: nowAbs() });
+    } else if (msg.cmd === 'window-end') {
+      windowOpen = false;
+      const ms = (ns) => ns / 1e6;
+      reply({
+        at: nowAbs(),
+        lag: {
+          // monitorEventLoopDelay reports delay including the resolution; subtract it like drift.
+          p50: Math.max(0, ms(histogram.percentile(50)) - SAMPLE_MS),
+          p99: Math.max(0, ms(histogram.percentile(99)) - SAMPLE_MS),
+          max: Math.max(0, ms(histogram.max) - SAMPLE_MS),
+          mean: Math.max(0, ms(histogram.mean) - SAMPLE_MS),
+        },
+        samples: { t: Array.from(lagT.subarray(0, lagN)), v: Array.from(lagV.subarray(0, lagN)) },
+        firstRejectAt,
+        rejected,
+        handled,
+      });
+    } else if (msg.cmd === 'cpu') {
+      const u = process.cpuUsage();
+      reply({ userUs: u.user, systemUs: u.system });
+    } else if (msg.cmd === 'guard-stats') {
+      let stats = null;
+      try {
+        stats = statsSource && typeof statsSource.stats === 'function' ? statsSource.stats() : null;
+      } catch (err) {
+        stats = { error: err.message };
+      }
+      reply(JSON.parse(JSON.stringify(stats ?? null)));
+    } else if (msg.cmd === 'exit') {
+      server.closeAllConnections?.();
+      server.close();
+      process.exit(0);
+    }
+  });
+  process.on('disconnect', () => process.exit(0));
+  process.send({ ready: true, port: server.address().port, pid: process.pid });
+}
+
+main().catch((err) => {
+  process.send?.({ error: err.stack || String(err) });
+  process.exit(1);
+});

@@ -1,0 +1,143 @@
+'use strict';
+// npm run bench:overhead — what the middleware costs on a healthy loop: hello-world throughput
+// (autocannon, programmatic, 127.0.0.1) of bare Express / Fastify, with tiergate, and with the usual
+// rate limiter of each framework, as a ratio to bare, in one run. Each server runs in its own child
+// process (scenario.js), the load generator here. Rounds are interleaved (every configuration once
+// per round) and the table shows medians over the rounds.
+//
+//   node benchmark/overhead.js [--rounds 3] [--seconds 3] [--connections 32]
+const fs = require('node:fs');
+const path = require('node:path');
+const os = require('node:os');
+const autocannon = require('autocannon');
+const { startServer } = require('./lib/scenario');
+
+// Every request carries the same trusted tier header, budgets far above the offered rate: tiergate
+// classifies, debits a tier pool and reads loop health on every request, and admits all of them.
+const TIERGATE = {
+  tiers: [
+    { name: 'critical', protected: true, capacity: 1e7, refillPerSec: 1e7 },
+    { name: 'standard', capacity: 1e7, refillPerSec: 1e7 },
+    { name: 'background', capacity: 1e7, refillPerSec: 1e7 },
+  ],
+  tierHeader: 'x-user-tier',
+  trustTierHeader: true,
+};
+
+const CONFIGS = [
+  { id: 'express', title: 'Express (bare)', framework: 'express', protection: 'none', bare: 'express' },
+  { id: 'express+tiergate', title: 'Express + tiergate', framework: 'express', protection: 'tiergate', options: TIERGATE, bare: 'express', target: true },
+  { id: 'express+express-rate-limit', title: 'Express + express-rate-limit', framework: 'express', protection: 'express-rate-limit', bare: 'express' },
+  { id: 'fastify', title: 'Fastify (bare)', framework: 'fastify', protection: 'none', bare: 'fastify' },
+  { id: 'fastify+tiergate', title: 'Fastify + tiergate', framework: 'fastify', protection: 'tiergate', options: TIERGATE, bare: 'fastify', target: true },
+  { id: 'fastify+@fastify/rate-limit', title: 'Fastify + @fastify/rate-limit', framework: 'fastify', protection: 'fastify-rate-limit', bare: 'fastify' },
+];
+
+function parseArgs(argv) {
+  const a = { rounds: 3, seconds: 3, connections: 32 };
+  for (let i = 0; i < argv.length; i++) {
+    const k = argv[i];
+    if (k === '--rounds') a.rounds = Number(argv[++i]);
+    else if (k === '--seconds') a.seconds = Number(argv[++i]);
+    else if (k === '--connections') a.connections = Number(argv[++i]);
+    else throw new Error(`unknown argument ${k}`);
+  }
+  return a;
+}
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const n = s.length;
+  return n % 2 ? s[n >> 1] : (s[n / 2 - 1] + s[n / 2]) / 2;
+};
+
+function cannon(port, seconds, connections) {
+  return new Promise((resolve, reject) => {
+    autocannon(
+      {
+        url: `http://127.0.0.1:${port}/hello`,
+        connections,
+        duration: seconds,
+        headers: { 'x-user-tier': 'standard' },
+      },
+      (err, res) => (err ? reject(err) : resolve(res)),
+    );
+  });
+}
+
+async function main() {
+  const args = parseArgs(process.argv.slice(2));
+  const t0 = Date.now();
+  console.log(`machine: ${os.cpus().length} x ${os.cpus()[0].model}, node ${process.version}; load average ${os.loadavg().map((v) => v.toFixed(1)).join(' ')}`);
+  console.log(`autocannon: ${args.connections} connections, ${args.seconds} s per measurement, ${args.rounds} interleaved rounds, GET /hello`);
+  const servers = [];
+  const rows = [];
+  try {
+    for (const cfg of CONFIGS) {
+      try {
+        const srv = await startServer({ framework: cfg.framework, protection: cfg.protection, options: cfg.options || {} });
+        servers.push(srv);
+        rows.push({ cfg, srv, rps: [], p99: [], cpuPerReq: [], non2xx: 0, errors: 0 });
+        await cannon(srv.port, 1, args.connections); // warm-up
+      } catch (err) {
+        console.log(`  ${cfg.title}: could not start (${err.message.split('\n')[0]})`);
+      }
+    }
+    for (let r = 0; r < args.rounds; r++) {
+      // Alternate the order so no configuration always runs first or last in a round.
+      const order = r % 2 ? [...rows].reverse() : rows;
+      for (const row of order) {
+        const before = await row.srv.cpuUsage();
+        const res = await cannon(row.srv.port, args.seconds, args.connections);
+        const after = await row.srv.cpuUsage();
+        const cpuUs = after.userUs + after.systemUs - before.userUs - before.systemUs;
+        row.cpuPerReq.push(cpuUs / Math.max(1, res.requests.total));
+        row.rps.push(res.requests.average);
+        row.p99.push(res.latency.p99);
+        row.non2xx += res.non2xx;
+        row.errors += res.errors + res.timeouts;
+      }
+      process.stdout.write(`  round ${r + 1}/${args.rounds} done\n`);
+    }
+  } finally {
+    await Promise.all(servers.map((s) => s.stop()));
+  }
+  const bareRps = {};
+  const bareCpu = {};
+  for (const row of rows) {
+    if (row.cfg.protection !== 'none') continue;
+    bareRps[row.cfg.bare] = median(row.rps);
+    bareCpu[row.cfg.bare] = median(row.cpuPerReq);
+  }
+  console.log(
+    `\n${'configuration'.padEnd(32)} ${'req/s (median)'.padStart(15)} ${'vs bare'.padStart(8)} ${'p99 ms'.padStart(7)} ${'server CPU µs/req'.padStart(18)} ${'(+ vs bare)'.padStart(11)}  rounds (req/s)`,
+  );
+  const table = [];
+  for (const row of rows) {
+    const rps = median(row.rps);
+    const cpu = median(row.cpuPerReq);
+    const ratio = bareRps[row.cfg.bare] ? rps / bareRps[row.cfg.bare] : NaN;
+    const extra = cpu - bareCpu[row.cfg.bare];
+    const flag = row.non2xx || row.errors ? `  !! ${row.non2xx} non-2xx, ${row.errors} errors` : '';
+    console.log(
+      `${row.cfg.title.padEnd(32)} ${Math.round(rps).toString().padStart(15)} ${(100 * ratio).toFixed(1).padStart(7)}% ${median(row.p99).toFixed(0).padStart(7)} ${cpu.toFixed(1).padStart(18)} ${((extra >= 0 ? '+' : '') + extra.toFixed(1)).padStart(11)}  ${row.rps.map((x) => Math.round(x)).join(' / ')}${flag}`,
+    );
+    table.push({ config: row.cfg.id, rps, ratio, rounds: row.rps, p99: median(row.p99), cpuUsPerReq: cpu, cpuUsExtra: extra, non2xx: row.non2xx, errors: row.errors });
+  }
+  console.log('(server CPU µs/req: user+system CPU time of the server process over the measurement / requests answered;');
+  console.log(' it shows the middleware\'s cost even where the single-process load generator, not the server, limits req/s)');
+  console.log('\nTarget: tiergate >= 97% of bare throughput');
+  for (const row of table.filter((t) => CONFIGS.find((c) => c.id === t.config).target)) {
+    const pct = 100 * row.ratio;
+    console.log(`  ${pct >= 97 ? 'PASS' : 'MISS'}  ${row.config.padEnd(20)} ${pct.toFixed(1)}% of bare${pct >= 97 ? '' : ` (short by ${(97 - pct).toFixed(1)} points)`}`);
+  }
+  const outDir = path.join(__dirname, 'out');
+  fs.mkdirSync(outDir, { recursive: true });
+  fs.writeFileSync(path.join(outDir, 'overhead.json'), JSON.stringify({ date: new Date().toISOString(), args, table }, null, 1));
+  console.log(`\nwrote benchmark/out/overhead.json (${((Date.now() - t0) / 1000).toFixed(0)} s)`);
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

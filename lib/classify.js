@@ -1,0 +1,156 @@
+'use strict';
+// Request classification for the gatekeeper: route rules, the per-key identity and the client IP.
+// Everything here is shallow and bounded: header values are read once, never split beyond a small
+// cap, and never parsed with anything slower than indexOf.
+
+/** Header values longer than this are not used as keys (a client could otherwise mint huge keys). */
+const MAX_KEY_LEN = 256;
+/** At most this many X-Forwarded-For entries are looked at; at most this many characters read. */
+const MAX_FORWARDED_HOPS = 32;
+const MAX_FORWARDED_LEN = 2048;
+/** Paths longer than this are matched on their first MAX_PATH_LEN characters only. */
+const MAX_PATH_LEN = 2048;
+
+const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'CONNECT', 'OPTIONS', 'TRACE', 'PATCH']);
+
+function typeName(v) {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'array';
+  if (v instanceof RegExp) return 'RegExp';
+  return typeof v;
+}
+
+/**
+ * Compiles route rules `{ method?, path, tier }` (first match wins) against tier ids.
+ * `path`: a string prefix matched on whole segments ('/checkout' matches '/checkout', '/checkout/x'
+ * and '/checkout?x', not '/checkouts'; a prefix ending in '/' matches anything below it), or a RegExp
+ * tested against the path without its query string. `method`: a method name or an array of them.
+ */
+function compileRoutes(routes, tierIds, at) {
+  if (routes === undefined) return null;
+  if (!Array.isArray(routes)) throw new TypeError(`${at} must be an array of { method?, path, tier }, got ${typeName(routes)}`);
+  const out = routes.map((r, i) => {
+    const here = `${at}[${i}]`;
+    if (r === null || typeof r !== 'object' || Array.isArray(r)) throw new TypeError(`${here} must be an object { method?, path, tier }, got ${typeName(r)}`);
+    for (const k of Object.keys(r)) {
+      if (k !== 'method' && k !== 'path' && k !== 'tier') throw new TypeError(`${here} has an unknown option "${k}" (known: method, path, tier)`);
+    }
+    let methods = null;
+    if (r.method !== undefined) {
+      const list = Array.isArray(r.method) ? r.method : [r.method];
+      if (list.length === 0) throw new RangeError(`${here}.method must name at least one method`);
+      methods = list.map((m, j) => {
+        if (typeof m !== 'string') throw new TypeError(`${here}.method must be a string or an array of strings, got ${typeName(m)}`);
+        const up = m.toUpperCase();
+        if (!METHODS.has(up)) throw new RangeError(`${here}.method "${m}" is not an HTTP method (${[...METHODS].join(', ')})`);
+        return up;
+      });
+    }
+    let prefix = null;
+    let regex = null;
+    if (typeof r.path === 'string') {
+      if (!r.path.startsWith('/')) throw new RangeError(`${here}.path must start with "/", got ${JSON.stringify(r.path)}`);
+      prefix = r.path;
+    } else if (r.path instanceof RegExp) {
+      // A global or sticky RegExp keeps state between tests; use a stateless copy.
+      regex = r.path.global || r.path.sticky ? new RegExp(r.path.source, r.path.flags.replace(/[gy]/g, '')) : r.path;
+    } else {
+      throw new TypeError(`${here}.path must be a string prefix or a RegExp, got ${typeName(r.path)}`);
+    }
+    if (typeof r.tier !== 'string') throw new TypeError(`${here}.tier must be a tier name, got ${typeName(r.tier)}`);
+    const tier = tierIds.get(r.tier);
+    if (tier === undefined) throw new RangeError(`${here}.tier "${r.tier}" is not one of the tiers (${[...tierIds.keys()].join(', ')})`);
+    return { methods, prefix, regex, tier };
+  });
+  return out.length ? out : null;
+}
+
+function prefixMatches(url, prefix) {
+  if (!url.startsWith(prefix)) return false;
+  if (url.length === prefix.length || prefix.endsWith('/')) return true;
+  const c = url.charCodeAt(prefix.length);
+  return c === 47 /* / */ || c === 63 /* ? */ || c === 35 /* # */;
+}
+
+/** The tier id of the first matching rule, or -1. */
+function matchRoute(rules, method, url) {
+  let path = null;
+  for (let i = 0; i < rules.length; i++) {
+    const r = rules[i];
+    if (r.methods !== null && !r.methods.includes(method)) continue;
+    if (r.prefix !== null) {
+      if (prefixMatches(url, r.prefix)) return r.tier;
+    } else {
+      if (path === null) {
+        const q = url.indexOf('?');
+        path = q < 0 ? url : url.slice(0, q);
+        if (path.length > MAX_PATH_LEN) path = path.slice(0, MAX_PATH_LEN);
+      }
+      if (r.regex.test(path)) return r.tier;
+    }
+  }
+  return -1;
+}
+
+/**
+ * The trust-proxy setting: false (the socket's peer is the client), true (the left-most
+ * X-Forwarded-For entry: every proxy in front is trusted), or a number n of trusted proxy hops (the
+ * client is the n-th address counting from the socket's peer; Express's meaning of a number).
+ */
+function checkTrustProxy(v, at) {
+  if (v === undefined || v === false) return 0;
+  if (v === true) return Infinity;
+  if (typeof v === 'number') {
+    if (!Number.isInteger(v) || v < 0 || v > MAX_FORWARDED_HOPS) throw new RangeError(`${at} must be true, false or an integer 0..${MAX_FORWARDED_HOPS} (trusted proxy hops), got ${v}`);
+    return v;
+  }
+  throw new TypeError(`${at} must be true, false or a number of trusted proxy hops, got ${typeName(v)}`);
+}
+
+/** The client address as a string (normalised later in Rust), or undefined. */
+function clientIp(req, hops) {
+  const peer = req.socket ? req.socket.remoteAddress : undefined;
+  if (hops === 0) return peer;
+  let xff = req.headers['x-forwarded-for'];
+  if (typeof xff !== 'string' || xff.length === 0) return peer;
+  if (xff.length > MAX_FORWARDED_LEN) xff = xff.slice(xff.length - MAX_FORWARDED_LEN);
+  if (hops === Infinity) {
+    // Left-most entry: everything in front of us is trusted to have appended honestly.
+    const comma = xff.indexOf(',');
+    return (comma < 0 ? xff : xff.slice(0, comma)).trim();
+  }
+  // Walk from the right: the peer is hop 0, the last XFF entry hop 1, and so on.
+  let end = xff.length;
+  let addr = peer;
+  for (let hop = 1; hop <= hops && end > 0; hop++) {
+    const comma = xff.lastIndexOf(',', end - 1);
+    addr = xff.slice(comma + 1, end).trim();
+    end = comma < 0 ? 0 : comma;
+  }
+  return addr;
+}
+
+/**
+ * The per-key identity option: 'ip' (default), { header: name } (falling back to the IP when the
+ * header is missing, empty or too long), or a function (req) => string | undefined (the same fallback).
+ * Returns a compiled { kind, header, fn }.
+ */
+function compileKey(key, at) {
+  if (key === undefined || key === 'ip') return { kind: 'ip', header: null, fn: null };
+  if (typeof key === 'function') return { kind: 'fn', header: null, fn: key };
+  if (key !== null && typeof key === 'object' && !Array.isArray(key)) {
+    for (const k of Object.keys(key)) {
+      if (k !== 'header') throw new TypeError(`${at} has an unknown option "${k}" (known: header)`);
+    }
+    if (typeof key.header !== 'string' || key.header === '') throw new TypeError(`${at}.header must be a header name, got ${typeName(key.header)}`);
+    return { kind: 'header', header: key.header.toLowerCase(), fn: null };
+  }
+  throw new TypeError(`${at} must be 'ip', { header: name } or a function (req) => string | undefined, got ${typeName(key)}`);
+}
+
+/** A usable key string, or undefined: a non-empty string of at most MAX_KEY_LEN characters. */
+function usableKey(v) {
+  return typeof v === 'string' && v.length > 0 && v.length <= MAX_KEY_LEN ? v : undefined;
+}
+
+module.exports = { compileRoutes, matchRoute, checkTrustProxy, clientIp, compileKey, usableKey, MAX_KEY_LEN };

@@ -1,0 +1,214 @@
+/// <reference types="node" />
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Ledger, PerKeyOptions, TierOptions } from './ledger';
+
+/** A route rule: the first rule that matches the request chooses its tier. */
+export interface RouteRule {
+  /** A method or methods (any when omitted). */
+  method?: string | string[];
+  /** A path prefix matched on whole segments ('/checkout' matches '/checkout/x', not '/checkouts'),
+   *  or a RegExp tested against the path without its query string. */
+  path: string | RegExp;
+  /** The tier's name. */
+  tier: string;
+}
+
+/** The shed controller: how loop health turns into shedding. */
+export interface ShedOptions {
+  /** Lag (ms) at which the lowest tier starts to be throttled. Default 50. */
+  targetLagMs?: number;
+  /** Lag (ms) at which every unprotected tier is shed. Default 200. */
+  criticalLagMs?: number;
+  /** Thresholds are offsets above the measured idle lag baseline. Default false. */
+  relative?: boolean;
+  /** The lag must fall this far (ms) below the level that set the shedding before it eases. Default 10. */
+  hysteresisMs?: number;
+  /** Minimum time (ms) shedding is held after it was last justified. Default 1000. */
+  holdMs?: number;
+  /** Fastest recovery from full shedding to none (ms). Default 2000. */
+  recoveryMs?: number;
+  /** Heap used / limit above which the lowest tiers are shed; false ignores the heap. Default 0.9. */
+  heapRatio?: number | false;
+  /** A loop that has not ticked for this long (ms) is stalled: every unprotected tier is shed at once.
+   *  false disables the watchdog. Default 500. */
+  stallMs?: number | false;
+  /** Which lag figure drives the controller. Default 'max' (the larger of latest and EWMA). */
+  lagSignal?: 'latest' | 'ewma' | 'p99' | 'max';
+  /** Sampler tick interval (whole ms). Default 10. */
+  resolutionMs?: number;
+  /** Sampler window for p99 (whole ms). Default 1000. */
+  windowMs?: number;
+  /** Sampler EWMA time constant (whole ms). Default 100. */
+  ewmaMs?: number;
+  /** The controller moves at most this often (ms), on requests. Default 1. */
+  updateIntervalMs?: number;
+  /** Relative mode: time constant (ms) of the idle-baseline average. Default 10000. */
+  baselineTauMs?: number;
+  /** Relative mode: the highest baseline accepted (ms). Default targetLagMs. */
+  maxBaselineMs?: number;
+  /** Relative mode: only samples with ELU at most this teach the baseline. Default 0.5. */
+  idleElu?: number;
+}
+
+export type Verdict = 'admit' | 'shed' | 'tier-full' | 'rate-limited';
+export type TierSource =
+  | 'classify' | 'route' | 'default' | 'header' | 'signed'
+  | 'untrusted' | 'bad-signature' | 'expired' | 'invalid' | 'given';
+
+/** What hooks, `respond` and the 'tiergate:decision' diagnostics channel receive. */
+export interface DecisionInfo {
+  verdict: Verdict;
+  /** 200 for an admit, else the status of the rejection. */
+  status: number;
+  tier: string;
+  tierSource: TierSource;
+  /** The per-key identity used (user id, or the client IP before normalisation), if any. */
+  key: string | undefined;
+  remaining: number;
+  limit: number;
+  retryAfterMs: number;
+  resetMs: number;
+  /** The tier's refill scale now (0..1). */
+  refillScale: number;
+  /** The controller's pressure (0..1). */
+  pressure: number;
+  /** The lag the controller acted on (ms). */
+  lagMs: number;
+  cause: 'none' | 'lag' | 'heap' | 'stall';
+}
+
+export interface Rejection {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+export interface GatekeeperOptions {
+  /** Tiers, highest priority first. Default: critical (protected, 2000/s), standard (1000/s), background (1000/s). */
+  tiers?: TierOptions[];
+  /** Use this ledger (e.g. `Ledger.shared(...)`) instead of building one from `tiers`. */
+  ledger?: Ledger;
+  /** Per-key quota for every tier that does not set its own. */
+  perKey?: PerKeyOptions;
+  /** Header carrying the tier (a plain name or a signed token), or false. Default 'x-user-tier'. */
+  tierHeader?: string | false;
+  /** Honour plain tier names above the default tier (only behind a gateway that sets the header). Default false. */
+  trustTierHeader?: boolean;
+  /** Secret(s) for signed tier tokens (>= 16 bytes; the first mints, all verify). */
+  tierSecret?: string | Buffer | Array<string | Buffer>;
+  routes?: RouteRule[];
+  /** Returns a tier name, or undefined to fall through to the routes, the header, the default. */
+  classify?: (req: IncomingMessage) => string | undefined | null;
+  /** Tier for requests without a usable tier. Default: the lowest. */
+  defaultTier?: string;
+  /** The per-key identity: 'ip' (default), a header, or a function; falls back to the client IP. */
+  key?: 'ip' | { header: string } | ((req: IncomingMessage) => string | undefined);
+  /** false (default): the socket's peer; true: the left-most X-Forwarded-For; n: n trusted proxy hops. */
+  trustProxy?: boolean | number;
+  /** IPv6 clients are keyed by this prefix. Default 56. */
+  ipv6Prefix?: number;
+  /** IPv4 clients are keyed by this prefix. Default 32. */
+  ipv4Prefix?: number;
+  /** Tokens each request costs. Default 1. */
+  cost?: number;
+  /** The shed controller, or false for no load shedding (quotas only). */
+  shed?: ShedOptions | false;
+  /** Rate-limit fields on 429s. Default 'draft'. */
+  rateLimitHeaders?: 'draft' | 'legacy' | 'both' | false;
+  /** Also send the rate-limit fields on admitted responses that have a per-key quota. Default false. */
+  rateLimitHeadersOnSuccess?: boolean;
+  /** Retry-After of a 503 is drawn uniformly from [minSec, maxSec]. Default 1..3. */
+  retryAfter?: { minSec?: number; maxSec?: number };
+  /** Replaces a rejection: return { status, headers?, body? }, or undefined to keep the default. */
+  respond?: (info: DecisionInfo, req: IncomingMessage, rejection: Rejection) => Partial<Rejection> & { status: number } | undefined | null;
+  onDecision?: (info: DecisionInfo, req: IncomingMessage) => void;
+  onShed?: (info: DecisionInfo, req: IncomingMessage) => void;
+  onReject?: (info: DecisionInfo, req: IncomingMessage) => void;
+}
+
+export interface TierStats {
+  protected: boolean;
+  admitted: number;
+  shed: number;
+  /** 503s because the tier's own pool was empty while the loop was healthy. */
+  tierFull: number;
+  /** 429s from per-key quotas. */
+  rateLimited: number;
+  refillScale: number;
+}
+
+export interface GatekeeperStats {
+  tiers: Record<string, TierStats>;
+  lagMs: number;
+  ewmaLagMs: number;
+  p99LagMs: number;
+  controllerLagMs: number;
+  elu: number;
+  heapUsed: number;
+  heapLimit: number;
+  heapRatio: number;
+  stalled: boolean;
+  pressure: number;
+  cause: 'none' | 'lag' | 'heap' | 'stall';
+  episodes: number;
+  baselineMs: number;
+  targetLagMs: number;
+  criticalLagMs: number;
+  injected: boolean;
+}
+
+/** A health reading for the test seam; ewma and p99 default to lagMs. */
+export interface InjectedHealth {
+  lagMs?: number;
+  ewmaLagMs?: number;
+  p99LagMs?: number;
+  elu?: number;
+  heapUsed?: number;
+  heapLimit?: number;
+  stalled?: boolean;
+}
+
+export declare class Gatekeeper {
+  constructor(options?: GatekeeperOptions);
+  readonly tiers: readonly string[];
+  readonly ledger: Ledger;
+  /** The guard contract: null to proceed, or the rejection to send. */
+  admit(req: IncomingMessage, res: ServerResponse): Rejection | null;
+  stats(): GatekeeperStats;
+  resetStats(): void;
+  injectHealth(health: InjectedHealth): void;
+  useLiveHealth(): void;
+  updateController(): boolean;
+}
+
+export interface GateControls {
+  readonly gatekeeper: Gatekeeper;
+  readonly ledger: Ledger;
+  readonly tiers: readonly string[];
+  stats(): GatekeeperStats;
+  resetStats(): void;
+  injectHealth(health: InjectedHealth): void;
+  useLiveHealth(): void;
+  updateController(): boolean;
+}
+
+export type GatekeeperMiddleware = ((req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void) & GateControls;
+export type GatekeeperHttpHandler = ((req: IncomingMessage, res: ServerResponse) => void) & GateControls;
+
+export interface GatekeeperFactory {
+  /** Express 4/5 middleware. */
+  (options?: GatekeeperOptions): GatekeeperMiddleware;
+  /** Wraps a node:http request handler. */
+  http(options: GatekeeperOptions | undefined, handler: (req: IncomingMessage, res: ServerResponse) => void): GatekeeperHttpHandler;
+}
+
+export declare const gatekeeper: GatekeeperFactory;
+
+/** Fastify 5 plugin: `fastify.register(tiergatePlugin, options)`; the gate is `fastify.tiergate`. */
+export declare function tiergatePlugin(fastify: any, options: GatekeeperOptions, done: (err?: Error) => void): void;
+
+/** Mints a signed tier token `t1.<tier>.<expires>.<mac>` (HMAC-SHA256). Give exactly one of ttlSec / expiresAt (Unix seconds). */
+export declare function mintTierToken(secret: string | Buffer, tier: string, when: { ttlSec: number } | { expiresAt: number }): string;
+
+/** The diagnostics_channel every decision is published on: 'tiergate:decision'. */
+export declare const DECISION_CHANNEL: 'tiergate:decision';

@@ -1,0 +1,542 @@
+'use strict';
+// The gatekeeper: business-aware load shedding for Express, Fastify and node:http.
+//
+// classify (JS, shallow)  ->  decide (Rust, one raw call)  ->  respond (JS, only when refusing)
+//
+// Classification picks a tier id from `classify(req)`, then the route rules; failing both the tier
+// header's raw value goes to Rust, which resolves plain names (honoured above the default tier only
+// when the header is trusted) and HMAC-signed tokens. The key (user id or client IP) goes along.
+// `decide` reads this thread's loop health, moves the shed controller when due, debits the tier pool
+// and the key's bucket, and returns a verdict; the details land in a preallocated Float64Array.
+const diagnostics = require('node:diagnostics_channel');
+const native = require('./native');
+const { Ledger, ledgerHandle } = require('./ledger');
+require('./lag'); // registers this thread's heap source for the native sampler
+const { expressMiddleware, httpHandler, fastifyPlugin } = require('./adapters');
+const { compileRoutes, matchRoute, checkTrustProxy, clientIp, compileKey, usableKey } = require('./classify');
+const { Responder } = require('./respond');
+
+/** Verdicts returned by the native decide. */
+const VERDICT = Object.freeze({ ADMIT: 0, SHED: 1, TIER_FULL: 2, RATE_LIMITED: 3 });
+const VERDICT_NAMES = Object.freeze(['admit', 'shed', 'tier-full', 'rate-limited']);
+const STATUS = Object.freeze([200, 503, 503, 429]);
+/** Indices into the Float64Array decide fills (src/node/gate.rs). */
+const R = Object.freeze({ VERDICT: 0, TIER: 1, SOURCE: 2, REMAINING: 3, LIMIT: 4, RETRY_AFTER_MS: 5, RESET_MS: 6, SCALE: 7, PRESSURE: 8, LAG_MS: 9, CAUSE: 10 });
+const SOURCES = Object.freeze(['default', 'given', 'header', 'signed', 'untrusted', 'bad-signature', 'expired', 'invalid']);
+const CAUSES = Object.freeze(['none', 'lag', 'heap', 'stall']);
+const SEL_KEY_IS_IP = 0x100;
+const MAX_TIERS = 254;
+const TIER_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+
+/** diagnostics_channel name; every decision is published when it has subscribers. */
+const DECISION_CHANNEL = 'tiergate:decision';
+const decisionChannel = diagnostics.channel(DECISION_CHANNEL);
+
+const DEFAULT_TIERS = Object.freeze([
+  Object.freeze({ name: 'critical', protected: true, capacity: 2000, refillPerSec: 2000 }),
+  Object.freeze({ name: 'standard', capacity: 1000, refillPerSec: 1000 }),
+  Object.freeze({ name: 'background', capacity: 1000, refillPerSec: 1000 }),
+]);
+
+const SHED_DEFAULTS = Object.freeze({
+  targetLagMs: 50,
+  criticalLagMs: 200,
+  relative: false,
+  hysteresisMs: 10,
+  holdMs: 1000,
+  recoveryMs: 2000,
+  heapRatio: 0.9,
+  stallMs: 500,
+  lagSignal: 'max',
+  resolutionMs: 10,
+  windowMs: 1000,
+  ewmaMs: 100,
+  updateIntervalMs: 1,
+  baselineTauMs: 10_000,
+  maxBaselineMs: undefined, // = targetLagMs
+  idleElu: 0.5,
+});
+
+const OPTIONS = new Set([
+  'tiers', 'ledger', 'perKey', 'tierHeader', 'trustTierHeader', 'tierSecret', 'routes', 'classify', 'defaultTier',
+  'key', 'trustProxy', 'ipv4Prefix', 'ipv6Prefix', 'cost', 'shed', 'rateLimitHeaders', 'rateLimitHeadersOnSuccess',
+  'retryAfter', 'respond', 'onDecision', 'onShed', 'onReject',
+]);
+/** Keys Fastify may leave in a plugin's options (register options, not ours). */
+const FASTIFY_KEYS = new Set(['prefix', 'logLevel', 'logSerializers']);
+
+function typeName(v) {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'array';
+  return typeof v;
+}
+
+function isObject(v) {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+function finite(v, at, { min = 0, max = Infinity, integer = false, exclusiveMin = false } = {}) {
+  if (typeof v !== 'number') throw new TypeError(`${at} must be a number, got ${typeName(v)}`);
+  const ok = Number.isFinite(v) && (exclusiveMin ? v > min : v >= min) && v <= max && (!integer || Number.isInteger(v));
+  if (!ok) {
+    const range = `${exclusiveMin ? '>' : '>='} ${min}${max === Infinity ? '' : ` and <= ${max}`}`;
+    throw new RangeError(`${at} must be a${integer ? 'n integer' : ' finite number'} ${range}, got ${v}`);
+  }
+  return v;
+}
+
+function optionalFn(v, at) {
+  if (v === undefined) return null;
+  if (typeof v !== 'function') throw new TypeError(`${at} must be a function, got ${typeName(v)}`);
+  return v;
+}
+
+function secretBuffer(s, at) {
+  const buf = typeof s === 'string' ? Buffer.from(s, 'utf8') : Buffer.isBuffer(s) || s instanceof Uint8Array ? Buffer.from(s) : null;
+  if (buf === null) throw new TypeError(`${at} must be a string or a Buffer, got ${typeName(s)}`);
+  if (buf.length < 16) throw new RangeError(`${at} must be at least 16 bytes (32 random bytes recommended), got ${buf.length}`);
+  return buf;
+}
+
+function shedOptions(shed) {
+  if (shed === false) return { ...SHED_DEFAULTS, enabled: false, maxBaselineMs: SHED_DEFAULTS.targetLagMs };
+  if (shed === undefined) shed = {};
+  if (!isObject(shed)) throw new TypeError(`gatekeeper: options.shed must be an object or false, got ${typeName(shed)}`);
+  for (const k of Object.keys(shed)) {
+    if (!(k in SHED_DEFAULTS)) throw new TypeError(`gatekeeper: options.shed has an unknown option "${k}" (known: ${Object.keys(SHED_DEFAULTS).join(', ')})`);
+  }
+  const o = { ...SHED_DEFAULTS, ...Object.fromEntries(Object.entries(shed).filter(([, v]) => v !== undefined)), enabled: true };
+  const at = (k) => `gatekeeper: options.shed.${k}`;
+  finite(o.targetLagMs, at('targetLagMs'));
+  finite(o.criticalLagMs, at('criticalLagMs'));
+  if (o.criticalLagMs <= o.targetLagMs) throw new RangeError(`${at('criticalLagMs')} must be greater than targetLagMs (${o.targetLagMs}), got ${o.criticalLagMs}`);
+  if (typeof o.relative !== 'boolean') throw new TypeError(`${at('relative')} must be a boolean, got ${typeName(o.relative)}`);
+  finite(o.hysteresisMs, at('hysteresisMs'));
+  finite(o.holdMs, at('holdMs'));
+  finite(o.recoveryMs, at('recoveryMs'));
+  if (o.heapRatio !== false) finite(o.heapRatio, at('heapRatio'), { min: 0, max: 0.999999, exclusiveMin: true });
+  if (o.stallMs !== false) finite(o.stallMs, at('stallMs'), { min: 1, max: 3_600_000, integer: true });
+  if (!['latest', 'ewma', 'p99', 'max'].includes(o.lagSignal)) throw new RangeError(`${at('lagSignal')} must be one of 'latest', 'ewma', 'p99', 'max', got ${JSON.stringify(o.lagSignal)}`);
+  finite(o.resolutionMs, at('resolutionMs'), { min: 1, max: 60_000, integer: true });
+  finite(o.windowMs, at('windowMs'), { min: o.resolutionMs, max: 3_600_000, integer: true });
+  finite(o.ewmaMs, at('ewmaMs'), { min: 1, max: 3_600_000, integer: true });
+  finite(o.updateIntervalMs, at('updateIntervalMs'), { max: 60_000 });
+  finite(o.baselineTauMs, at('baselineTauMs'));
+  if (o.maxBaselineMs === undefined) o.maxBaselineMs = o.targetLagMs;
+  finite(o.maxBaselineMs, at('maxBaselineMs'));
+  finite(o.idleElu, at('idleElu'), { max: 1 });
+  return o;
+}
+
+function retryAfterOptions(r) {
+  if (r === undefined) return { minSec: 1, maxSec: 3 };
+  if (!isObject(r)) throw new TypeError(`gatekeeper: options.retryAfter must be an object { minSec, maxSec }, got ${typeName(r)}`);
+  for (const k of Object.keys(r)) {
+    if (k !== 'minSec' && k !== 'maxSec') throw new TypeError(`gatekeeper: options.retryAfter has an unknown option "${k}" (known: minSec, maxSec)`);
+  }
+  const minSec = finite(r.minSec ?? 1, 'gatekeeper: options.retryAfter.minSec', { min: 0, max: 86400, integer: true });
+  const maxSec = finite(r.maxSec ?? Math.max(minSec, 3), 'gatekeeper: options.retryAfter.maxSec', { min: minSec, max: 86400, integer: true });
+  return { minSec, maxSec };
+}
+
+function normalize(options) {
+  if (options === undefined) options = {};
+  if (!isObject(options)) throw new TypeError(`gatekeeper: options must be an object, got ${typeName(options)}`);
+  for (const k of Object.keys(options)) {
+    if (!OPTIONS.has(k)) throw new TypeError(`gatekeeper: unknown option "${k}" (known: ${[...OPTIONS].join(', ')})`);
+  }
+  // The ledger: given, or built from the tiers.
+  let ledger = options.ledger;
+  if (ledger !== undefined) {
+    if (!(ledger instanceof Ledger)) throw new TypeError(`gatekeeper: options.ledger must be a Ledger, got ${typeName(ledger)}`);
+    if (options.tiers !== undefined || options.perKey !== undefined) {
+      throw new TypeError('gatekeeper: options.tiers and options.perKey configure a new ledger; leave them out when passing options.ledger');
+    }
+  } else {
+    const tiers = options.tiers === undefined ? DEFAULT_TIERS : options.tiers;
+    if (!Array.isArray(tiers) || tiers.length === 0) throw new TypeError(`gatekeeper: options.tiers must be a non-empty array of tiers, highest priority first, got ${typeName(tiers)}`);
+    tiers.forEach((t, i) => {
+      if (isObject(t) && typeof t.name === 'string' && !TIER_NAME.test(t.name)) {
+        throw new RangeError(`gatekeeper: options.tiers[${i}].name must be 1-64 characters of A-Z a-z 0-9 _ - (it appears in headers and tokens), got ${JSON.stringify(t.name)}`);
+      }
+    });
+    try {
+      ledger = new Ledger({ tiers, ...(options.perKey === undefined ? {} : { perKey: options.perKey }) });
+    } catch (err) {
+      err.message = `gatekeeper: options.${err.message.replace(/^options\./, '')}`;
+      throw err;
+    }
+  }
+  const names = ledger.tiers;
+  if (names.length > MAX_TIERS) throw new RangeError(`gatekeeper: at most ${MAX_TIERS} tiers, got ${names.length}`);
+  names.forEach((n, i) => {
+    if (!TIER_NAME.test(n)) throw new RangeError(`gatekeeper: tier ${i} of options.ledger is named ${JSON.stringify(n)}; gatekeeper tiers must be 1-64 characters of A-Z a-z 0-9 _ -`);
+  });
+  const ids = new Map(names.map((n, i) => [n, i]));
+
+  let defaultTier = names.length - 1;
+  if (options.defaultTier !== undefined) {
+    if (typeof options.defaultTier !== 'string') throw new TypeError(`gatekeeper: options.defaultTier must be a tier name, got ${typeName(options.defaultTier)}`);
+    defaultTier = ids.get(options.defaultTier);
+    if (defaultTier === undefined) throw new RangeError(`gatekeeper: options.defaultTier "${options.defaultTier}" is not one of the tiers (${names.join(', ')})`);
+  }
+
+  let tierHeader = 'x-user-tier';
+  if (options.tierHeader !== undefined) {
+    if (options.tierHeader === false) tierHeader = null;
+    else if (typeof options.tierHeader !== 'string' || !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(options.tierHeader)) {
+      throw new TypeError(`gatekeeper: options.tierHeader must be a header name or false, got ${typeName(options.tierHeader)} ${JSON.stringify(options.tierHeader)}`);
+    } else tierHeader = options.tierHeader.toLowerCase();
+  }
+  if (options.trustTierHeader !== undefined && typeof options.trustTierHeader !== 'boolean') {
+    throw new TypeError(`gatekeeper: options.trustTierHeader must be a boolean, got ${typeName(options.trustTierHeader)}`);
+  }
+  let secrets;
+  if (options.tierSecret !== undefined) {
+    const list = Array.isArray(options.tierSecret) ? options.tierSecret : [options.tierSecret];
+    if (list.length === 0) throw new RangeError('gatekeeper: options.tierSecret must hold at least one secret');
+    secrets = list.map((s, i) => secretBuffer(s, Array.isArray(options.tierSecret) ? `gatekeeper: options.tierSecret[${i}]` : 'gatekeeper: options.tierSecret'));
+  }
+  const headersOpt = options.rateLimitHeaders === undefined ? 'draft' : options.rateLimitHeaders;
+  if (![false, 'draft', 'legacy', 'both'].includes(headersOpt)) {
+    throw new TypeError(`gatekeeper: options.rateLimitHeaders must be 'draft', 'legacy', 'both' or false, got ${JSON.stringify(headersOpt)}`);
+  }
+  if (options.rateLimitHeadersOnSuccess !== undefined && typeof options.rateLimitHeadersOnSuccess !== 'boolean') {
+    throw new TypeError(`gatekeeper: options.rateLimitHeadersOnSuccess must be a boolean, got ${typeName(options.rateLimitHeadersOnSuccess)}`);
+  }
+  return {
+    ledger,
+    names,
+    ids,
+    defaultTier,
+    tierHeader,
+    trustTierHeader: options.trustTierHeader === true,
+    secrets,
+    routes: compileRoutes(options.routes, ids, 'gatekeeper: options.routes'),
+    classify: optionalFn(options.classify, 'gatekeeper: options.classify'),
+    key: compileKey(options.key, 'gatekeeper: options.key'),
+    trustProxy: checkTrustProxy(options.trustProxy, 'gatekeeper: options.trustProxy'),
+    ipv4Prefix: options.ipv4Prefix === undefined ? 32 : finite(options.ipv4Prefix, 'gatekeeper: options.ipv4Prefix', { max: 32, integer: true }),
+    ipv6Prefix: options.ipv6Prefix === undefined ? 56 : finite(options.ipv6Prefix, 'gatekeeper: options.ipv6Prefix', { max: 128, integer: true }),
+    cost: options.cost === undefined ? 1 : finite(options.cost, 'gatekeeper: options.cost'),
+    shed: shedOptions(options.shed),
+    rateLimitHeaders: headersOpt,
+    rateLimitHeadersOnSuccess: options.rateLimitHeadersOnSuccess === true,
+    retryAfter: retryAfterOptions(options.retryAfter),
+    respond: optionalFn(options.respond, 'gatekeeper: options.respond'),
+    onDecision: optionalFn(options.onDecision, 'gatekeeper: options.onDecision'),
+    onShed: optionalFn(options.onShed, 'gatekeeper: options.onShed'),
+    onReject: optionalFn(options.onReject, 'gatekeeper: options.onReject'),
+  };
+}
+
+function once(fn) {
+  let done = false;
+  return (...a) => {
+    if (!done) {
+      done = true;
+      fn(...a);
+    }
+  };
+}
+
+/**
+ * One gatekeeper: a guard (`admit(req, res)`, see lib/adapters.js) plus its stats and test seam.
+ * Use `gatekeeper(options)` (Express), `gatekeeper.http(options, handler)` or `tiergatePlugin`.
+ */
+class Gatekeeper {
+  #o;
+  #handle;
+  #decide;
+  #result;
+  #responder;
+  #observe;
+  #needKey;
+  #warnHook = once((name, err) => process.emitWarning(`tiergate: options.${name} threw: ${err && err.stack ? err.stack : err}`, 'TiergateWarning'));
+  #warnClassify = once((v) => process.emitWarning(`tiergate: options.classify returned ${JSON.stringify(String(v))}, which is not a tier; using the route rules or the default tier`, 'TiergateWarning'));
+
+  constructor(options) {
+    const o = normalize(options);
+    this.#o = o;
+    const s = o.shed;
+    try {
+      this.#handle = new native.GateHandle(ledgerHandle(o.ledger), {
+        defaultTier: o.defaultTier,
+        trustHeader: o.trustTierHeader,
+        secrets: o.secrets,
+        ipv4Prefix: o.ipv4Prefix,
+        ipv6Prefix: o.ipv6Prefix,
+        cost: o.cost,
+        sampler: s.enabled,
+        resolutionMs: s.resolutionMs,
+        windowMs: s.windowMs,
+        ewmaMs: s.ewmaMs,
+        stallMs: s.stallMs === false ? undefined : s.stallMs,
+        lagSignal: s.lagSignal,
+        updateIntervalMs: s.updateIntervalMs,
+        targetLagMs: s.targetLagMs,
+        criticalLagMs: s.criticalLagMs,
+        relative: s.relative,
+        hysteresisMs: s.hysteresisMs,
+        holdMs: s.holdMs,
+        recoveryMs: s.recoveryMs,
+        heapRatio: s.heapRatio === false ? undefined : s.heapRatio,
+        baselineTauMs: s.baselineTauMs,
+        maxBaselineMs: s.maxBaselineMs,
+        idleElu: s.idleElu,
+      });
+    } catch (err) {
+      if (err && err.code === 'InvalidArg') throw new RangeError(`gatekeeper: ${err.message}`);
+      throw err;
+    }
+    const bound = {};
+    this.#handle.bind(bound);
+    this.#decide = bound.decide;
+    this.#result = bound.result;
+    // Per tier, the per-key quota { capacity, refillPerSec } or null, as the ledger holds it.
+    o.perKeyByTier = this.#handle.perKeyQuotas().map((q) => (q.capacity > 0 ? q : null));
+    this.#responder = new Responder(o.names, o.perKeyByTier, {
+      headers: o.rateLimitHeaders,
+      retryMinSec: o.retryAfter.minSec,
+      retryMaxSec: o.retryAfter.maxSec,
+    });
+    this.#needKey = o.perKeyByTier.some(Boolean) || o.onDecision !== null;
+    this.#observe = o.onDecision !== null || o.rateLimitHeadersOnSuccess;
+  }
+
+  /** Tier names, highest priority first. */
+  get tiers() {
+    return this.#o.names;
+  }
+
+  /** The ledger the gate debits (pass it to another gatekeeper, or `Ledger.shared`, to share). */
+  get ledger() {
+    return this.#o.ledger;
+  }
+
+  /** The guard contract of lib/adapters.js: null to proceed, or the rejection to send. */
+  admit(req, res) {
+    const o = this.#o;
+    let tier = -1;
+    let given = null;
+    if (o.classify !== null) {
+      const name = o.classify(req);
+      if (name !== undefined && name !== null) {
+        const id = o.ids.get(name);
+        if (id === undefined) this.#warnClassify(name);
+        else {
+          tier = id;
+          given = 'classify';
+        }
+      }
+    }
+    if (tier < 0 && o.routes !== null) {
+      tier = matchRoute(o.routes, req.method, req.originalUrl || req.url);
+      if (tier >= 0) given = 'route';
+    }
+    let header;
+    if (tier < 0 && o.tierHeader !== null) {
+      const h = req.headers[o.tierHeader];
+      if (typeof h === 'string') header = h;
+      else if (Array.isArray(h)) header = h.join(', '); // several values: Rust refuses them as ambiguous
+    }
+    let sel = tier + 1;
+    let key;
+    if (this.#needKey) {
+      const k = o.key;
+      if (k.kind === 'header') key = usableKey(req.headers[k.header]);
+      else if (k.kind === 'fn') key = usableKey(k.fn(req));
+      if (key === undefined) {
+        key = clientIp(req, o.trustProxy);
+        sel |= SEL_KEY_IS_IP;
+      }
+    }
+    const verdict = this.#decide(sel, header, key);
+    if (verdict === 0 && !this.#observe && !decisionChannel.hasSubscribers) return null;
+    return this.#settle(verdict, req, res, given, key);
+  }
+
+  // Off the fast path: an admit someone observes, or a refusal.
+  #settle(verdict, req, res, given, key) {
+    const o = this.#o;
+    const r = this.#result;
+    const tier = r[R.TIER];
+    let info = null;
+    const needInfo = o.onDecision !== null || decisionChannel.hasSubscribers || (verdict !== 0 && (o.respond !== null || (verdict === VERDICT.RATE_LIMITED ? o.onReject : o.onShed) !== null));
+    if (needInfo) {
+      info = {
+        verdict: VERDICT_NAMES[verdict],
+        status: STATUS[verdict],
+        tier: o.names[tier],
+        tierSource: given !== null ? given : SOURCES[r[R.SOURCE]],
+        key,
+        remaining: r[R.REMAINING],
+        limit: r[R.LIMIT],
+        retryAfterMs: r[R.RETRY_AFTER_MS],
+        resetMs: r[R.RESET_MS],
+        refillScale: r[R.SCALE],
+        pressure: r[R.PRESSURE],
+        lagMs: r[R.LAG_MS],
+        cause: CAUSES[r[R.CAUSE]],
+      };
+    }
+    if (verdict === 0) {
+      if (o.rateLimitHeadersOnSuccess && key !== undefined && o.perKeyByTier[tier] && !res.headersSent) {
+        const h = this.#responder.quotaHeaders({}, tier, r[R.REMAINING], r[R.LIMIT], r[R.RESET_MS]);
+        for (const name in h) res.setHeader(name, h[name]);
+      }
+      this.#emit(info, req, null);
+      return null;
+    }
+    let rejection;
+    if (verdict === VERDICT.RATE_LIMITED) rejection = this.#responder.rateLimited(tier, r[R.REMAINING], r[R.LIMIT], r[R.RETRY_AFTER_MS], r[R.RESET_MS]);
+    else if (verdict === VERDICT.TIER_FULL) rejection = this.#responder.tierFull(tier, r[R.RETRY_AFTER_MS]);
+    else rejection = this.#responder.shed(tier);
+    if (o.respond !== null) {
+      let custom;
+      try {
+        custom = o.respond(info, req, rejection);
+      } catch (err) {
+        this.#warnHook('respond', err);
+      }
+      if (custom !== undefined && custom !== null) {
+        if (typeof custom !== 'object' || !Number.isInteger(custom.status)) this.#warnHook('respond', new TypeError('must return { status, headers?, body? } or undefined'));
+        else rejection = { status: custom.status, headers: custom.headers || {}, body: custom.body === undefined ? '' : custom.body };
+      }
+    }
+    this.#emit(info, req, verdict === VERDICT.RATE_LIMITED ? o.onReject : o.onShed);
+    return rejection;
+  }
+
+  #emit(info, req, hook) {
+    if (info === null) return;
+    const o = this.#o;
+    if (o.onDecision !== null) this.#call('onDecision', o.onDecision, info, req);
+    if (hook !== null) this.#call(hook === o.onReject ? 'onReject' : 'onShed', hook, info, req);
+    if (decisionChannel.hasSubscribers) decisionChannel.publish(info);
+  }
+
+  #call(name, fn, info, req) {
+    try {
+      fn(info, req);
+    } catch (err) {
+      this.#warnHook(name, err);
+    }
+  }
+
+  /**
+   * Per tier (by name): admitted, shed, tierFull, rateLimited, refillScale, protected; and the loop:
+   * lagMs, ewmaLagMs, p99LagMs, elu, heapUsed, heapLimit, heapRatio, stalled; and the controller:
+   * pressure (0..1), cause, episodes, baselineMs, targetLagMs, criticalLagMs (in force), injected.
+   */
+  stats() {
+    const s = this.#handle.stats();
+    const tiers = {};
+    for (const t of s.tiers) {
+      tiers[t.name] = { protected: t.protected, admitted: t.admitted, shed: t.shed, tierFull: t.tierFull, rateLimited: t.rateLimited, refillScale: t.refillScale };
+    }
+    return {
+      tiers,
+      lagMs: s.lagMs,
+      ewmaLagMs: s.ewmaLagMs,
+      p99LagMs: s.p99LagMs,
+      controllerLagMs: s.controllerLagMs,
+      elu: s.elu,
+      heapUsed: s.heapUsed,
+      heapLimit: s.heapLimit,
+      heapRatio: s.heapLimit > 0 ? s.heapUsed / s.heapLimit : 0,
+      stalled: s.stalled,
+      pressure: s.pressure,
+      cause: s.cause,
+      episodes: s.episodes,
+      baselineMs: s.baselineMs,
+      targetLagMs: s.targetLagMs,
+      criticalLagMs: s.criticalLagMs,
+      injected: s.injected,
+    };
+  }
+
+  /** Zeroes the per-tier counters. */
+  resetStats() {
+    this.#handle.resetCounters();
+  }
+
+  /**
+   * Test seam: the controller reads exactly this health from now on (no live sampler, no in-band
+   * estimate) and acts on it at once. `{ lagMs, ewmaLagMs?, p99LagMs?, elu?, heapUsed?, heapLimit?,
+   * stalled? }`; ewma and p99 default to lagMs.
+   */
+  injectHealth(health) {
+    if (!isObject(health)) throw new TypeError(`injectHealth: health must be an object, got ${typeName(health)}`);
+    const known = ['lagMs', 'ewmaLagMs', 'p99LagMs', 'elu', 'heapUsed', 'heapLimit', 'stalled'];
+    for (const k of Object.keys(health)) {
+      if (!known.includes(k)) throw new TypeError(`injectHealth: unknown field "${k}" (known: ${known.join(', ')})`);
+    }
+    for (const k of known.slice(0, 6)) {
+      if (health[k] !== undefined) finite(health[k], `injectHealth: ${k}`);
+    }
+    if (health.stalled !== undefined && typeof health.stalled !== 'boolean') throw new TypeError(`injectHealth: stalled must be a boolean, got ${typeName(health.stalled)}`);
+    this.#handle.injectHealth(health);
+    this.#handle.update();
+  }
+
+  /** Ends `injectHealth`: the live sampler drives the controller again. */
+  useLiveHealth() {
+    this.#handle.useLiveHealth();
+    this.#handle.update();
+  }
+
+  /** Moves the controller now (it otherwise moves at most every `shed.updateIntervalMs`, on requests). */
+  updateController() {
+    return this.#handle.update();
+  }
+}
+
+const METHODS = ['stats', 'resetStats', 'injectHealth', 'useLiveHealth', 'updateController'];
+
+function expose(target, gk) {
+  for (const m of METHODS) target[m] = gk[m].bind(gk);
+  Object.defineProperty(target, 'gatekeeper', { value: gk });
+  Object.defineProperty(target, 'ledger', { get: () => gk.ledger });
+  Object.defineProperty(target, 'tiers', { get: () => gk.tiers });
+  return target;
+}
+
+/** Express 4/5 middleware: `app.use(gatekeeper(options))`. Carries stats(), injectHealth(), ... */
+function gatekeeper(options) {
+  const gk = new Gatekeeper(options);
+  return expose(expressMiddleware(gk), gk);
+}
+
+/** node:http: `http.createServer(gatekeeper.http(options, handler))`. */
+gatekeeper.http = function http(options, handler) {
+  const gk = new Gatekeeper(options);
+  return expose(httpHandler(gk, handler), gk);
+};
+
+function stripFastifyKeys(options) {
+  if (!isObject(options)) return options;
+  const out = {};
+  for (const k of Object.keys(options)) if (!FASTIFY_KEYS.has(k)) out[k] = options[k];
+  return out;
+}
+
+/** Fastify 5: `fastify.register(tiergatePlugin, options)`; the gate is `fastify.tiergate`. */
+const tiergatePlugin = fastifyPlugin((options) => new Gatekeeper(stripFastifyKeys(options)), 'tiergate');
+
+/**
+ * Mints a signed tier token for the tier header: `t1.<tier>.<expires>.<mac>`, HMAC-SHA256 with
+ * `secret`, valid until `expiresAt` (Unix seconds) or for `ttlSec` seconds from now.
+ */
+function mintTierToken(secret, tier, { ttlSec, expiresAt } = {}) {
+  const key = secretBuffer(secret, 'mintTierToken: secret');
+  if (typeof tier !== 'string') throw new TypeError(`mintTierToken: tier must be a tier name, got ${typeName(tier)}`);
+  if (!TIER_NAME.test(tier)) throw new RangeError(`mintTierToken: tier must be 1-64 characters of A-Z a-z 0-9 _ -, got ${JSON.stringify(tier)}`);
+  if ((ttlSec === undefined) === (expiresAt === undefined)) throw new TypeError('mintTierToken: give exactly one of { ttlSec, expiresAt }');
+  const exp = expiresAt !== undefined
+    ? finite(expiresAt, 'mintTierToken: expiresAt', { max: 999_999_999_999, integer: true })
+    : Math.floor(Date.now() / 1000) + finite(ttlSec, 'mintTierToken: ttlSec', { min: 1, max: 10 * 365 * 86400, integer: true });
+  return native.mintTierToken(key, tier, exp);
+}
+
+module.exports = { gatekeeper, Gatekeeper, tiergatePlugin, mintTierToken, DECISION_CHANNEL };

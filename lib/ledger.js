@@ -1,0 +1,211 @@
+'use strict';
+// The in-memory Ledger: tiers of token buckets (highest priority first), optionally one bucket per key
+// inside a tier, all state in Rust (src/core/ledger.rs). This file checks option types, fills defaults
+// and names every problem; the native core checks values (ranges, duplicates).
+//
+// Hot path: `tryConsume` and `consume` are raw native callbacks defined as own properties of each
+// Ledger by the native `bind` (src/node/ledger.rs) — no JS wrapper, no object allocated per call.
+const native = require('./native');
+
+/** Indices into the Float64Array that `consume` fills. */
+const RESULT = Object.freeze({
+  ALLOWED: 0,
+  REMAINING: 1,
+  LIMIT: 2,
+  RETRY_AFTER_MS: 3,
+  RESET_MS: 4,
+  LIMITED_BY: 5,
+  LENGTH: 6,
+});
+const LIMITED_BY = Object.freeze(['none', 'tier', 'key']);
+
+/** Where a Ledger keeps its native handle, for other native components sharing the same ledger. */
+const LEDGER_HANDLE = Symbol.for('tiergate.ledger.handle');
+
+const PER_KEY_DEFAULTS = Object.freeze({ maxKeys: 100_000, idleTtlMs: 60_000 });
+const TIER_FIELDS = new Set(['name', 'capacity', 'refillPerSec', 'protected', 'perKey']);
+const PER_KEY_FIELDS = new Set(['capacity', 'refillPerSec', 'maxKeys', 'idleTtlMs']);
+const OPTION_FIELDS = new Set(['tiers', 'perKey']);
+
+function typeName(v) {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'array';
+  return typeof v;
+}
+
+function isObject(v) {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+function onlyKnown(obj, known, at) {
+  for (const k of Object.keys(obj)) {
+    if (!known.has(k)) throw new TypeError(`${at} has an unknown option "${k}" (known: ${[...known].join(', ')})`);
+  }
+}
+
+function number(v, at) {
+  if (typeof v !== 'number') throw new TypeError(`${at} must be a number, got ${typeName(v)}`);
+  return v;
+}
+
+function perKeyOptions(pk, at) {
+  if (!isObject(pk)) throw new TypeError(`${at} must be an object { capacity, refillPerSec, maxKeys?, idleTtlMs? }, got ${typeName(pk)}`);
+  onlyKnown(pk, PER_KEY_FIELDS, at);
+  return {
+    capacity: number(pk.capacity, `${at}.capacity`),
+    refillPerSec: number(pk.refillPerSec, `${at}.refillPerSec`),
+    maxKeys: number(pk.maxKeys ?? PER_KEY_DEFAULTS.maxKeys, `${at}.maxKeys`),
+    idleTtlMs: number(pk.idleTtlMs ?? PER_KEY_DEFAULTS.idleTtlMs, `${at}.idleTtlMs`),
+  };
+}
+
+// Options -> the complete tier list the native constructor takes. Types here, values in Rust.
+function normalize(options) {
+  if (!isObject(options)) throw new TypeError(`Ledger options must be an object { tiers, perKey? }, got ${typeName(options)}`);
+  onlyKnown(options, OPTION_FIELDS, 'options');
+  const { tiers } = options;
+  if (!Array.isArray(tiers)) throw new TypeError(`options.tiers must be an array of tiers, highest priority first, got ${typeName(tiers)}`);
+  const shared = options.perKey === undefined ? null : perKeyOptions(options.perKey, 'options.perKey');
+  return tiers.map((t, i) => {
+    const at = `tiers[${i}]`;
+    if (!isObject(t)) throw new TypeError(`${at} must be an object { name, capacity, refillPerSec, protected?, perKey? }, got ${typeName(t)}`);
+    onlyKnown(t, TIER_FIELDS, at);
+    if (typeof t.name !== 'string') throw new TypeError(`${at}.name must be a string, got ${typeName(t.name)}`);
+    if (t.protected !== undefined && typeof t.protected !== 'boolean') {
+      throw new TypeError(`${at}.protected must be a boolean, got ${typeName(t.protected)}`);
+    }
+    let perKey = shared;
+    if (t.perKey === null) perKey = null; // this tier opts out of options.perKey
+    else if (t.perKey !== undefined) perKey = perKeyOptions(t.perKey, `${at}.perKey`);
+    return {
+      name: t.name,
+      capacity: number(t.capacity, `${at}.capacity`),
+      refillPerSec: number(t.refillPerSec, `${at}.refillPerSec`),
+      protected: t.protected === true,
+      perKey: perKey ?? undefined,
+    };
+  });
+}
+
+// Native config errors (InvalidArg) are value errors: RangeError.
+function callNative(fn) {
+  try {
+    return fn();
+  } catch (err) {
+    if (err && err.code === 'InvalidArg') throw new RangeError(err.message);
+    if (err && err.code === 'GenericFailure') throw new Error(err.message);
+    throw err;
+  }
+}
+
+class Ledger {
+  /**
+   * @param {{ tiers: Array<{ name: string, capacity: number, refillPerSec: number, protected?: boolean,
+   *   perKey?: object | null }>, perKey?: object }} options
+   */
+  constructor(options) {
+    const tiers = normalize(options);
+    attach(this, callNative(() => new native.LedgerHandle(tiers)));
+  }
+
+  /**
+   * The ledger registered as `name` in this process — the same native state from every worker_thread.
+   * Created from `options` by the first caller; later callers must pass the same options or none.
+   */
+  static shared(name, options) {
+    if (typeof name !== 'string' || name === '') throw new TypeError(`Ledger.shared: name must be a non-empty string, got ${typeName(name)}`);
+    const tiers = options === undefined ? undefined : normalize(options);
+    const ledger = Object.create(Ledger.prototype);
+    attach(ledger, callNative(() => native.LedgerHandle.shared(name, tiers)));
+    return ledger;
+  }
+
+  /** `{ allowed, remaining, limit, retryAfterMs, resetMs, limitedBy }` from a `consume` result array. */
+  static readResult(array) {
+    if (!(array instanceof Float64Array) || array.length < RESULT.LENGTH) {
+      throw new TypeError(`readResult needs a Float64Array of at least ${RESULT.LENGTH} elements`);
+    }
+    return {
+      allowed: array[RESULT.ALLOWED] === 1,
+      remaining: array[RESULT.REMAINING],
+      limit: array[RESULT.LIMIT],
+      retryAfterMs: array[RESULT.RETRY_AFTER_MS],
+      resetMs: array[RESULT.RESET_MS],
+      limitedBy: LIMITED_BY[array[RESULT.LIMITED_BY]],
+    };
+  }
+
+  /** Tier names, highest priority first (index = tier id). */
+  get tiers() {
+    return this[LEDGER_HANDLE].names;
+  }
+
+  /** The numeric id of a tier name, for the fastest `tryConsume`. */
+  tierId(name) {
+    if (typeof name !== 'string') throw new TypeError(`tierId: name must be a string, got ${typeName(name)}`);
+    const id = this[LEDGER_HANDLE].ids.get(name);
+    if (id === undefined) throw new RangeError(`unknown tier "${name}" (tiers: ${this.tiers.join(', ')})`);
+    return id;
+  }
+
+  /** Scales the refill of a tier's pool from now on; 0 stops it, 1 is the configured rate. */
+  setRefillScale(tier, scale) {
+    const id = tierIndex(this, tier);
+    if (typeof scale !== 'number') throw new TypeError(`setRefillScale: scale must be a number, got ${typeName(scale)}`);
+    if (!(scale >= 0 && scale <= 1)) throw new RangeError(`setRefillScale: scale must be between 0 and 1 (got ${scale})`);
+    this[LEDGER_HANDLE].native.setRefillScale(id, scale);
+  }
+
+  refillScale(tier) {
+    return this[LEDGER_HANDLE].native.refillScale(tierIndex(this, tier));
+  }
+
+  /** Per tier, as of now: `{ name, protected, tokens, capacity, refillPerSec, refillScale, keys }`. */
+  snapshot() {
+    return this[LEDGER_HANDLE].native.snapshot();
+  }
+
+  /**
+   * `reset()`: every pool full, every key forgotten. `reset(tier)`: that tier only. `reset(tier, key)`:
+   * forgets the key's bucket (it starts full again). `reset(undefined, key)`: the key in every tier.
+   * Refill scales are left alone. Returns how many buckets were reset.
+   */
+  reset(tier, key) {
+    const id = tier === undefined ? undefined : tierIndex(this, tier);
+    if (key !== undefined && typeof key !== 'string') throw new TypeError(`reset: key must be a string or undefined, got ${typeName(key)}`);
+    return this[LEDGER_HANDLE].native.reset(id, key);
+  }
+
+  /** Whether `other` is backed by the same native ledger (e.g. the same `Ledger.shared` name). */
+  isSameLedger(other) {
+    return other instanceof Ledger && this[LEDGER_HANDLE].native.sameAs(other[LEDGER_HANDLE].native);
+  }
+
+}
+
+function tierIndex(ledger, tier) {
+  if (typeof tier === 'string') return ledger.tierId(tier);
+  if (typeof tier !== 'number') throw new TypeError(`tier must be a tier name (string) or id (number), got ${typeName(tier)}`);
+  const n = ledger.tiers.length;
+  if (!(Number.isInteger(tier) && tier >= 0 && tier < n)) {
+    throw new RangeError(`tier ${tier} is not a tier id of this ledger (ids are 0 to ${n - 1})`);
+  }
+  return tier;
+}
+
+function attach(ledger, handle) {
+  const names = Object.freeze(handle.tierNames());
+  Object.defineProperty(ledger, LEDGER_HANDLE, {
+    value: Object.freeze({ native: handle, names, ids: new Map(names.map((n, i) => [n, i])) }),
+  });
+  // Defines ledger.tryConsume, ledger.consume (raw native callbacks) and ledger.result (Float64Array).
+  handle.bind(ledger);
+}
+
+/** The native LedgerHandle behind a Ledger, for native components that share its state. */
+function ledgerHandle(ledger) {
+  if (!(ledger instanceof Ledger)) throw new TypeError(`expected a Ledger, got ${typeName(ledger)}`);
+  return ledger[LEDGER_HANDLE].native;
+}
+
+module.exports = { Ledger, LEDGER_RESULT: RESULT, LEDGER_HANDLE, ledgerHandle };

@@ -1,0 +1,235 @@
+//! Client-IP keys for per-key limits.
+//!
+//! One client should map to one key, and one attacker should not be able to mint fresh keys cheaply:
+//! - IPv4 addresses key by themselves (`/32`, configurable);
+//! - IPv6 addresses key by their prefix (`/56` by default): a single subscriber is usually given a /56
+//!   or /64 and can pick any address inside it, so keying by the full address would hand them 2^72
+//!   buckets;
+//! - IPv4-mapped IPv6 (`::ffff:a.b.c.d`, what a dual-stack socket reports for an IPv4 peer) folds to
+//!   the IPv4 address, so the same client has the same key whichever socket it came in on;
+//! - decoration is removed: surrounding spaces, `[...]` brackets, a `:port`, an IPv6 zone (`%eth0`);
+//! - anything else (junk in a forwarded header, over-long input) maps to the one shared key
+//!   `INVALID_KEY`, so malformed input cannot create new buckets.
+//!
+//! Keys are canonical text (`203.0.113.7`, `2001:db8:0:ab00::/56`), readable in snapshots and logs.
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// The key shared by every input that is not an IP address.
+pub const INVALID_KEY: &[u8] = b"invalid-ip";
+/// Longest input considered; longer input is malformed.
+pub const MAX_INPUT_LEN: usize = 96;
+/// Room for the longest key: a full IPv6 address, `/`, three digits.
+pub const MAX_KEY_LEN: usize = 64;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IpKeyConfig {
+    pub ipv4_prefix: u8,
+    pub ipv6_prefix: u8,
+}
+
+impl Default for IpKeyConfig {
+    fn default() -> Self {
+        IpKeyConfig { ipv4_prefix: 32, ipv6_prefix: 56 }
+    }
+}
+
+impl IpKeyConfig {
+    pub fn new(ipv4_prefix: u8, ipv6_prefix: u8) -> Result<IpKeyConfig, &'static str> {
+        if ipv4_prefix > 32 {
+            return Err("ipv4Prefix must be an integer in 0..32");
+        }
+        if ipv6_prefix > 128 {
+            return Err("ipv6Prefix must be an integer in 0..128");
+        }
+        Ok(IpKeyConfig { ipv4_prefix, ipv6_prefix })
+    }
+}
+
+/// A key written into a caller's stack buffer.
+pub struct IpKeyBuf {
+    buf: [u8; MAX_KEY_LEN],
+    len: usize,
+}
+
+impl Default for IpKeyBuf {
+    fn default() -> Self {
+        IpKeyBuf { buf: [0; MAX_KEY_LEN], len: 0 }
+    }
+}
+
+impl IpKeyBuf {
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+/// Parses `input` as an IP address with its decoration removed; `None` when it is not one.
+pub fn parse_ip(input: &[u8]) -> Option<IpAddr> {
+    if input.len() > MAX_INPUT_LEN {
+        return None;
+    }
+    let s = std::str::from_utf8(input).ok()?.trim();
+    let s = if let Some(rest) = s.strip_prefix('[') {
+        // [v6] or [v6]:port
+        let end = rest.find(']')?;
+        let after = &rest[end + 1..];
+        if !(after.is_empty() || (after.starts_with(':') && after.len() > 1 && after[1..].bytes().all(|b| b.is_ascii_digit()))) {
+            return None;
+        }
+        let inner = &rest[..end];
+        let inner = inner.find('%').map_or(inner, |i| &inner[..i]);
+        return inner.parse::<Ipv6Addr>().ok().map(IpAddr::V6);
+    } else {
+        s
+    };
+    // Zone index (fe80::1%eth0) names a local interface: it does not identify the client.
+    let s = match s.find('%') {
+        Some(i) => &s[..i],
+        None => s,
+    };
+    if let Ok(v6) = s.parse::<Ipv6Addr>() {
+        return Some(IpAddr::V6(v6));
+    }
+    // a.b.c.d or a.b.c.d:port
+    let host = match s.rfind(':') {
+        Some(i) if s[i + 1..].bytes().all(|b| b.is_ascii_digit()) && i + 1 < s.len() => &s[..i],
+        Some(_) => return None,
+        None => s,
+    };
+    host.parse::<Ipv4Addr>().ok().map(IpAddr::V4)
+}
+
+/// The IPv4 address an IPv4-mapped IPv6 address carries (`::ffff:a.b.c.d`).
+fn mapped_v4(v6: &Ipv6Addr) -> Option<Ipv4Addr> {
+    let o = v6.octets();
+    if o[..10].iter().all(|&b| b == 0) && o[10] == 0xff && o[11] == 0xff {
+        Some(Ipv4Addr::new(o[12], o[13], o[14], o[15]))
+    } else {
+        None
+    }
+}
+
+fn mask_v4(a: Ipv4Addr, prefix: u8) -> Ipv4Addr {
+    let bits = u32::from(a);
+    let mask = if prefix == 0 { 0 } else { u32::MAX << (32 - u32::from(prefix)) };
+    Ipv4Addr::from(bits & mask)
+}
+
+fn mask_v6(a: Ipv6Addr, prefix: u8) -> Ipv6Addr {
+    let bits = u128::from(a);
+    let mask = if prefix == 0 { 0 } else { u128::MAX << (128 - u32::from(prefix)) };
+    Ipv6Addr::from(bits & mask)
+}
+
+/// Writes the canonical key for `input` into `out` and returns it. Malformed input gives `INVALID_KEY`.
+pub fn ip_key<'a>(input: &[u8], cfg: &IpKeyConfig, out: &'a mut IpKeyBuf) -> &'a [u8] {
+    let ip = match parse_ip(input) {
+        Some(IpAddr::V6(v6)) => match mapped_v4(&v6) {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(v6),
+        },
+        Some(v4) => v4,
+        None => {
+            out.buf[..INVALID_KEY.len()].copy_from_slice(INVALID_KEY);
+            out.len = INVALID_KEY.len();
+            return out.as_bytes();
+        }
+    };
+    let mut cur = std::io::Cursor::new(&mut out.buf[..]);
+    // The buffer fits the longest form, so these writes cannot fail.
+    let _ = match ip {
+        IpAddr::V4(v4) if cfg.ipv4_prefix == 32 => write!(cur, "{v4}"),
+        IpAddr::V4(v4) => write!(cur, "{}/{}", mask_v4(v4, cfg.ipv4_prefix), cfg.ipv4_prefix),
+        IpAddr::V6(v6) if cfg.ipv6_prefix == 128 => write!(cur, "{v6}"),
+        IpAddr::V6(v6) => write!(cur, "{}/{}", mask_v6(v6, cfg.ipv6_prefix), cfg.ipv6_prefix),
+    };
+    out.len = cur.position() as usize;
+    out.as_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(input: &str, cfg: IpKeyConfig) -> String {
+        let mut b = IpKeyBuf::default();
+        String::from_utf8(ip_key(input.as_bytes(), &cfg, &mut b).to_vec()).unwrap()
+    }
+
+    fn k(input: &str) -> String {
+        key(input, IpKeyConfig::default())
+    }
+
+    #[test]
+    fn ipv4_keys_by_address() {
+        assert_eq!(k("203.0.113.7"), "203.0.113.7");
+        assert_eq!(k("  203.0.113.7 "), "203.0.113.7");
+        assert_eq!(k("203.0.113.7:51234"), "203.0.113.7");
+        assert_eq!(k("127.0.0.1"), "127.0.0.1");
+        assert_eq!(key("203.0.113.7", IpKeyConfig::new(24, 56).unwrap()), "203.0.113.0/24");
+        assert_eq!(key("203.0.113.7", IpKeyConfig::new(0, 56).unwrap()), "0.0.0.0/0");
+    }
+
+    #[test]
+    fn ipv6_keys_by_prefix_56_by_default() {
+        // Two addresses in one /56 share a key; the next /56 does not.
+        assert_eq!(k("2001:db8:0:ab12::1"), "2001:db8:0:ab00::/56");
+        assert_eq!(k("2001:db8:0:abff:ffff:ffff:ffff:ffff"), "2001:db8:0:ab00::/56");
+        assert_eq!(k("2001:db8:0:ac00::1"), "2001:db8:0:ac00::/56");
+        assert_eq!(k("2001:DB8:0:AB12::1"), "2001:db8:0:ab00::/56", "case-insensitive");
+        assert_eq!(key("2001:db8:0:ab12::1", IpKeyConfig::new(32, 64).unwrap()), "2001:db8:0:ab12::/64");
+        assert_eq!(key("2001:db8:0:ab12::1", IpKeyConfig::new(32, 128).unwrap()), "2001:db8:0:ab12::1");
+        assert_eq!(key("2001:db8::1", IpKeyConfig::new(32, 0).unwrap()), "::/0");
+        assert_eq!(key("2001:db8:0:ab12::1", IpKeyConfig::new(32, 57).unwrap()), "2001:db8:0:ab00::/57");
+        assert_eq!(key("2001:db8:0:ab92::1", IpKeyConfig::new(32, 57).unwrap()), "2001:db8:0:ab80::/57");
+    }
+
+    #[test]
+    fn ipv4_mapped_addresses_fold_to_ipv4() {
+        assert_eq!(k("::ffff:203.0.113.7"), "203.0.113.7");
+        assert_eq!(k("::FFFF:cb00:7107"), "203.0.113.7");
+        assert_eq!(k("[::ffff:203.0.113.7]:443"), "203.0.113.7");
+        assert_eq!(k("::ffff:127.0.0.1"), k("127.0.0.1"));
+        // IPv4-compatible (deprecated) and other embeddings are plain IPv6.
+        assert_eq!(key("::203.0.113.7", IpKeyConfig::new(32, 128).unwrap()), "::cb00:7107");
+    }
+
+    #[test]
+    fn decoration_is_removed() {
+        assert_eq!(k("[2001:db8::1]"), "2001:db8::/56");
+        assert_eq!(k("[2001:db8::1]:8080"), "2001:db8::/56");
+        assert_eq!(key("fe80::1%eth0", IpKeyConfig::new(32, 128).unwrap()), "fe80::1");
+        assert_eq!(key("[fe80::1%25en0]:1", IpKeyConfig::new(32, 128).unwrap()), "fe80::1");
+        assert_eq!(k("::1"), "::/56");
+    }
+
+    #[test]
+    fn malformed_input_shares_one_key() {
+        for bad in [
+            "", " ", "unknown", "1.2.3", "1.2.3.4.5", "256.1.1.1", "1.2.3.4:", "1.2.3.4:x", "1.2.3.4:80:80",
+            "[2001:db8::1", "[2001:db8::1]x", "[2001:db8::1]:", "[1.2.3.4]", "2001:db8:::1", "1.2.3.4, 5.6.7.8",
+            "gggg::1", "::ffff:999.0.0.1", "%eth0",
+        ] {
+            assert_eq!(k(bad), "invalid-ip", "{bad:?}");
+        }
+        let long = format!("{}1.2.3.4", " ".repeat(MAX_INPUT_LEN));
+        assert_eq!(k(&long), "invalid-ip");
+        let mut b = IpKeyBuf::default();
+        assert_eq!(ip_key(&[0xff, 0xfe, b'1'], &IpKeyConfig::default(), &mut b), INVALID_KEY);
+    }
+
+    #[test]
+    fn the_longest_key_fits() {
+        let longest = "ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe";
+        assert_eq!(key(longest, IpKeyConfig::new(32, 127).unwrap()), "ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe/127");
+        assert_eq!(key("255.255.255.255", IpKeyConfig::new(31, 56).unwrap()), "255.255.255.254/31");
+    }
+
+    #[test]
+    fn prefixes_are_validated() {
+        assert!(IpKeyConfig::new(33, 56).is_err());
+        assert!(IpKeyConfig::new(32, 129).is_err());
+        assert_eq!(IpKeyConfig::new(32, 56).unwrap(), IpKeyConfig::default());
+    }
+}

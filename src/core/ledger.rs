@@ -1,0 +1,1084 @@
+//! The in-memory ledger: tiers of token buckets, highest priority first, each with a shared pool and,
+//! optionally, one bucket per key (user, IP, API client) inside it.
+//!
+//! * A keyed debit takes from the tier pool and the key's bucket atomically: both or neither. The key's
+//!   shard lock is held while the tier pool is debited (lock order: shard, then pool; nothing takes them
+//!   the other way round), so no other debit of that key can slip in between the check and the debit.
+//! * Tokens are fractional and refilled continuously from a monotonic nanosecond clock, clamped to the
+//!   capacity. A cost above the capacity never succeeds.
+//! * `set_refill_scale` (0..=1) scales the refill of a tier pool: the lever the shed controller pulls.
+//!   Keyed buckets are quotas and keep their own rate.
+//! * The pool scales across threads: each thread debits a small lease of the pool's tokens held in its
+//!   own cache-line-padded atomic stripe, and only takes the pool's lock to renew the lease. Leases are
+//!   the pool's tokens moved, never created: a debit is refused only after every stripe has been drained
+//!   back into the pool under its lock, so "allowed iff the tier holds `cost` tokens" stays exact.
+//! * Keyed state is bounded: the keys of a tier live in `shards` hash tables whose capacities add up to
+//!   `max_keys`. A new key in a full shard evicts, from a small clock-hand scan, the first bucket that is
+//!   idle (untouched for `idle_ttl_ms`) or full (a full bucket is the same as a new one, so forgetting it
+//!   loses nothing); failing both, the least recently touched bucket of the scan. Each insert also
+//!   sweeps two entries for idleness, so memory drains back without any timer.
+use crate::core::bucket::Bucket;
+use crate::core::clock::{Clock, FastClock};
+use hashbrown::{DefaultHashBuilder, HashTable};
+use parking_lot::Mutex;
+use std::cell::Cell;
+use std::fmt;
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct TierConfig {
+    pub name: String,
+    pub capacity: f64,
+    pub refill_per_sec: f64,
+    pub protected: bool,
+    pub per_key: Option<PerKeyConfig>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct PerKeyConfig {
+    pub capacity: f64,
+    pub refill_per_sec: f64,
+    pub max_keys: usize,
+    pub idle_ttl_ms: f64,
+}
+
+/// An invalid configuration; `Display` names the offending option as a JS user writes it
+/// (`tiers[1].refillPerSec`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Which bucket refused a debit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limit {
+    None = 0,
+    Tier = 1,
+    Key = 2,
+}
+
+/// The result of a debit, with what rate-limit headers need. `remaining`, `limit` and `reset_ms`
+/// describe the key's bucket when the debit was keyed, else the tier pool. `retry_after_ms` is 0 when
+/// allowed, else the wait of the bucket that refused (`limited_by`); infinity when it can never succeed
+/// (cost above capacity, or no refill).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Outcome {
+    pub allowed: bool,
+    pub limited_by: Limit,
+    pub remaining: f64,
+    pub limit: f64,
+    pub retry_after_ms: f64,
+    pub reset_ms: f64,
+}
+
+impl Outcome {
+    /// A refusal with no details, a starting point for callers that fill in their own.
+    pub const DENIED: Outcome = Outcome {
+        allowed: false,
+        limited_by: Limit::Tier,
+        remaining: 0.0,
+        limit: 0.0,
+        retry_after_ms: 0.0,
+        reset_ms: 0.0,
+    };
+}
+
+/// One tier as `snapshot` sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TierSnapshot {
+    pub name: String,
+    pub protected: bool,
+    pub tokens: f64,
+    pub capacity: f64,
+    pub refill_per_sec: f64,
+    pub refill_scale: f64,
+    /// Keyed buckets held now (0 for a tier without `per_key`).
+    pub keys: usize,
+}
+
+/// The largest number of keyed buckets one eviction looks at.
+const EVICT_SCAN: usize = 32;
+/// Entries checked for idleness on every insert of a new key.
+const SWEEP: usize = 2;
+/// Most shards per tier; fewer when `max_keys` is small, so that every shard holds at least
+/// `MIN_PER_SHARD` keys and the per-shard caps add up to `max_keys` exactly.
+const MAX_SHARDS: usize = 64;
+const MIN_PER_SHARD: usize = 256;
+
+struct Pool {
+    /// The tokens not leased out to a stripe.
+    bucket: Bucket,
+    scale: f64,
+    /// An upper bound of the tokens held by the stripes (leases granted minus leases drained; threads
+    /// spend from their stripes without telling the pool). Read exactly only when the pool nears full.
+    leased_out: f64,
+}
+
+/// Lease stripes per tier pool; threads are spread over them round-robin.
+const STRIPES: usize = 16;
+/// A lease is this fraction of the tier's capacity (or whatever the pool holds, if less).
+const LEASE_FRACTION: f64 = 1.0 / 64.0;
+
+static NEXT_STRIPE: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    static STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+/// This thread's stripe.
+#[inline]
+fn my_stripe() -> usize {
+    STRIPE.with(|s| {
+        let v = s.get();
+        if v != usize::MAX {
+            return v;
+        }
+        let v = NEXT_STRIPE.fetch_add(1, Relaxed) % STRIPES;
+        s.set(v);
+        v
+    })
+}
+
+struct Entry {
+    hash: u64,
+    key: Box<[u8]>,
+    bucket: Bucket,
+}
+
+struct Shard {
+    table: HashTable<u32>,
+    entries: Vec<Entry>,
+    cap: usize,
+    hand: usize,
+}
+
+/// Keeps each lock on its own cache line, so two threads on different shards do not slow each other.
+#[repr(align(128))]
+struct Padded<T>(T);
+
+struct KeyMap {
+    cfg: PerKeyConfig,
+    idle_ttl_ns: f64,
+    hasher: DefaultHashBuilder,
+    shards: Box<[Padded<Mutex<Shard>>]>,
+    shard_shift: u32,
+}
+
+struct Tier {
+    name: String,
+    capacity: f64,
+    refill_per_sec: f64,
+    protected: bool,
+    pool: Padded<Mutex<Pool>>,
+    /// Leased tokens, as f64 bits, one stripe per group of threads.
+    stripes: Box<[Padded<AtomicU64>]>,
+    lease: f64,
+    keys: Option<KeyMap>,
+}
+
+/// Tiers of token buckets; `Send + Sync`, shared across threads behind an `Arc`.
+pub struct Ledger {
+    tiers: Box<[Tier]>,
+    configs: Vec<TierConfig>,
+    clock: Arc<dyn Clock>,
+}
+
+/// A number as JavaScript prints it (`Infinity`, not `inf`), for messages a JS user reads.
+pub fn js_number(v: f64) -> String {
+    if v.is_infinite() {
+        (if v > 0.0 { "Infinity" } else { "-Infinity" }).to_string()
+    } else {
+        format!("{v}")
+    }
+}
+
+fn check_positive(what: String, v: f64) -> Result<(), ConfigError> {
+    if v.is_finite() && v > 0.0 {
+        Ok(())
+    } else {
+        Err(ConfigError(format!("{what} must be a finite number > 0 (got {})", js_number(v))))
+    }
+}
+
+fn check_rate(what: String, v: f64) -> Result<(), ConfigError> {
+    if v.is_finite() && v >= 0.0 {
+        Ok(())
+    } else {
+        Err(ConfigError(format!("{what} must be a finite number >= 0 (got {})", js_number(v))))
+    }
+}
+
+fn validate(tiers: &[TierConfig]) -> Result<(), ConfigError> {
+    if tiers.is_empty() {
+        return Err(ConfigError("tiers must list at least one tier".into()));
+    }
+    for (i, t) in tiers.iter().enumerate() {
+        if t.name.is_empty() {
+            return Err(ConfigError(format!("tiers[{i}].name must be a non-empty string")));
+        }
+        if let Some(j) = tiers[..i].iter().position(|o| o.name == t.name) {
+            return Err(ConfigError(format!(
+                "tiers[{i}].name {:?} is a duplicate of tiers[{j}].name",
+                t.name
+            )));
+        }
+        check_positive(format!("tiers[{i}].capacity"), t.capacity)?;
+        check_rate(format!("tiers[{i}].refillPerSec"), t.refill_per_sec)?;
+        if let Some(pk) = &t.per_key {
+            check_positive(format!("tiers[{i}].perKey.capacity"), pk.capacity)?;
+            check_rate(format!("tiers[{i}].perKey.refillPerSec"), pk.refill_per_sec)?;
+            if pk.max_keys == 0 || pk.max_keys > u32::MAX as usize {
+                return Err(ConfigError(format!(
+                    "tiers[{i}].perKey.maxKeys must be an integer from 1 to {} (got {})",
+                    u32::MAX,
+                    pk.max_keys
+                )));
+            }
+            check_positive(format!("tiers[{i}].perKey.idleTtlMs"), pk.idle_ttl_ms)?;
+        }
+    }
+    Ok(())
+}
+
+impl KeyMap {
+    fn new(cfg: PerKeyConfig) -> KeyMap {
+        let mut n = 1;
+        while n < MAX_SHARDS && cfg.max_keys / (n * 2) >= MIN_PER_SHARD {
+            n *= 2;
+        }
+        let (base, extra) = (cfg.max_keys / n, cfg.max_keys % n);
+        let shards = (0..n)
+            .map(|i| {
+                Padded(Mutex::new(Shard {
+                    table: HashTable::new(),
+                    entries: Vec::new(),
+                    cap: base + usize::from(i < extra),
+                    hand: 0,
+                }))
+            })
+            .collect();
+        KeyMap {
+            idle_ttl_ns: cfg.idle_ttl_ms * 1e6,
+            cfg,
+            hasher: DefaultHashBuilder::default(),
+            shards,
+            shard_shift: 64 - n.trailing_zeros(),
+        }
+    }
+
+    #[inline]
+    fn shard(&self, hash: u64) -> &Mutex<Shard> {
+        // The top bits pick the shard; the table uses the low bits, so they stay independent.
+        let i = if self.shard_shift == 64 { 0 } else { (hash >> self.shard_shift) as usize };
+        &self.shards[i].0
+    }
+
+    fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.0.lock().entries.len()).sum()
+    }
+
+    fn clear(&self) {
+        for s in self.shards.iter() {
+            let mut s = s.0.lock();
+            s.table = HashTable::new();
+            s.entries = Vec::new();
+            s.hand = 0;
+        }
+    }
+
+    fn remove(&self, key: &[u8]) -> bool {
+        let hash = self.hasher.hash_one(key);
+        let mut shard = self.shard(hash).lock();
+        match shard.find(hash, key) {
+            Some(i) => {
+                shard.remove_at(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn tokens(&self, key: &[u8], now_ns: u64) -> Option<f64> {
+        let hash = self.hasher.hash_one(key);
+        let shard = self.shard(hash).lock();
+        shard
+            .find(hash, key)
+            .map(|i| shard.entries[i].bucket.tokens_at(self.cfg.capacity, self.cfg.refill_per_sec, now_ns))
+    }
+}
+
+impl Shard {
+    #[inline]
+    fn find(&self, hash: u64, key: &[u8]) -> Option<usize> {
+        let entries = &self.entries;
+        self.table
+            .find(hash, |&i| {
+                let e = &entries[i as usize];
+                e.hash == hash && *e.key == *key
+            })
+            .map(|&i| i as usize)
+    }
+
+    fn remove_at(&mut self, idx: usize) {
+        let hash = self.entries[idx].hash;
+        if let Ok(slot) = self.table.find_entry(hash, |&i| i as usize == idx) {
+            slot.remove();
+        }
+        let last = self.entries.len() - 1;
+        if idx != last {
+            let moved = self.entries[last].hash;
+            if let Some(slot) = self.table.find_mut(moved, |&i| i as usize == last) {
+                *slot = idx as u32;
+            }
+        }
+        self.entries.swap_remove(idx);
+    }
+
+    fn is_idle(e: &Entry, idle_ttl_ns: f64, now_ns: u64) -> bool {
+        now_ns.saturating_sub(e.bucket.last_ns) as f64 >= idle_ttl_ns
+    }
+
+    /// The entry to evict for a new key: the first idle or full one in a scan from the hand, else the
+    /// least recently touched one of the scan.
+    fn victim(&mut self, cfg: &PerKeyConfig, idle_ttl_ns: f64, now_ns: u64) -> usize {
+        let n = self.entries.len();
+        let scan = n.min(EVICT_SCAN);
+        let mut oldest = (u64::MAX, 0);
+        for s in 0..scan {
+            let i = (self.hand + s) % n;
+            let e = &self.entries[i];
+            if Self::is_idle(e, idle_ttl_ns, now_ns)
+                || e.bucket.tokens_at(cfg.capacity, cfg.refill_per_sec, now_ns) >= cfg.capacity
+            {
+                self.hand = i + 1;
+                return i;
+            }
+            if e.bucket.last_ns < oldest.0 {
+                oldest = (e.bucket.last_ns, i);
+            }
+        }
+        self.hand += scan;
+        oldest.1
+    }
+
+    /// Drops up to `SWEEP` idle entries at the hand: how memory drains back without timers.
+    fn sweep(&mut self, idle_ttl_ns: f64, now_ns: u64) {
+        for _ in 0..SWEEP {
+            let n = self.entries.len();
+            if n == 0 {
+                return;
+            }
+            let i = self.hand % n;
+            if Self::is_idle(&self.entries[i], idle_ttl_ns, now_ns) {
+                self.remove_at(i);
+            } else {
+                self.hand = i + 1;
+            }
+        }
+    }
+
+    /// The index of `key`'s bucket, inserting a full one (evicting if the shard is at its cap).
+    #[inline]
+    fn get_or_insert(&mut self, map: &KeyMap, hash: u64, key: &[u8], now_ns: u64) -> usize {
+        if let Some(i) = self.find(hash, key) {
+            return i;
+        }
+        self.sweep(map.idle_ttl_ns, now_ns);
+        if self.entries.len() >= self.cap {
+            let v = self.victim(&map.cfg, map.idle_ttl_ns, now_ns);
+            self.remove_at(v);
+        }
+        let idx = self.entries.len();
+        self.entries.push(Entry { hash, key: key.into(), bucket: Bucket::full(map.cfg.capacity, now_ns) });
+        let entries = &self.entries;
+        self.table.insert_unique(hash, idx as u32, |&i| entries[i as usize].hash);
+        idx
+    }
+}
+
+impl Tier {
+    #[inline]
+    fn rate(&self, pool: &Pool) -> f64 {
+        self.refill_per_sec * pool.scale
+    }
+
+    /// Debits `cost` from the tier: `Err(retry_after_ms)` if the tier does not hold it.
+    #[inline]
+    fn debit(&self, cost: f64, now_ns: u64) -> Result<(), f64> {
+        if cost > self.capacity {
+            return Err(f64::INFINITY);
+        }
+        let stripe = &self.stripes[my_stripe()].0;
+        let mut cur = stripe.load(Relaxed);
+        loop {
+            let held = f64::from_bits(cur);
+            if held < cost {
+                return self.debit_slow(stripe, cost, now_ns);
+            }
+            match stripe.compare_exchange_weak(cur, (held - cost).to_bits(), Relaxed, Relaxed) {
+                Ok(_) => return Ok(()),
+                Err(seen) => cur = seen,
+            }
+        }
+    }
+
+    /// The lease does not cover `cost`: debit the pool under its lock and renew the lease; if the pool
+    /// is short, first pull every stripe's lease back into it.
+    #[inline(never)]
+    fn debit_slow(&self, stripe: &AtomicU64, cost: f64, now_ns: u64) -> Result<(), f64> {
+        let mut pool = self.pool.0.lock();
+        let rate = self.rate(&pool);
+        self.refill(&mut pool, rate, now_ns);
+        if pool.bucket.tokens < cost {
+            pool.bucket.tokens += self.drain();
+            pool.leased_out = 0.0;
+        }
+        if pool.bucket.tokens < cost {
+            return Err(pool.bucket.wait_ms(cost, self.capacity, rate));
+        }
+        pool.bucket.tokens -= cost;
+        let lease = pool.bucket.tokens.min(self.lease);
+        if lease > 0.0 {
+            pool.bucket.tokens -= lease;
+            pool.leased_out += lease;
+            add_f64(stripe, lease);
+        }
+        Ok(())
+    }
+
+    /// Brings the pool up to `now_ns`; pool plus leases never exceed the capacity.
+    fn refill(&self, pool: &mut Pool, rate: f64, now_ns: u64) {
+        if now_ns <= pool.bucket.last_ns {
+            return;
+        }
+        let mut cap = self.capacity - pool.leased_out;
+        if pool.leased_out > 0.0 && pool.bucket.tokens_at(self.capacity, rate, now_ns) > cap {
+            pool.leased_out = self.leased();
+            cap = self.capacity - pool.leased_out;
+        }
+        pool.bucket.refill(cap.max(0.0), rate, now_ns);
+    }
+
+    fn leased(&self) -> f64 {
+        self.stripes.iter().map(|s| f64::from_bits(s.0.load(Relaxed))).sum()
+    }
+
+    fn drain(&self) -> f64 {
+        self.stripes.iter().map(|s| f64::from_bits(s.0.swap(0f64.to_bits(), Relaxed))).sum()
+    }
+
+    /// The tier's tokens now (pool and leases) and its current refill rate.
+    fn view(&self, now_ns: u64) -> (f64, f64) {
+        let pool = self.pool.0.lock();
+        let rate = self.rate(&pool);
+        let leased = self.leased();
+        let cap = (self.capacity - leased).max(0.0);
+        (pool.bucket.tokens_at(cap, rate, now_ns).min(cap) + leased, rate)
+    }
+}
+
+fn add_f64(a: &AtomicU64, v: f64) {
+    let mut cur = a.load(Relaxed);
+    while let Err(seen) = a.compare_exchange_weak(cur, (f64::from_bits(cur) + v).to_bits(), Relaxed, Relaxed) {
+        cur = seen;
+    }
+}
+
+impl Ledger {
+    /// A ledger on the process's monotonic clock (`FastClock`).
+    pub fn new(tiers: Vec<TierConfig>) -> Result<Ledger, ConfigError> {
+        Ledger::with_clock(tiers, Arc::new(FastClock))
+    }
+
+    /// A ledger whose own time (`now_ns`, `set_refill_scale`, `snapshot`, `reset`) comes from `clock`.
+    pub fn with_clock(tiers: Vec<TierConfig>, clock: Arc<dyn Clock>) -> Result<Ledger, ConfigError> {
+        validate(&tiers)?;
+        let now = clock.now_ns();
+        let built = tiers
+            .iter()
+            .map(|t| Tier {
+                name: t.name.clone(),
+                capacity: t.capacity,
+                refill_per_sec: t.refill_per_sec,
+                protected: t.protected,
+                pool: Padded(Mutex::new(Pool { bucket: Bucket::full(t.capacity, now), scale: 1.0, leased_out: 0.0 })),
+                stripes: (0..STRIPES).map(|_| Padded(AtomicU64::new(0f64.to_bits()))).collect(),
+                lease: t.capacity * LEASE_FRACTION,
+                keys: t.per_key.clone().map(KeyMap::new),
+            })
+            .collect();
+        Ok(Ledger { tiers: built, configs: tiers, clock })
+    }
+
+    /// The ledger's clock reading, the `now_ns` its JS binding passes to `consume`.
+    #[inline]
+    pub fn now_ns(&self) -> u64 {
+        self.clock.now_ns()
+    }
+
+    /// The configuration the ledger was built from (to compare `Ledger.shared` requests).
+    pub fn config(&self) -> &[TierConfig] {
+        &self.configs
+    }
+
+    #[inline]
+    pub fn tier_id(&self, name: &[u8]) -> Option<usize> {
+        self.tiers.iter().position(|t| t.name.as_bytes() == name)
+    }
+
+    #[inline]
+    pub fn tier_count(&self) -> usize {
+        self.tiers.len()
+    }
+
+    pub fn tier_name(&self, tier: usize) -> &str {
+        &self.tiers[tier].name
+    }
+
+    pub fn is_protected(&self, tier: usize) -> bool {
+        self.tiers[tier].protected
+    }
+
+    /// Whether `tier` keeps a bucket per key (a key passed for another tier is ignored).
+    pub fn has_per_key(&self, tier: usize) -> bool {
+        self.tiers[tier].keys.is_some()
+    }
+
+    /// Debits `cost` tokens from the tier pool and, if `key` is given and the tier keeps per-key
+    /// buckets, from the key's bucket: both or neither. `tier` must be `< tier_count()` and `cost` a
+    /// finite number >= 0 (callers validate).
+    #[inline]
+    pub fn consume(&self, tier: usize, key: Option<&[u8]>, cost: f64, now_ns: u64) -> Outcome {
+        self.debit::<true>(tier, key, cost, now_ns)
+    }
+
+    /// `consume` for a caller that only needs `allowed`: a tier-only debit skips reading the pool's
+    /// total for `remaining`/`reset_ms` (the other fields are as `consume` gives them).
+    #[inline]
+    pub fn try_consume(&self, tier: usize, key: Option<&[u8]>, cost: f64, now_ns: u64) -> bool {
+        self.debit::<false>(tier, key, cost, now_ns).allowed
+    }
+
+    #[inline(always)]
+    fn debit<const DETAIL: bool>(&self, tier: usize, key: Option<&[u8]>, cost: f64, now_ns: u64) -> Outcome {
+        let t = &self.tiers[tier];
+        match (key, &t.keys) {
+            (Some(key), Some(map)) => {
+                let cfg = &map.cfg;
+                let hash = map.hasher.hash_one(key);
+                let mut shard = map.shard(hash).lock();
+                let i = shard.get_or_insert(map, hash, key, now_ns);
+                let kb = &mut shard.entries[i].bucket;
+                kb.refill(cfg.capacity, cfg.refill_per_sec, now_ns);
+                let mut out = Outcome {
+                    allowed: false,
+                    limited_by: Limit::Key,
+                    remaining: kb.tokens,
+                    limit: cfg.capacity,
+                    retry_after_ms: 0.0,
+                    reset_ms: 0.0,
+                };
+                if cost > cfg.capacity || kb.tokens < cost {
+                    out.retry_after_ms = kb.wait_ms(cost, cfg.capacity, cfg.refill_per_sec);
+                } else {
+                    match t.debit(cost, now_ns) {
+                        Ok(()) => {
+                            kb.tokens -= cost;
+                            out.allowed = true;
+                            out.limited_by = Limit::None;
+                            out.remaining = kb.tokens;
+                        }
+                        Err(retry) => {
+                            out.limited_by = Limit::Tier;
+                            out.retry_after_ms = retry;
+                        }
+                    }
+                }
+                out.reset_ms = kb.reset_ms(cfg.capacity, cfg.refill_per_sec);
+                out
+            }
+            _ => {
+                let (allowed, retry_after_ms) = match t.debit(cost, now_ns) {
+                    Ok(()) => (true, 0.0),
+                    Err(retry) => (false, retry),
+                };
+                let mut out = Outcome {
+                    allowed,
+                    limited_by: if allowed { Limit::None } else { Limit::Tier },
+                    remaining: 0.0,
+                    limit: t.capacity,
+                    retry_after_ms,
+                    reset_ms: 0.0,
+                };
+                if DETAIL {
+                    let (tokens, rate) = t.view(now_ns);
+                    out.remaining = tokens;
+                    out.reset_ms = Bucket { tokens, last_ns: now_ns }.reset_ms(t.capacity, rate);
+                }
+                out
+            }
+        }
+    }
+
+    /// Scales the refill of `tier`'s pool (0 = no refill at all, 1 = the configured rate) from now on:
+    /// the pool is first brought up to now at the old scale. `scale` in 0..=1, validated by the caller.
+    pub fn set_refill_scale(&self, tier: usize, scale: f64) {
+        self.set_refill_scale_at(tier, scale, self.clock.now_ns());
+    }
+
+    pub fn set_refill_scale_at(&self, tier: usize, scale: f64, now_ns: u64) {
+        let t = &self.tiers[tier];
+        let mut pool = t.pool.0.lock();
+        let rate = t.rate(&pool);
+        t.refill(&mut pool, rate, now_ns);
+        pool.scale = scale;
+    }
+
+    pub fn refill_scale(&self, tier: usize) -> f64 {
+        self.tiers[tier].pool.0.lock().scale
+    }
+
+    /// Every tier as of now (pools refilled for the reading, not changed).
+    pub fn snapshot(&self) -> Vec<TierSnapshot> {
+        self.snapshot_at(self.clock.now_ns())
+    }
+
+    pub fn snapshot_at(&self, now_ns: u64) -> Vec<TierSnapshot> {
+        self.tiers
+            .iter()
+            .map(|t| {
+                let (tokens, _) = t.view(now_ns);
+                let scale = t.pool.0.lock().scale;
+                TierSnapshot {
+                    name: t.name.clone(),
+                    protected: t.protected,
+                    tokens,
+                    capacity: t.capacity,
+                    refill_per_sec: t.refill_per_sec,
+                    refill_scale: scale,
+                    keys: t.keys.as_ref().map_or(0, KeyMap::len),
+                }
+            })
+            .collect()
+    }
+
+    /// The tokens `key` holds in `tier` now, or `None` if the tier holds no bucket for it (a new key
+    /// starts full).
+    pub fn key_tokens(&self, tier: usize, key: &[u8], now_ns: u64) -> Option<f64> {
+        self.tiers[tier].keys.as_ref().and_then(|m| m.tokens(key, now_ns))
+    }
+
+    /// Resets state to full buckets. `(None, None)`: every tier pool refilled and every key forgotten;
+    /// `(Some(t), None)`: tier `t` only; `(t, Some(key))`: forgets `key` in tier `t` (or in every tier),
+    /// leaving the pools alone. Refill scales are left as they are (the shed controller owns them).
+    /// Returns how many buckets were reset.
+    pub fn reset(&self, tier: Option<usize>, key: Option<&[u8]>) -> usize {
+        self.reset_at(tier, key, self.clock.now_ns())
+    }
+
+    pub fn reset_at(&self, tier: Option<usize>, key: Option<&[u8]>, now_ns: u64) -> usize {
+        let range = match tier {
+            Some(t) => t..t + 1,
+            None => 0..self.tiers.len(),
+        };
+        let mut n = 0;
+        for t in &self.tiers[range] {
+            match key {
+                Some(key) => n += t.keys.as_ref().map_or(0, |m| usize::from(m.remove(key))),
+                None => {
+                    let mut pool = t.pool.0.lock();
+                    t.drain();
+                    pool.leased_out = 0.0;
+                    pool.bucket = Bucket::full(t.capacity, now_ns);
+                    drop(pool);
+                    n += 1;
+                    if let Some(m) = &t.keys {
+                        n += m.len();
+                        m.clear();
+                    }
+                }
+            }
+        }
+        n
+    }
+
+    /// Bytes of memory held per keyed bucket (entry + its share of the table + the key's own bytes,
+    /// rounded to the allocator's 16-byte granule), for reports. An estimate from the layout, not a
+    /// measurement.
+    pub fn estimated_bytes_per_key(key_len: usize) -> usize {
+        let entry = std::mem::size_of::<Entry>();
+        let table = (std::mem::size_of::<u32>() + 1) * 8 / 7 + 1;
+        let key = (key_len + 8).div_ceil(16) * 16;
+        entry + table + key
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::clock::ManualClock;
+
+    const MS: u64 = 1_000_000;
+    const SEC: u64 = 1_000_000_000;
+
+    fn tier(name: &str, capacity: f64, refill: f64) -> TierConfig {
+        TierConfig { name: name.into(), capacity, refill_per_sec: refill, protected: false, per_key: None }
+    }
+
+    fn keyed(name: &str, capacity: f64, refill: f64, key_cap: f64, key_refill: f64, max_keys: usize) -> TierConfig {
+        TierConfig {
+            per_key: Some(PerKeyConfig {
+                capacity: key_cap,
+                refill_per_sec: key_refill,
+                max_keys,
+                idle_ttl_ms: 60_000.0,
+            }),
+            ..tier(name, capacity, refill)
+        }
+    }
+
+    fn ledger(tiers: Vec<TierConfig>) -> (Ledger, Arc<ManualClock>) {
+        let clock = Arc::new(ManualClock::new(0));
+        (Ledger::with_clock(tiers, clock.clone()).unwrap(), clock)
+    }
+
+    fn err(tiers: Vec<TierConfig>) -> String {
+        Ledger::new(tiers).err().expect("config should be rejected").to_string()
+    }
+
+    #[test]
+    fn ledger_is_send_and_sync() {
+        fn is<T: Send + Sync>() {}
+        is::<Ledger>();
+    }
+
+    #[test]
+    fn names_and_ids() {
+        let (l, _) = ledger(vec![tier("gold", 1.0, 1.0), TierConfig { protected: true, ..tier("free", 1.0, 1.0) }]);
+        assert_eq!(l.tier_count(), 2);
+        assert_eq!(l.tier_id(b"free"), Some(1));
+        assert_eq!(l.tier_id(b"nope"), None);
+        assert_eq!(l.tier_name(0), "gold");
+        assert!(l.is_protected(1) && !l.is_protected(0));
+    }
+
+    #[test]
+    fn invalid_configs_name_the_option() {
+        assert!(err(vec![]).contains("tiers must list at least one tier"));
+        assert!(err(vec![tier("", 1.0, 1.0)]).contains("tiers[0].name"));
+        assert!(err(vec![tier("a", 1.0, 1.0), tier("a", 1.0, 1.0)]).contains("tiers[1].name \"a\" is a duplicate"));
+        assert!(err(vec![tier("a", 0.0, 1.0)]).contains("tiers[0].capacity must be a finite number > 0"));
+        assert!(err(vec![tier("a", f64::NAN, 1.0)]).contains("tiers[0].capacity"));
+        assert!(err(vec![tier("a", f64::INFINITY, 1.0)]).contains("tiers[0].capacity"));
+        assert!(err(vec![tier("a", 1.0, -1.0)]).contains("tiers[0].refillPerSec must be a finite number >= 0"));
+        assert!(err(vec![keyed("a", 1.0, 1.0, -1.0, 1.0, 1)]).contains("tiers[0].perKey.capacity"));
+        assert!(err(vec![keyed("a", 1.0, 1.0, 1.0, f64::NAN, 1)]).contains("tiers[0].perKey.refillPerSec"));
+        assert!(err(vec![keyed("a", 1.0, 1.0, 1.0, 1.0, 0)]).contains("tiers[0].perKey.maxKeys"));
+        let mut t = keyed("a", 1.0, 1.0, 1.0, 1.0, 1);
+        t.per_key.as_mut().unwrap().idle_ttl_ms = 0.0;
+        assert!(err(vec![t]).contains("tiers[0].perKey.idleTtlMs"));
+        // Zero refill is allowed: a fixed allowance.
+        assert!(Ledger::new(vec![tier("a", 1.0, 0.0)]).is_ok());
+    }
+
+    #[test]
+    fn refill_over_time_and_clamp() {
+        let (l, _) = ledger(vec![tier("t", 10.0, 100.0)]);
+        for _ in 0..10 {
+            assert!(l.consume(0, None, 1.0, 0).allowed);
+        }
+        let o = l.consume(0, None, 1.0, 0);
+        assert!(!o.allowed);
+        assert_eq!(o.limited_by, Limit::Tier);
+        assert_eq!(o.retry_after_ms, 10.0);
+        assert_eq!(o.reset_ms, 100.0);
+        // 50 ms at 100/s = 5 tokens.
+        let o = l.consume(0, None, 1.0, 50 * MS);
+        assert!(o.allowed);
+        assert_eq!(o.remaining, 4.0);
+        // A long pause clamps at capacity.
+        let o = l.consume(0, None, 0.0, 3600 * SEC);
+        assert_eq!((o.remaining, o.reset_ms), (10.0, 0.0));
+    }
+
+    #[test]
+    fn fractional_refill() {
+        let (l, _) = ledger(vec![tier("t", 2.0, 2.0)]);
+        assert!(l.consume(0, None, 2.0, 0).allowed);
+        // 250 ms at 2/s is half a token: not enough for 1, enough for 0.5.
+        let o = l.consume(0, None, 1.0, 250 * MS);
+        assert!(!o.allowed);
+        assert_eq!(o.remaining, 0.5);
+        assert_eq!(o.retry_after_ms, 250.0);
+        let o = l.consume(0, None, 0.5, 250 * MS);
+        assert!(o.allowed);
+        assert_eq!(o.remaining, 0.0);
+        let o = l.consume(0, None, 0.25, 375 * MS);
+        assert!(o.allowed);
+        assert_eq!(o.remaining, 0.0);
+    }
+
+    #[test]
+    fn cost_above_capacity_never_succeeds() {
+        let (l, _) = ledger(vec![tier("t", 5.0, 1000.0), keyed("k", 100.0, 0.0, 3.0, 1.0, 10)]);
+        let o = l.consume(0, None, 5.5, 10 * SEC);
+        assert!(!o.allowed);
+        assert_eq!(o.retry_after_ms, f64::INFINITY);
+        assert_eq!(o.remaining, 5.0, "a refused debit takes nothing");
+        assert!(l.consume(0, None, 5.0, 10 * SEC).allowed);
+        let o = l.consume(1, Some(b"u"), 4.0, 0);
+        assert!(!o.allowed);
+        assert_eq!((o.limited_by, o.retry_after_ms), (Limit::Key, f64::INFINITY));
+        assert_eq!(l.snapshot_at(0)[1].tokens, 100.0);
+    }
+
+    #[test]
+    fn clock_that_does_not_advance() {
+        let (l, _) = ledger(vec![tier("t", 3.0, 1e9)]);
+        let granted = (0..100).filter(|_| l.consume(0, None, 1.0, 7 * SEC).allowed).count();
+        assert_eq!(granted, 3);
+        // An older reading (another thread's, taken before ours) adds nothing either.
+        assert!(!l.consume(0, None, 1.0, 6 * SEC).allowed);
+    }
+
+    #[test]
+    fn refill_scale_zero_stops_refill_and_one_restores_it() {
+        let (l, clock) = ledger(vec![tier("t", 10.0, 10.0)]);
+        assert!(l.consume(0, None, 10.0, 0).allowed);
+        l.set_refill_scale(0, 0.0);
+        assert_eq!(l.refill_scale(0), 0.0);
+        clock.set_ns(10 * SEC);
+        let o = l.consume(0, None, 1.0, 10 * SEC);
+        assert!(!o.allowed);
+        assert_eq!((o.remaining, o.retry_after_ms, o.reset_ms), (0.0, f64::INFINITY, f64::INFINITY));
+        l.set_refill_scale(0, 1.0);
+        // The ten seconds at scale 0 are not credited afterwards.
+        let o = l.consume(0, None, 0.0, 10 * SEC + 500 * MS);
+        assert_eq!(o.remaining, 5.0);
+        // Half scale: half the rate.
+        clock.set_ns(10 * SEC + 500 * MS);
+        l.set_refill_scale(0, 0.5);
+        let o = l.consume(0, None, 0.0, 11 * SEC + 500 * MS);
+        assert_eq!(o.remaining, 10.0);
+        assert!(l.consume(0, None, 10.0, 11 * SEC + 500 * MS).allowed);
+        assert_eq!(l.consume(0, None, 0.0, 12 * SEC + 500 * MS).remaining, 5.0);
+    }
+
+    #[test]
+    fn set_refill_scale_credits_the_time_before_it() {
+        let (l, clock) = ledger(vec![tier("t", 10.0, 10.0)]);
+        assert!(l.consume(0, None, 10.0, 0).allowed);
+        clock.set_ns(300 * MS);
+        l.set_refill_scale(0, 0.0);
+        assert_eq!(l.consume(0, None, 0.0, 5 * SEC).remaining, 3.0);
+    }
+
+    #[test]
+    fn keyed_debit_is_both_or_neither() {
+        let (l, _) = ledger(vec![keyed("t", 3.0, 0.0, 2.0, 0.0, 100)]);
+        assert!(l.consume(0, Some(b"a"), 1.0, 0).allowed);
+        assert!(l.consume(0, Some(b"a"), 1.0, 0).allowed);
+        // The key is empty: refused by the key, and the pool keeps its token.
+        let o = l.consume(0, Some(b"a"), 1.0, 0);
+        assert_eq!((o.allowed, o.limited_by, o.remaining, o.limit), (false, Limit::Key, 0.0, 2.0));
+        assert_eq!(l.snapshot_at(0)[0].tokens, 1.0);
+        assert!(l.consume(0, Some(b"b"), 1.0, 0).allowed);
+        // The pool is empty: refused by the tier, and b keeps its token.
+        let o = l.consume(0, Some(b"b"), 1.0, 0);
+        assert_eq!((o.allowed, o.limited_by, o.remaining), (false, Limit::Tier, 1.0));
+        assert_eq!(o.retry_after_ms, f64::INFINITY);
+        assert_eq!(l.key_tokens(0, b"b", 0), Some(1.0));
+        assert_eq!(l.key_tokens(0, b"c", 0), None);
+    }
+
+    #[test]
+    fn keyed_outcome_describes_the_key() {
+        let (l, _) = ledger(vec![keyed("t", 1000.0, 1000.0, 10.0, 2.0, 100)]);
+        let o = l.consume(0, Some(b"u"), 4.0, 0);
+        assert_eq!((o.allowed, o.remaining, o.limit, o.retry_after_ms, o.reset_ms), (true, 6.0, 10.0, 0.0, 2000.0));
+        assert!(l.consume(0, Some(b"u"), 6.0, 0).allowed);
+        let o = l.consume(0, Some(b"u"), 3.0, 500 * MS);
+        assert_eq!((o.allowed, o.remaining, o.retry_after_ms, o.reset_ms), (false, 1.0, 1000.0, 4500.0));
+    }
+
+    #[test]
+    fn key_ignored_for_a_tier_without_per_key() {
+        let (l, _) = ledger(vec![tier("t", 2.0, 0.0)]);
+        assert!(l.consume(0, Some(b"a"), 1.0, 0).allowed);
+        assert!(l.consume(0, Some(b"b"), 1.0, 0).allowed);
+        assert!(!l.consume(0, Some(b"c"), 1.0, 0).allowed);
+        assert_eq!(l.snapshot_at(0)[0].keys, 0);
+    }
+
+    #[test]
+    fn eviction_prefers_full_buckets() {
+        let (l, _) = ledger(vec![keyed("t", 1e9, 0.0, 10.0, 1.0, 3)]);
+        // c: drained at 2 s, a: drained at 0, b: drained at 1 s. By 10 s only a is full again; c is
+        // the first entry of the shard, b the least recently touched.
+        l.consume(0, Some(b"c"), 10.0, 2 * SEC);
+        l.consume(0, Some(b"a"), 10.0, 0);
+        l.consume(0, Some(b"b"), 10.0, SEC);
+        l.consume(0, Some(b"d"), 1.0, 10 * SEC);
+        assert_eq!(l.key_tokens(0, b"a", 10 * SEC), None, "the full bucket goes first");
+        assert_eq!(l.key_tokens(0, b"b", 10 * SEC), Some(9.0));
+        assert_eq!(l.key_tokens(0, b"c", 10 * SEC), Some(8.0));
+        assert_eq!(l.key_tokens(0, b"d", 10 * SEC), Some(9.0));
+        assert_eq!(l.snapshot_at(10 * SEC)[0].keys, 3);
+    }
+
+    #[test]
+    fn eviction_prefers_idle_buckets_then_least_recent() {
+        let mut t = keyed("t", 1e9, 0.0, 10.0, 0.0, 3);
+        t.per_key.as_mut().unwrap().idle_ttl_ms = 5_000.0;
+        let (l, _) = ledger(vec![t]);
+        // No refill: nobody is ever full again. b is touched last at 0 s, a at 3 s, c at 4 s.
+        l.consume(0, Some(b"b"), 1.0, 0);
+        l.consume(0, Some(b"a"), 1.0, 1 * SEC);
+        l.consume(0, Some(b"c"), 1.0, 2 * SEC);
+        l.consume(0, Some(b"a"), 1.0, 3 * SEC);
+        l.consume(0, Some(b"c"), 1.0, 4 * SEC);
+        // At 4.5 s nobody is idle: the least recently touched (b) goes.
+        l.consume(0, Some(b"d"), 1.0, 4 * SEC + 500 * MS);
+        assert_eq!(l.key_tokens(0, b"b", 5 * SEC), None);
+        assert_eq!(l.key_tokens(0, b"a", 5 * SEC), Some(8.0));
+        // By 9 s a (touched at 3 s) and c (4 s) are idle; d, touched again at 8.5 s, is not. New keys
+        // sweep the idle ones out and d stays, though it is the oldest entry of the shard.
+        l.consume(0, Some(b"d"), 1.0, 8 * SEC + 500 * MS);
+        l.consume(0, Some(b"e"), 1.0, 9 * SEC);
+        l.consume(0, Some(b"f"), 1.0, 9 * SEC);
+        assert_eq!(l.key_tokens(0, b"d", 9 * SEC), Some(8.0));
+        assert_eq!(l.key_tokens(0, b"e", 9 * SEC), Some(9.0));
+        assert_eq!(l.key_tokens(0, b"f", 9 * SEC), Some(9.0));
+        assert_eq!(l.key_tokens(0, b"a", 9 * SEC), None);
+        assert_eq!(l.key_tokens(0, b"c", 9 * SEC), None);
+    }
+
+    #[test]
+    fn idle_keys_drain_without_reaching_the_cap() {
+        let mut t = keyed("t", 1e9, 0.0, 10.0, 0.0, 1000);
+        t.per_key.as_mut().unwrap().idle_ttl_ms = 1_000.0;
+        let (l, _) = ledger(vec![t]);
+        for i in 0..500u32 {
+            l.consume(0, Some(&i.to_le_bytes()), 1.0, 0);
+        }
+        assert_eq!(l.snapshot_at(0)[0].keys, 500);
+        // Later, fresh keys sweep the old ones out as they arrive.
+        for i in 1000..1300u32 {
+            l.consume(0, Some(&i.to_le_bytes()), 1.0, 10 * SEC);
+        }
+        assert!(l.snapshot_at(10 * SEC)[0].keys < 500, "idle keys were swept");
+    }
+
+    #[test]
+    fn max_keys_holds_under_a_flood_of_unique_keys() {
+        let (l, _) = ledger(vec![keyed("t", 1e12, 0.0, 5.0, 0.0, 5000)]);
+        for i in 0..200_000u64 {
+            let o = l.consume(0, Some(format!("user-{i}").as_bytes()), 1.0, i * MS);
+            assert!(o.allowed);
+        }
+        let keys = l.snapshot_at(200 * SEC)[0].keys;
+        assert!(keys <= 5000 && keys >= 4900, "{keys}");
+    }
+
+    #[test]
+    fn shard_caps_add_up_to_max_keys() {
+        for max in [1usize, 7, 255, 256, 513, 10_000, 1_000_000, 1_000_003] {
+            let m = KeyMap::new(PerKeyConfig { capacity: 1.0, refill_per_sec: 1.0, max_keys: max, idle_ttl_ms: 1.0 });
+            let total: usize = m.shards.iter().map(|s| s.0.lock().cap).sum();
+            assert_eq!(total, max);
+            assert!(m.shards.len().is_power_of_two() && m.shards.len() <= MAX_SHARDS);
+        }
+    }
+
+    #[test]
+    fn snapshot_and_reset() {
+        let (l, clock) = ledger(vec![tier("a", 10.0, 1.0), keyed("b", 10.0, 0.0, 2.0, 0.0, 10)]);
+        l.consume(0, None, 4.0, 0);
+        l.consume(1, Some(b"x"), 2.0, 0);
+        l.consume(1, Some(b"y"), 1.0, 0);
+        l.set_refill_scale(0, 0.5);
+        clock.set_ns(2 * SEC);
+        let s = l.snapshot();
+        assert_eq!(s[0], TierSnapshot {
+            name: "a".into(),
+            protected: false,
+            tokens: 7.0,
+            capacity: 10.0,
+            refill_per_sec: 1.0,
+            refill_scale: 0.5,
+            keys: 0
+        });
+        assert_eq!((s[1].tokens, s[1].keys), (7.0, 2));
+        assert_eq!(l.reset(Some(1), Some(b"x")), 1);
+        assert_eq!(l.key_tokens(1, b"x", 0), None);
+        assert_eq!(l.key_tokens(1, b"y", 0), Some(1.0));
+        assert_eq!(l.snapshot()[1].tokens, 7.0, "forgetting a key leaves the pool alone");
+        assert_eq!(l.reset(Some(1), None), 2);
+        assert_eq!(l.snapshot()[1], TierSnapshot { tokens: 10.0, keys: 0, ..s[1].clone() });
+        assert_eq!(l.snapshot()[0].tokens, 7.0);
+        l.reset(None, None);
+        assert_eq!(l.snapshot()[0].tokens, 10.0);
+        assert_eq!(l.refill_scale(0), 0.5, "reset leaves the shed controller's scale alone");
+    }
+
+    #[test]
+    fn a_lease_held_by_another_thread_is_pulled_back_before_refusing() {
+        let l = Arc::new(Ledger::new(vec![tier("t", 640.0, 0.0)]).unwrap());
+        // Another thread takes one token and with it a lease of 10 (capacity / 64).
+        let other = l.clone();
+        assert!(std::thread::spawn(move || other.try_consume(0, None, 1.0, 0)).join().unwrap());
+        assert_eq!(l.snapshot_at(0)[0].tokens, 639.0, "leases count as the tier's tokens");
+        // This thread can still take every remaining token, then nothing more.
+        assert!(l.consume(0, None, 639.0, 0).allowed);
+        let o = l.consume(0, None, 0.5, 0);
+        assert_eq!((o.allowed, o.remaining), (false, 0.0));
+    }
+
+    #[test]
+    fn leases_do_not_lift_the_pool_above_capacity() {
+        let l = Arc::new(Ledger::with_clock(vec![tier("t", 64.0, 1000.0)], Arc::new(ManualClock::new(0))).unwrap());
+        let other = l.clone();
+        assert!(std::thread::spawn(move || other.try_consume(0, None, 1.0, 0)).join().unwrap());
+        assert!(l.consume(0, None, 1.0, 0).allowed);
+        // After a long pause the pool refills to capacity minus the leases, never above.
+        assert_eq!(l.snapshot_at(60 * SEC)[0].tokens, 64.0);
+        let o = l.consume(0, None, 64.0, 60 * SEC);
+        assert!(o.allowed, "all 64 tokens, leases included");
+        assert!(!l.consume(0, None, 0.001, 60 * SEC).allowed);
+    }
+
+    #[test]
+    fn exact_accounting_across_threads() {
+        // Half the attempts on one key (300 tokens), half on unique keys; the pool holds 1000.
+        let l = Arc::new(Ledger::new(vec![keyed("t", 1000.0, 0.0, 300.0, 0.0, 100_000)]).unwrap());
+        let (granted, shared) = (0..4)
+            .map(|w| {
+                let l = l.clone();
+                std::thread::spawn(move || {
+                    let (mut all, mut shared) = (0, 0);
+                    for i in 0..10_000 {
+                        let key = if i % 2 == 0 { b"shared".to_vec() } else { format!("w{w}-{i}").into_bytes() };
+                        if l.consume(0, Some(&key), 1.0, l.now_ns()).allowed {
+                            all += 1;
+                            shared += usize::from(i % 2 == 0);
+                        }
+                    }
+                    (all, shared)
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+        assert_eq!(granted, 1000);
+        assert_eq!(shared, 300);
+    }
+}

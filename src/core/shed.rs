@@ -1,0 +1,735 @@
+//! The shed controller: turns loop health into a refill scale per tier.
+//!
+//! One number drives it, the *pressure* `p` in `0..=1`. Each health signal asks for a pressure:
+//! - lag: 0 at `target_lag_ms`, rising linearly to 1 at `critical_lag_ms` (absolute, or above the
+//!   measured idle baseline when `relative`);
+//! - heap: once used/limit passes `heap_ratio`, at least one tier's worth, rising to 1 at a full heap;
+//! - stall (the loop has not ticked for longer than the watchdog's threshold): 1 at once.
+//!
+//! The pressure is spread over the unprotected tiers from the lowest up: with `n` sheddable tiers the
+//! lowest one goes from full refill to zero while `p` goes from 0 to `1/n`, then the next one up, and so
+//! on; at `p = 1` every unprotected tier is at zero. Protected tiers always keep scale 1.
+//!
+//! Dynamics: a rise in demand is applied at once (shedding must start immediately). A fall is applied
+//! only when the signal has dropped `hysteresis_ms` below the level that set the current pressure, no
+//! earlier than `hold_ms` after the pressure was last justified, and then gradually: at most
+//! `1 / recovery_ms` of pressure per millisecond (full shed to none in `recovery_ms`).
+use std::fmt;
+
+/// Which lag figure of a health sample the controller reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LagSignal {
+    /// The latest tick's drift: reacts within one tick, noisy.
+    Latest,
+    /// The sampler's exponentially weighted moving average.
+    Ewma,
+    /// The p99 over the sampler's window: slow to rise and slow to fall.
+    P99,
+    /// The larger of the latest tick and the EWMA: reacts at once to a choking loop, and smooths the fall.
+    Max,
+}
+
+impl LagSignal {
+    pub fn parse(name: &str) -> Option<LagSignal> {
+        Some(match name {
+            "latest" => LagSignal::Latest,
+            "ewma" => LagSignal::Ewma,
+            "p99" => LagSignal::P99,
+            "max" => LagSignal::Max,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ShedConfig {
+    /// Lag at which shedding starts (ms; above the idle baseline when `relative`).
+    pub target_lag_ms: f64,
+    /// Lag at which every unprotected tier is shed (ms; above the baseline when `relative`).
+    pub critical_lag_ms: f64,
+    /// Thresholds are offsets above the measured idle lag baseline instead of absolute values.
+    pub relative: bool,
+    /// How far (ms) the lag must fall below the level that set the pressure before it may fall.
+    pub hysteresis_ms: f64,
+    /// Minimum time (ms) the pressure is held after it was last justified by a signal.
+    pub hold_ms: f64,
+    /// Time (ms) a recovery from full shed to none takes at the fastest.
+    pub recovery_ms: f64,
+    /// Heap used/limit above which heap pressure sheds; `None` ignores the heap.
+    pub heap_ratio: Option<f64>,
+    /// Time constant (ms) of the idle-baseline average (relative mode).
+    pub baseline_tau_ms: f64,
+    /// Highest baseline (ms) that relative mode will accept: a loop that is never idle cannot push the
+    /// thresholds up without bound.
+    pub max_baseline_ms: f64,
+    /// The baseline only learns from samples whose event-loop utilisation is at most this.
+    pub idle_elu: f64,
+}
+
+impl Default for ShedConfig {
+    fn default() -> Self {
+        ShedConfig {
+            target_lag_ms: 50.0,
+            critical_lag_ms: 200.0,
+            relative: false,
+            hysteresis_ms: 10.0,
+            hold_ms: 1000.0,
+            recovery_ms: 2000.0,
+            heap_ratio: Some(0.9),
+            baseline_tau_ms: 10_000.0,
+            max_baseline_ms: 50.0,
+            idle_elu: 0.5,
+        }
+    }
+}
+
+/// A configuration field that is out of range; `Display` names it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ShedConfigError {
+    pub field: &'static str,
+    pub reason: &'static str,
+}
+
+impl fmt::Display for ShedConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.field, self.reason)
+    }
+}
+
+impl std::error::Error for ShedConfigError {}
+
+fn finite_non_negative(v: f64, field: &'static str) -> Result<(), ShedConfigError> {
+    if v.is_finite() && v >= 0.0 {
+        Ok(())
+    } else {
+        Err(ShedConfigError { field, reason: "must be a finite number >= 0" })
+    }
+}
+
+impl ShedConfig {
+    pub fn validate(&self) -> Result<(), ShedConfigError> {
+        finite_non_negative(self.target_lag_ms, "targetLagMs")?;
+        finite_non_negative(self.critical_lag_ms, "criticalLagMs")?;
+        if self.critical_lag_ms <= self.target_lag_ms {
+            return Err(ShedConfigError { field: "criticalLagMs", reason: "must be greater than targetLagMs" });
+        }
+        finite_non_negative(self.hysteresis_ms, "hysteresisMs")?;
+        finite_non_negative(self.hold_ms, "holdMs")?;
+        finite_non_negative(self.recovery_ms, "recoveryMs")?;
+        if let Some(r) = self.heap_ratio {
+            if !(r.is_finite() && r > 0.0 && r < 1.0) {
+                return Err(ShedConfigError { field: "heapRatio", reason: "must be a number in (0, 1)" });
+            }
+        }
+        finite_non_negative(self.baseline_tau_ms, "baselineTauMs")?;
+        finite_non_negative(self.max_baseline_ms, "maxBaselineMs")?;
+        if !(self.idle_elu.is_finite() && (0.0..=1.0).contains(&self.idle_elu)) {
+            return Err(ShedConfigError { field: "idleElu", reason: "must be a number in [0, 1]" });
+        }
+        Ok(())
+    }
+}
+
+/// What the controller reads: one plain copy of the signals, in the units of `HealthSample`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ShedInput {
+    pub lag_ms: f64,
+    pub heap_ratio: f64,
+    pub elu: f64,
+    pub stalled: bool,
+}
+
+impl ShedInput {
+    pub fn from_sample(s: &crate::core::health::HealthSample, signal: LagSignal) -> ShedInput {
+        let lag_ms = match signal {
+            LagSignal::Latest => s.latest_lag_ms,
+            LagSignal::Ewma => s.ewma_lag_ms,
+            LagSignal::P99 => s.p99_lag_ms,
+            LagSignal::Max => s.latest_lag_ms.max(s.ewma_lag_ms),
+        };
+        ShedInput { lag_ms, heap_ratio: s.heap_ratio(), elu: s.elu, stalled: s.stalled }
+    }
+}
+
+/// Why the controller holds its current pressure (for stats and diagnostics).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cause {
+    None,
+    Lag,
+    Heap,
+    Stall,
+}
+
+impl Cause {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cause::None => "none",
+            Cause::Lag => "lag",
+            Cause::Heap => "heap",
+            Cause::Stall => "stall",
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct ShedController {
+    cfg: ShedConfig,
+    /// Tier ids of the unprotected tiers, lowest priority first.
+    sheddable: Vec<usize>,
+    scales: Vec<f64>,
+    pressure: f64,
+    cause: Cause,
+    hold_until_ns: u64,
+    last_ns: Option<u64>,
+    baseline_ms: Option<f64>,
+    episodes: u64,
+}
+
+const NS_PER_MS: f64 = 1_000_000.0;
+
+/// 0 at `lo`, 1 at `hi`, linear between, clamped. NaN reads as 0: a missing figure never sheds.
+fn ramp(v: f64, lo: f64, hi: f64) -> f64 {
+    let p = (v - lo) / (hi - lo);
+    if p.is_nan() {
+        0.0
+    } else {
+        p.clamp(0.0, 1.0)
+    }
+}
+
+impl ShedController {
+    /// `protected[i]` says whether tier `i` (0 = highest priority) is protected.
+    pub fn new(cfg: ShedConfig, protected: &[bool]) -> Result<ShedController, ShedConfigError> {
+        cfg.validate()?;
+        let sheddable = (0..protected.len()).rev().filter(|&i| !protected[i]).collect();
+        Ok(ShedController {
+            cfg,
+            sheddable,
+            scales: vec![1.0; protected.len()],
+            pressure: 0.0,
+            cause: Cause::None,
+            hold_until_ns: 0,
+            last_ns: None,
+            baseline_ms: None,
+            episodes: 0,
+        })
+    }
+
+    pub fn config(&self) -> &ShedConfig {
+        &self.cfg
+    }
+
+    /// Current refill scale per tier (index = tier id).
+    pub fn scales(&self) -> &[f64] {
+        &self.scales
+    }
+
+    pub fn scale(&self, tier: usize) -> f64 {
+        self.scales[tier]
+    }
+
+    pub fn pressure(&self) -> f64 {
+        self.pressure
+    }
+
+    pub fn cause(&self) -> Cause {
+        self.cause
+    }
+
+    /// Number of times shedding started (pressure left zero).
+    pub fn episodes(&self) -> u64 {
+        self.episodes
+    }
+
+    /// The learned idle lag baseline (relative mode), 0 until learned or in absolute mode.
+    pub fn baseline_ms(&self) -> f64 {
+        if self.cfg.relative {
+            self.baseline_ms.unwrap_or(0.0)
+        } else {
+            0.0
+        }
+    }
+
+    /// The lag thresholds in force now (target, critical), baseline included.
+    pub fn thresholds_ms(&self) -> (f64, f64) {
+        let b = self.baseline_ms();
+        (self.cfg.target_lag_ms + b, self.cfg.critical_lag_ms + b)
+    }
+
+    /// Pressure that one tier's worth of shedding takes (`1/n`), 1 without sheddable tiers.
+    fn tier_step(&self) -> f64 {
+        1.0 / self.sheddable.len().max(1) as f64
+    }
+
+    /// Pressure each signal asks for: `(demand, release, demand cause, release cause)`. `demand`
+    /// raises the pressure; `release` (the same with hysteresis applied) is the floor a falling
+    /// pressure may reach.
+    fn demand(&self, input: &ShedInput) -> (f64, f64, Cause, Cause) {
+        if input.stalled {
+            return (1.0, 1.0, Cause::Stall, Cause::Stall);
+        }
+        let (t, c) = self.thresholds_ms();
+        let lag_d = ramp(input.lag_ms, t, c);
+        let lag_r = ramp(input.lag_ms + self.cfg.hysteresis_ms, t, c);
+        let (heap_d, heap_r) = match self.cfg.heap_ratio {
+            Some(limit) => {
+                let heap = |ratio: f64| {
+                    if ratio > limit {
+                        let step = self.tier_step();
+                        step + (1.0 - step) * ramp(ratio, limit, 1.0)
+                    } else {
+                        0.0
+                    }
+                };
+                // Heap hysteresis: the ratio must fall 2% of the heap below the threshold.
+                (heap(input.heap_ratio), heap(input.heap_ratio + 0.02))
+            }
+            None => (0.0, 0.0),
+        };
+        let cause_d = if heap_d > lag_d { Cause::Heap } else { Cause::Lag };
+        let cause_r = if heap_r > lag_r { Cause::Heap } else { Cause::Lag };
+        (lag_d.max(heap_d), lag_r.max(heap_r), cause_d, cause_r)
+    }
+
+    fn learn_baseline(&mut self, input: &ShedInput, dt_ms: f64) {
+        if !self.cfg.relative || input.stalled || self.pressure > 0.0 || input.elu > self.cfg.idle_elu {
+            return;
+        }
+        let lag = input.lag_ms;
+        if !lag.is_finite() || lag < 0.0 || lag >= self.thresholds_ms().0 {
+            return;
+        }
+        let next = match self.baseline_ms {
+            None => lag,
+            Some(b) => {
+                let alpha = if self.cfg.baseline_tau_ms == 0.0 { 1.0 } else { 1.0 - (-dt_ms / self.cfg.baseline_tau_ms).exp() };
+                b + (lag - b) * alpha
+            }
+        };
+        self.baseline_ms = Some(next.clamp(0.0, self.cfg.max_baseline_ms));
+    }
+
+    /// Feeds one health reading taken at `now_ns`; returns true when any tier's scale changed.
+    pub fn update(&mut self, input: &ShedInput, now_ns: u64) -> bool {
+        // A clock that goes back is read as one that stood still.
+        let prev_ns = self.last_ns.unwrap_or(now_ns);
+        let now_ns = now_ns.max(prev_ns);
+        self.last_ns = Some(now_ns);
+        let dt_ms = (now_ns.saturating_sub(prev_ns)) as f64 / NS_PER_MS;
+        self.learn_baseline(input, dt_ms);
+
+        let (demand, release, cause_d, cause_r) = self.demand(input);
+        let before = self.pressure;
+        if demand > self.pressure {
+            self.pressure = demand;
+            self.cause = cause_d;
+            self.hold_until_ns = now_ns.saturating_add((self.cfg.hold_ms * NS_PER_MS) as u64);
+        } else if self.pressure > 0.0 && release >= self.pressure {
+            // Still justified: keep holding.
+            self.hold_until_ns = now_ns.saturating_add((self.cfg.hold_ms * NS_PER_MS) as u64);
+        } else if self.pressure > 0.0 && now_ns >= self.hold_until_ns {
+            let since_ns = prev_ns.max(self.hold_until_ns);
+            let elapsed_ms = now_ns.saturating_sub(since_ns) as f64 / NS_PER_MS;
+            let step = if self.cfg.recovery_ms == 0.0 { 1.0 } else { elapsed_ms / self.cfg.recovery_ms };
+            self.pressure = release.max(self.pressure - step);
+            if self.pressure <= 1e-9 {
+                self.pressure = 0.0;
+                self.cause = Cause::None;
+            } else if self.pressure == release {
+                // Recovered down to what a signal still asks for: that signal holds it now.
+                self.cause = cause_r;
+            }
+        }
+        if before == 0.0 && self.pressure > 0.0 {
+            self.episodes += 1;
+        }
+        self.apply()
+    }
+
+    /// Recomputes the scales from the pressure; true when any changed.
+    fn apply(&mut self) -> bool {
+        let n = self.sheddable.len() as f64;
+        let mut changed = false;
+        for (rank, &tier) in self.sheddable.iter().enumerate() {
+            let s = (1.0 - (self.pressure * n - rank as f64)).clamp(0.0, 1.0);
+            // Snap values within float noise of the ends so "zero" and "full" are exact.
+            let s = if s < 1e-9 { 0.0 } else if s > 1.0 - 1e-9 { 1.0 } else { s };
+            if s != self.scales[tier] {
+                self.scales[tier] = s;
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    /// Forgets all pressure and the learned baseline (scales back to 1).
+    pub fn reset(&mut self) {
+        self.pressure = 0.0;
+        self.cause = Cause::None;
+        self.hold_until_ns = 0;
+        self.last_ns = None;
+        self.baseline_ms = None;
+        self.apply();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn lag(ms: f64) -> ShedInput {
+        ShedInput { lag_ms: ms, ..Default::default() }
+    }
+
+    /// critical (protected), standard, background, as in the default gatekeeper.
+    fn three_tiers(cfg: ShedConfig) -> ShedController {
+        ShedController::new(cfg, &[true, false, false]).unwrap()
+    }
+
+    fn cfg() -> ShedConfig {
+        ShedConfig { target_lag_ms: 50.0, critical_lag_ms: 150.0, hysteresis_ms: 10.0, hold_ms: 1000.0, recovery_ms: 2000.0, ..Default::default() }
+    }
+
+    fn approx(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-9
+    }
+
+    #[test]
+    fn healthy_loop_keeps_every_tier_at_full_refill() {
+        let mut c = three_tiers(cfg());
+        for i in 0..100 {
+            assert!(!c.update(&lag(49.9), i * 10 * MS));
+        }
+        assert_eq!(c.scales(), &[1.0, 1.0, 1.0]);
+        assert_eq!(c.pressure(), 0.0);
+        assert_eq!(c.episodes(), 0);
+    }
+
+    #[test]
+    fn lowest_tier_is_throttled_first_then_the_next_one_up() {
+        let mut c = three_tiers(cfg());
+        // Range 50..150 ms, two sheddable tiers: background covers 50..100, standard 100..150.
+        assert!(c.update(&lag(75.0), 0));
+        assert!(approx(c.scale(2), 0.5));
+        assert_eq!(c.scale(1), 1.0);
+        assert!(c.update(&lag(100.0), MS));
+        assert_eq!(c.scale(2), 0.0);
+        assert_eq!(c.scale(1), 1.0);
+        assert!(c.update(&lag(125.0), 2 * MS));
+        assert_eq!(c.scale(2), 0.0);
+        assert!(approx(c.scale(1), 0.5));
+        assert!(c.update(&lag(150.0), 3 * MS));
+        assert_eq!(c.scales(), &[1.0, 0.0, 0.0]);
+        assert!(!c.update(&lag(10_000.0), 4 * MS));
+        assert_eq!(c.scales(), &[1.0, 0.0, 0.0], "the protected tier keeps full refill");
+        assert_eq!(c.cause(), Cause::Lag);
+        assert_eq!(c.episodes(), 1);
+    }
+
+    #[test]
+    fn shedding_starts_on_the_first_reading_above_the_target() {
+        let mut c = three_tiers(cfg());
+        c.update(&lag(10.0), 0);
+        assert!(c.update(&lag(50.5), MS));
+        assert!(c.scale(2) < 1.0);
+        assert!(c.update(&lag(500.0), 2 * MS), "a jump to past critical sheds every tier in one update");
+        assert_eq!(c.scales(), &[1.0, 0.0, 0.0]);
+    }
+
+    #[test]
+    fn four_tiers_two_protected_order_by_priority_not_position() {
+        // tiers: vip (protected), paid, internal (protected), free
+        let mut c = ShedController::new(cfg(), &[true, false, true, false]).unwrap();
+        c.update(&lag(100.0), 0);
+        assert_eq!(c.scales(), &[1.0, 1.0, 1.0, 0.0]);
+        c.update(&lag(125.0), MS);
+        assert_eq!(c.scales(), &[1.0, 0.5, 1.0, 0.0]);
+        c.update(&lag(1000.0), 2 * MS);
+        assert_eq!(c.scales(), &[1.0, 0.0, 1.0, 0.0]);
+    }
+
+    #[test]
+    fn all_protected_never_changes() {
+        let mut c = ShedController::new(cfg(), &[true, true]).unwrap();
+        assert!(!c.update(&ShedInput { stalled: true, ..lag(1e6) }, 0));
+        assert_eq!(c.scales(), &[1.0, 1.0]);
+    }
+
+    #[test]
+    fn pressure_is_held_for_hold_ms_after_the_lag_falls() {
+        let mut c = three_tiers(cfg());
+        c.update(&lag(150.0), 0);
+        assert_eq!(c.scales(), &[1.0, 0.0, 0.0]);
+        // Lag back to nothing: held until 1000 ms after the last justifying reading.
+        for t in [1, 100, 500, 999] {
+            assert!(!c.update(&lag(0.0), t * MS), "held at {t} ms");
+        }
+        assert_eq!(c.pressure(), 1.0);
+        // From 1000 ms on, recovery at 1/2000 per ms: after 500 ms, pressure 0.75.
+        c.update(&lag(0.0), 1000 * MS);
+        assert!(approx(c.pressure(), 1.0));
+        c.update(&lag(0.0), 1500 * MS);
+        assert!(approx(c.pressure(), 0.75));
+        assert!(approx(c.scale(1), 0.5));
+        assert_eq!(c.scale(2), 0.0, "the lowest tier recovers last");
+        c.update(&lag(0.0), 2500 * MS);
+        assert!(approx(c.pressure(), 0.25));
+        assert_eq!(c.scale(1), 1.0);
+        assert!(approx(c.scale(2), 0.5));
+        c.update(&lag(0.0), 3000 * MS);
+        assert_eq!(c.pressure(), 0.0);
+        assert_eq!(c.scales(), &[1.0, 1.0, 1.0]);
+        assert_eq!(c.cause(), Cause::None);
+    }
+
+    #[test]
+    fn a_reading_that_still_justifies_the_pressure_renews_the_hold() {
+        let mut c = three_tiers(cfg());
+        c.update(&lag(100.0), 0); // pressure 0.5
+        c.update(&lag(95.0), 900 * MS); // 95 + 10 hysteresis >= 100: still justified
+        c.update(&lag(0.0), 1500 * MS);
+        assert!(approx(c.pressure(), 0.5), "hold renewed at 900 ms runs to 1900 ms");
+        c.update(&lag(0.0), 1900 * MS);
+        assert!(approx(c.pressure(), 0.5));
+        c.update(&lag(0.0), 2100 * MS);
+        assert!(approx(c.pressure(), 0.4));
+    }
+
+    #[test]
+    fn hysteresis_band_does_not_flap_around_the_threshold() {
+        let mut c = three_tiers(ShedConfig { hold_ms: 0.0, recovery_ms: 0.0, ..cfg() });
+        c.update(&lag(100.0), 0);
+        assert_eq!(c.scale(2), 0.0);
+        // Oscillating 5 ms around 100 stays inside the 10 ms band: no change at all.
+        for i in 1..50u64 {
+            let l = if i % 2 == 0 { 95.0 } else { 100.0 };
+            assert!(!c.update(&lag(l), i * MS), "flapped at step {i}");
+        }
+        // 89 ms: release level ramp(99) = 0.49 -> falls to it at once (no hold, no rate limit).
+        c.update(&lag(89.0), 60 * MS);
+        assert!(approx(c.pressure(), 0.49));
+        assert!(approx(c.scale(2), 0.02));
+    }
+
+    #[test]
+    fn recovery_cannot_drop_below_what_the_current_lag_still_asks_for() {
+        let mut c = three_tiers(cfg());
+        c.update(&lag(150.0), 0);
+        // Long after the hold, lag at 80 ms (release level ramp(90) = 0.4): recovery stops at 0.4.
+        c.update(&lag(80.0), 10_000 * MS);
+        assert!(approx(c.pressure(), 0.4));
+        c.update(&lag(80.0), 20_000 * MS);
+        assert!(approx(c.pressure(), 0.4));
+    }
+
+    #[test]
+    fn rising_again_during_recovery_is_immediate() {
+        let mut c = three_tiers(cfg());
+        c.update(&lag(150.0), 0);
+        c.update(&lag(0.0), 1000 * MS);
+        c.update(&lag(0.0), 2000 * MS);
+        assert!(approx(c.pressure(), 0.5));
+        c.update(&lag(140.0), 2001 * MS);
+        assert!(approx(c.pressure(), 0.9));
+        // And the hold restarts from that reading.
+        c.update(&lag(0.0), 3000 * MS);
+        assert!(approx(c.pressure(), 0.9));
+        c.update(&lag(0.0), 3101 * MS);
+        assert!(approx(c.pressure(), 0.85));
+        assert_eq!(c.episodes(), 1, "one episode: pressure never reached zero");
+    }
+
+    #[test]
+    fn a_stall_sheds_every_unprotected_tier_at_once() {
+        let mut c = three_tiers(cfg());
+        c.update(&lag(0.0), 0);
+        assert!(c.update(&ShedInput { stalled: true, ..lag(0.0) }, MS));
+        assert_eq!(c.scales(), &[1.0, 0.0, 0.0]);
+        assert_eq!(c.cause(), Cause::Stall);
+        // The stall clears: still held, then recovers like any other episode.
+        c.update(&lag(0.0), 500 * MS);
+        assert_eq!(c.scales(), &[1.0, 0.0, 0.0]);
+        c.update(&lag(0.0), 5000 * MS);
+        assert_eq!(c.scales(), &[1.0, 1.0, 1.0]);
+    }
+
+    #[test]
+    fn heap_pressure_sheds_at_least_the_lowest_tier() {
+        let mut c = three_tiers(ShedConfig { heap_ratio: Some(0.8), ..cfg() });
+        c.update(&ShedInput { heap_ratio: 0.79, ..lag(0.0) }, 0);
+        assert_eq!(c.pressure(), 0.0);
+        c.update(&ShedInput { heap_ratio: 0.8 + 1e-12, ..lag(0.0) }, MS);
+        assert_eq!(c.scale(2), 0.0);
+        assert!(c.scale(1) > 0.999_999);
+        assert_eq!(c.cause(), Cause::Heap);
+        c.update(&ShedInput { heap_ratio: 0.9, ..lag(0.0) }, 2 * MS);
+        assert!(approx(c.pressure(), 0.75));
+        c.update(&ShedInput { heap_ratio: 1.0, ..lag(0.0) }, 3 * MS);
+        assert_eq!(c.scales(), &[1.0, 0.0, 0.0]);
+        // Heap at 0.79 is inside the 2% hysteresis band: still held after the hold time.
+        c.update(&ShedInput { heap_ratio: 0.79, ..lag(0.0) }, 10_000 * MS);
+        assert!(c.pressure() >= 0.5);
+        c.update(&ShedInput { heap_ratio: 0.5, ..lag(0.0) }, 20_000 * MS);
+        assert_eq!(c.pressure(), 0.0);
+    }
+
+    #[test]
+    fn the_cause_follows_the_signal_that_holds_the_pressure() {
+        let mut c = three_tiers(ShedConfig { hold_ms: 0.0, recovery_ms: 0.0, heap_ratio: Some(0.8), ..cfg() });
+        c.update(&ShedInput { stalled: true, ..lag(0.0) }, 0);
+        assert_eq!(c.cause(), Cause::Stall);
+        c.update(&ShedInput { heap_ratio: 0.81, ..lag(0.0) }, MS);
+        assert_eq!(c.cause(), Cause::Heap);
+        assert!(c.pressure() > 0.5 && c.pressure() < 0.6);
+        c.update(&ShedInput { heap_ratio: 0.0, ..lag(0.0) }, 2 * MS);
+        assert_eq!(c.cause(), Cause::None);
+    }
+
+    #[test]
+    fn heap_can_be_ignored() {
+        let mut c = three_tiers(ShedConfig { heap_ratio: None, ..cfg() });
+        c.update(&ShedInput { heap_ratio: 1.0, ..lag(0.0) }, 0);
+        assert_eq!(c.pressure(), 0.0);
+    }
+
+    #[test]
+    fn larger_of_lag_and_heap_wins() {
+        let mut c = three_tiers(ShedConfig { heap_ratio: Some(0.9), ..cfg() });
+        c.update(&ShedInput { heap_ratio: 0.95, ..lag(140.0) }, 0);
+        assert!(approx(c.pressure(), 0.9));
+        assert_eq!(c.cause(), Cause::Lag);
+    }
+
+    #[test]
+    fn nan_lag_never_sheds() {
+        let mut c = three_tiers(cfg());
+        c.update(&lag(f64::NAN), 0);
+        assert_eq!(c.pressure(), 0.0);
+    }
+
+    #[test]
+    fn a_clock_that_goes_back_is_treated_as_no_time_passing() {
+        let mut c = three_tiers(cfg());
+        c.update(&lag(150.0), 5000 * MS);
+        c.update(&lag(0.0), 1000 * MS);
+        assert_eq!(c.pressure(), 1.0);
+    }
+
+    #[test]
+    fn a_long_quiet_gap_recovers_fully_in_one_update() {
+        let mut c = three_tiers(cfg());
+        c.update(&lag(150.0), 0);
+        c.update(&lag(0.0), 60_000 * MS);
+        assert_eq!(c.scales(), &[1.0, 1.0, 1.0]);
+    }
+
+    #[test]
+    fn zero_hold_and_zero_recovery_follow_the_signal() {
+        let mut c = three_tiers(ShedConfig { hold_ms: 0.0, recovery_ms: 0.0, hysteresis_ms: 0.0, ..cfg() });
+        c.update(&lag(150.0), 0);
+        c.update(&lag(75.0), MS);
+        assert!(approx(c.pressure(), 0.25));
+        c.update(&lag(0.0), 2 * MS);
+        assert_eq!(c.pressure(), 0.0);
+        c.update(&lag(100.0), 3 * MS);
+        assert_eq!(c.episodes(), 2);
+    }
+
+    #[test]
+    fn relative_thresholds_sit_above_the_learned_idle_baseline() {
+        let mut c = three_tiers(ShedConfig { relative: true, max_baseline_ms: 50.0, baseline_tau_ms: 1000.0, ..cfg() });
+        // A loop whose idle lag is 20 ms (a slow VM): absolute 50 ms would be close; relative is 70 ms.
+        c.update(&lag(20.0), 0);
+        assert_eq!(c.baseline_ms(), 20.0, "the first idle sample seeds the baseline");
+        for i in 1..=100 {
+            c.update(&lag(20.0), i * 10 * MS);
+        }
+        assert!(approx(c.baseline_ms(), 20.0));
+        assert_eq!(c.thresholds_ms(), (70.0, 170.0));
+        // A busy loop (ELU above idleElu) at 60 ms: below 20 + 50, so no shedding, and not learned from.
+        c.update(&ShedInput { elu: 0.9, ..lag(60.0) }, 1010 * MS);
+        assert_eq!(c.pressure(), 0.0, "60 ms is below 20 + 50");
+        c.update(&lag(120.0), 1020 * MS);
+        assert!(approx(c.pressure(), 0.5));
+    }
+
+    #[test]
+    fn baseline_learns_slowly_and_only_from_idle_samples() {
+        let mut c = three_tiers(ShedConfig { relative: true, max_baseline_ms: 30.0, baseline_tau_ms: 1000.0, ..cfg() });
+        c.update(&lag(0.0), 0);
+        // One time constant at 10 ms lag: baseline goes 1 - 1/e of the way.
+        c.update(&lag(10.0), 1000 * MS);
+        assert!(approx(c.baseline_ms(), 10.0 * (1.0 - (-1.0f64).exp())));
+        // Busy samples (ELU above idle_elu) are not learned from.
+        let b = c.baseline_ms();
+        c.update(&ShedInput { elu: 0.9, ..lag(40.0) }, 2000 * MS);
+        assert_eq!(c.baseline_ms(), b);
+        // Nor samples above the current target; and the baseline is capped.
+        for i in 3..200 {
+            c.update(&lag(45.0), i * 1000 * MS);
+        }
+        assert_eq!(c.baseline_ms(), 30.0);
+        assert_eq!(c.thresholds_ms(), (80.0, 180.0));
+    }
+
+    #[test]
+    fn baseline_does_not_learn_while_shedding_or_stalled() {
+        let mut c = three_tiers(ShedConfig { relative: true, baseline_tau_ms: 0.0, ..cfg() });
+        c.update(&lag(5.0), 0);
+        c.update(&lag(100.0), MS);
+        assert!(c.pressure() > 0.0);
+        c.update(&lag(1.0), 2 * MS);
+        assert_eq!(c.baseline_ms(), 5.0);
+        c.reset();
+        c.update(&ShedInput { stalled: true, ..lag(3.0) }, 3 * MS);
+        assert_eq!(c.baseline_ms(), 0.0);
+    }
+
+    #[test]
+    fn absolute_mode_has_no_baseline() {
+        let mut c = three_tiers(cfg());
+        c.update(&lag(30.0), 0);
+        assert_eq!(c.baseline_ms(), 0.0);
+        assert_eq!(c.thresholds_ms(), (50.0, 150.0));
+    }
+
+    #[test]
+    fn reset_restores_full_refill() {
+        let mut c = three_tiers(cfg());
+        c.update(&lag(150.0), 0);
+        c.reset();
+        assert_eq!(c.scales(), &[1.0, 1.0, 1.0]);
+        assert_eq!(c.pressure(), 0.0);
+    }
+
+    #[test]
+    fn invalid_configs_name_the_field() {
+        let bad = |c: ShedConfig| ShedController::new(c, &[false]).unwrap_err().field;
+        assert_eq!(bad(ShedConfig { target_lag_ms: f64::NAN, ..cfg() }), "targetLagMs");
+        assert_eq!(bad(ShedConfig { target_lag_ms: -1.0, ..cfg() }), "targetLagMs");
+        assert_eq!(bad(ShedConfig { critical_lag_ms: 50.0, ..cfg() }), "criticalLagMs");
+        assert_eq!(bad(ShedConfig { critical_lag_ms: f64::INFINITY, ..cfg() }), "criticalLagMs");
+        assert_eq!(bad(ShedConfig { hold_ms: -0.5, ..cfg() }), "holdMs");
+        assert_eq!(bad(ShedConfig { recovery_ms: f64::NAN, ..cfg() }), "recoveryMs");
+        assert_eq!(bad(ShedConfig { hysteresis_ms: -1.0, ..cfg() }), "hysteresisMs");
+        assert_eq!(bad(ShedConfig { heap_ratio: Some(1.0), ..cfg() }), "heapRatio");
+        assert_eq!(bad(ShedConfig { heap_ratio: Some(0.0), ..cfg() }), "heapRatio");
+        assert_eq!(bad(ShedConfig { idle_elu: 2.0, ..cfg() }), "idleElu");
+        let e = ShedController::new(ShedConfig { critical_lag_ms: 10.0, ..cfg() }, &[false]).unwrap_err();
+        assert_eq!(e.to_string(), "criticalLagMs must be greater than targetLagMs");
+    }
+
+    #[test]
+    fn lag_signal_selection() {
+        let s = crate::core::health::HealthSample { latest_lag_ms: 7.0, ewma_lag_ms: 3.0, p99_lag_ms: 11.0, elu: 0.25, heap_used: 1, heap_limit: 4, stalled: true, ticks: 9 };
+        assert_eq!(ShedInput::from_sample(&s, LagSignal::Latest).lag_ms, 7.0);
+        assert_eq!(ShedInput::from_sample(&s, LagSignal::Ewma).lag_ms, 3.0);
+        assert_eq!(ShedInput::from_sample(&s, LagSignal::P99).lag_ms, 11.0);
+        let m = ShedInput::from_sample(&s, LagSignal::Max);
+        assert_eq!((m.lag_ms, m.heap_ratio, m.elu, m.stalled), (7.0, 0.25, 0.25, true));
+        assert_eq!(LagSignal::parse("ewma"), Some(LagSignal::Ewma));
+        assert_eq!(LagSignal::parse("mean"), None);
+    }
+}

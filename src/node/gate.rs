@@ -1,0 +1,415 @@
+//! `GateHandle`: the napi face of `core::gate::Gate`, the gatekeeper's per-request decision.
+//!
+//! Construction, stats and the health test seam are ordinary `#[napi]`. The hot path is one raw
+//! callback, `decide(sel, header, key)`, that `bind` defines on the JS gate object with the gate as its
+//! data pointer: it reads the header and key into stack buffers, reads the thread's loop health, moves
+//! the shed controller when due, debits the ledger, writes the details into a Float64Array (`result`)
+//! and returns the verdict as a small integer. One crossing into Rust per request.
+use crate::core::gate::{Decision, Gate, GateConfig, MAX_HEADER_LEN};
+use crate::core::health::{HealthSample, LoopHealth};
+use crate::core::ipkey::IpKeyConfig;
+use crate::core::shed::{LagSignal, ShedConfig};
+use crate::core::signature::TierSigner;
+use crate::node::lag::{acquire_thread_sampler_with, SamplerGuard, SamplerOptions};
+use crate::node::ledger::{LedgerHandle, MAX_KEY_BYTES};
+use crate::node::raw;
+use napi::bindgen_prelude::*;
+use napi::{sys, JsValue};
+use napi_derive::napi;
+use std::cell::UnsafeCell;
+use std::ffi::c_void;
+use std::ptr;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Layout of the Float64Array `decide` fills (mirrored in lib/gatekeeper.js).
+pub const RESULT_LEN: usize = 11;
+const R_VERDICT: usize = 0;
+const R_TIER: usize = 1;
+const R_SOURCE: usize = 2;
+const R_REMAINING: usize = 3;
+const R_LIMIT: usize = 4;
+const R_RETRY_AFTER_MS: usize = 5;
+const R_RESET_MS: usize = 6;
+const R_SCALE: usize = 7;
+const R_PRESSURE: usize = 8;
+const R_LAG_MS: usize = 9;
+const R_CAUSE: usize = 10;
+
+/// `sel` (the first argument of `decide`): low byte = tier id + 1 (0: not chosen by the caller),
+/// this bit set = the key is a client IP to normalise.
+const SEL_TIER_MASK: i32 = 0xff;
+const SEL_KEY_IS_IP: i32 = 0x100;
+
+/// Everything lib/gatekeeper.js has validated and filled in.
+#[napi(object)]
+pub struct GateOptions {
+    pub default_tier: u32,
+    pub trust_header: bool,
+    /// HMAC secrets for signed tier tokens, the first one current.
+    pub secrets: Option<Vec<Buffer>>,
+    pub ipv4_prefix: u32,
+    pub ipv6_prefix: u32,
+    pub cost: f64,
+    /// false: no live sampler (health stays idle unless injected): a gate that only rate-limits.
+    pub sampler: bool,
+    pub resolution_ms: f64,
+    pub window_ms: f64,
+    pub ewma_ms: f64,
+    pub stall_ms: Option<f64>,
+    pub lag_signal: String,
+    pub update_interval_ms: f64,
+    pub target_lag_ms: f64,
+    pub critical_lag_ms: f64,
+    pub relative: bool,
+    pub hysteresis_ms: f64,
+    pub hold_ms: f64,
+    pub recovery_ms: f64,
+    pub heap_ratio: Option<f64>,
+    pub baseline_tau_ms: f64,
+    pub max_baseline_ms: f64,
+    pub idle_elu: f64,
+}
+
+#[napi(object)]
+pub struct GateTierStats {
+    pub name: String,
+    pub protected: bool,
+    pub admitted: f64,
+    pub shed: f64,
+    /// Refused because the tier's pool was empty while the loop was healthy (503).
+    pub tier_full: f64,
+    /// Refused by the key's own quota (429).
+    pub rate_limited: f64,
+    pub refill_scale: f64,
+}
+
+#[napi(object)]
+pub struct GateStats {
+    pub tiers: Vec<GateTierStats>,
+    pub lag_ms: f64,
+    pub ewma_lag_ms: f64,
+    pub p99_lag_ms: f64,
+    /// The lag the controller last acted on (signal, or the in-band estimate when larger).
+    pub controller_lag_ms: f64,
+    pub elu: f64,
+    pub heap_used: f64,
+    pub heap_limit: f64,
+    pub stalled: bool,
+    pub pressure: f64,
+    pub cause: String,
+    pub episodes: f64,
+    pub baseline_ms: f64,
+    pub target_lag_ms: f64,
+    pub critical_lag_ms: f64,
+    pub injected: bool,
+}
+
+/// A tier's per-key quota (capacity 0: the tier keeps no per-key buckets).
+#[napi(object)]
+pub struct KeyQuota {
+    pub capacity: f64,
+    pub refill_per_sec: f64,
+}
+
+/// A health reading to inject (the test seam). Missing figures are 0 / false.
+#[napi(object)]
+pub struct HealthInput {
+    pub lag_ms: Option<f64>,
+    pub ewma_lag_ms: Option<f64>,
+    pub p99_lag_ms: Option<f64>,
+    pub elu: Option<f64>,
+    pub heap_used: Option<f64>,
+    pub heap_limit: Option<f64>,
+    pub stalled: Option<bool>,
+}
+
+/// What the raw callback carries.
+struct Bound {
+    gate: Arc<Gate>,
+    out: Box<UnsafeCell<[f64; RESULT_LEN]>>,
+}
+
+// The result buffer is only written by the JS thread that owns the function and the array.
+unsafe impl Send for Bound {}
+unsafe impl Sync for Bound {}
+
+#[napi]
+pub struct GateHandle {
+    gate: Arc<Gate>,
+    /// Keeps this thread's sampler running while the gate lives; `None` without a live sampler.
+    guard: Option<SamplerGuard>,
+}
+
+fn invalid(msg: impl Into<String>) -> Error {
+    Error::new(Status::InvalidArg, msg.into())
+}
+
+fn config(o: &GateOptions) -> Result<GateConfig> {
+    let lag_signal = LagSignal::parse(&o.lag_signal).ok_or_else(|| invalid("shed.lagSignal must be one of latest, ewma, p99, max"))?;
+    let signer = match &o.secrets {
+        Some(s) if !s.is_empty() => {
+            let keys: Vec<&[u8]> = s.iter().map(|b| b.as_ref()).collect();
+            Some(TierSigner::new(&keys).map_err(|e| invalid(e.0))?)
+        }
+        _ => None,
+    };
+    let prefix = |v: u32, max: u32, name: &str| u8::try_from(v).ok().filter(|p| u32::from(*p) <= max).ok_or_else(|| invalid(format!("{name} must be an integer in 0..{max}")));
+    let ip = IpKeyConfig::new(prefix(o.ipv4_prefix, 32, "ipv4Prefix")?, prefix(o.ipv6_prefix, 128, "ipv6Prefix")?).map_err(invalid)?;
+    Ok(GateConfig {
+        shed: ShedConfig {
+            target_lag_ms: o.target_lag_ms,
+            critical_lag_ms: o.critical_lag_ms,
+            relative: o.relative,
+            hysteresis_ms: o.hysteresis_ms,
+            hold_ms: o.hold_ms,
+            recovery_ms: o.recovery_ms,
+            heap_ratio: o.heap_ratio,
+            baseline_tau_ms: o.baseline_tau_ms,
+            max_baseline_ms: o.max_baseline_ms,
+            idle_elu: o.idle_elu,
+        },
+        lag_signal,
+        update_interval_ms: o.update_interval_ms,
+        resolution_ms: if o.sampler { o.resolution_ms } else { 0.0 },
+        default_tier: o.default_tier as usize,
+        trust_header: o.trust_header,
+        signer,
+        ip,
+        cost: o.cost,
+    })
+}
+
+fn whole_ms(v: f64, name: &str) -> Result<u64> {
+    if v.is_finite() && v >= 1.0 && v.fract() == 0.0 && v <= 3_600_000.0 {
+        Ok(v as u64)
+    } else {
+        Err(invalid(format!("{name} must be a whole number of milliseconds in 1..3600000")))
+    }
+}
+
+#[napi]
+impl GateHandle {
+    #[napi(constructor)]
+    pub fn new(env: Env, ledger: &LedgerHandle, options: GateOptions) -> Result<Self> {
+        let cfg = config(&options)?;
+        let (guard, health) = if options.sampler {
+            let opts = SamplerOptions {
+                resolution_ms: whole_ms(options.resolution_ms, "shed.resolutionMs")?,
+                window_ms: whole_ms(options.window_ms, "shed.windowMs")?,
+                ewma_ms: whole_ms(options.ewma_ms, "shed.ewmaMs")?,
+                stall_ms: options.stall_ms.map(|s| whole_ms(s, "shed.stallMs")).transpose()?,
+            };
+            let guard = acquire_thread_sampler_with(env.raw(), opts)?;
+            let health = guard.health().clone();
+            (Some(guard), health)
+        } else {
+            (None, Arc::new(LoopHealth::default()))
+        };
+        let gate = Gate::new(ledger.inner.clone(), cfg, health).map_err(|e| invalid(format!("shed.{e}")))?;
+        Ok(GateHandle { gate: Arc::new(gate), guard })
+    }
+
+    /// Defines the hot-path function `decide` and the Float64Array `result` on `target`.
+    #[napi]
+    pub fn bind(&self, env: Env, target: Object) -> Result<()> {
+        let bound = Arc::new(Bound { gate: self.gate.clone(), out: Box::new(UnsafeCell::new([0.0; RESULT_LEN])) });
+        let (env, target) = (env.raw(), target.raw());
+        unsafe {
+            // `result` views memory the Bound owns; the ArrayBuffer holds its own reference to it.
+            unsafe extern "C" fn release(_env: sys::napi_env, _data: *mut c_void, hint: *mut c_void) {
+                drop(Arc::from_raw(hint as *const Bound));
+            }
+            let data = bound.out.get() as *mut c_void;
+            let hint = Arc::into_raw(bound.clone()) as *mut c_void;
+            let mut ab = ptr::null_mut();
+            let status = sys::napi_create_external_arraybuffer(env, data, RESULT_LEN * 8, Some(release), hint, &mut ab);
+            if status != sys::Status::napi_ok {
+                drop(Arc::from_raw(hint as *const Bound));
+                raw::check(status)?;
+            }
+            let mut ta = ptr::null_mut();
+            raw::check(sys::napi_create_typedarray(env, sys::TypedarrayType::float64_array, RESULT_LEN, ab, 0, &mut ta))?;
+            raw::check(sys::napi_set_named_property(env, target, c"result".as_ptr(), ta))?;
+            raw::define_fn(env, target, "decide", decide, bound)?;
+        }
+        Ok(())
+    }
+
+    #[napi]
+    pub fn stats(&self) -> GateStats {
+        let s = self.gate.stats();
+        let ledger = self.gate.ledger();
+        let tiers = s
+            .counters
+            .iter()
+            .enumerate()
+            .map(|(t, c)| GateTierStats {
+                name: ledger.tier_name(t).to_string(),
+                protected: ledger.is_protected(t),
+                admitted: c.admitted as f64,
+                shed: c.shed as f64,
+                tier_full: c.tier_full as f64,
+                rate_limited: c.key_limited as f64,
+                refill_scale: s.scales[t],
+            })
+            .collect();
+        GateStats {
+            tiers,
+            lag_ms: s.health.latest_lag_ms,
+            ewma_lag_ms: s.health.ewma_lag_ms,
+            p99_lag_ms: s.health.p99_lag_ms,
+            controller_lag_ms: s.input.lag_ms,
+            elu: s.health.elu,
+            heap_used: s.health.heap_used as f64,
+            heap_limit: s.health.heap_limit as f64,
+            stalled: s.health.stalled,
+            pressure: s.pressure,
+            cause: s.cause.as_str().to_string(),
+            episodes: s.episodes as f64,
+            baseline_ms: s.baseline_ms,
+            target_lag_ms: s.thresholds_ms.0,
+            critical_lag_ms: s.thresholds_ms.1,
+            injected: s.injected,
+        }
+    }
+
+    /// Test seam: the controller reads exactly these figures (and no in-band estimate) from now on,
+    /// and moves on the next decision.
+    #[napi]
+    pub fn inject_health(&self, h: HealthInput) -> Result<()> {
+        let num = |v: Option<f64>, name: &str| -> Result<f64> {
+            let v = v.unwrap_or(0.0);
+            if v.is_finite() && v >= 0.0 {
+                Ok(v)
+            } else {
+                Err(invalid(format!("{name} must be a finite number >= 0")))
+            }
+        };
+        let lag = num(h.lag_ms, "lagMs")?;
+        self.gate.inject_health(&HealthSample {
+            latest_lag_ms: lag,
+            ewma_lag_ms: h.ewma_lag_ms.map_or(Ok(lag), |v| num(Some(v), "ewmaLagMs"))?,
+            p99_lag_ms: h.p99_lag_ms.map_or(Ok(lag), |v| num(Some(v), "p99LagMs"))?,
+            elu: num(h.elu, "elu")?,
+            heap_used: num(h.heap_used, "heapUsed")? as u64,
+            heap_limit: num(h.heap_limit, "heapLimit")? as u64,
+            stalled: h.stalled.unwrap_or(false),
+            ticks: 1,
+        });
+        Ok(())
+    }
+
+    /// Ends an injection: reads the live sampler again (or idle health without one).
+    #[napi]
+    pub fn use_live_health(&self) {
+        let health = match &self.guard {
+            Some(g) => g.health().clone(),
+            None => Arc::new(LoopHealth::default()),
+        };
+        self.gate.use_health(health);
+    }
+
+    /// Moves the controller now (tests and `stats()` freshness), whatever the update interval.
+    #[napi]
+    pub fn update(&self) -> bool {
+        self.gate.update_now(self.gate.ledger().now_ns())
+    }
+
+    /// Per tier, the per-key quota the ledger enforces (for the rate-limit policy header).
+    #[napi]
+    pub fn per_key_quotas(&self) -> Vec<KeyQuota> {
+        self.gate
+            .ledger()
+            .config()
+            .iter()
+            .map(|t| match &t.per_key {
+                Some(pk) => KeyQuota { capacity: pk.capacity, refill_per_sec: pk.refill_per_sec },
+                None => KeyQuota { capacity: 0.0, refill_per_sec: 0.0 },
+            })
+            .collect()
+    }
+
+    #[napi]
+    pub fn reset_counters(&self) {
+        self.gate.reset_counters();
+    }
+}
+
+/// Mints a signed tier token valid until `expires_at_sec` (Unix seconds, exclusive).
+#[napi]
+pub fn mint_tier_token(secret: Buffer, tier: String, expires_at_sec: f64) -> Result<String> {
+    if !(expires_at_sec.is_finite() && expires_at_sec >= 0.0 && expires_at_sec.fract() == 0.0) {
+        return Err(invalid("expiresAt must be a whole number of seconds >= 0"));
+    }
+    let signer = TierSigner::new(&[secret.as_ref()]).map_err(|e| invalid(e.0))?;
+    signer.sign(&tier, expires_at_sec as u64).map_err(|e| invalid(e.0))
+}
+
+fn unix_now_sec() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// Reads a string argument into `buf` without spilling: `Some(len)` (a length above `MAX_HEADER_LEN`
+/// means "too long", the rest was cut), `None` if `v` is not a string.
+#[inline(always)]
+unsafe fn read_bounded<const N: usize>(env: sys::napi_env, v: sys::napi_value, buf: &mut [u8; N]) -> Option<usize> {
+    let mut len = 0usize;
+    if sys::napi_get_value_string_utf8(env, v, buf.as_mut_ptr().cast(), N, &mut len) != sys::Status::napi_ok {
+        return None;
+    }
+    Some(len)
+}
+
+#[inline(always)]
+fn write_result(out: &mut [f64; RESULT_LEN], d: &Decision) {
+    out[R_VERDICT] = d.verdict as u8 as f64;
+    out[R_TIER] = d.tier as f64;
+    out[R_SOURCE] = d.source as u8 as f64;
+    out[R_REMAINING] = d.outcome.remaining;
+    out[R_LIMIT] = d.outcome.limit;
+    out[R_RETRY_AFTER_MS] = d.outcome.retry_after_ms;
+    out[R_RESET_MS] = d.outcome.reset_ms;
+    out[R_SCALE] = d.scale;
+    out[R_PRESSURE] = d.pressure;
+    out[R_LAG_MS] = d.lag_ms;
+    out[R_CAUSE] = d.cause as u8 as f64;
+}
+
+/// `decide(sel, header?, key?) -> verdict` (0 admit, 1 shed, 2 tier full, 3 rate-limited); details in
+/// `result`. `sel`: see `SEL_*`. `header`: the tier header's value or undefined. `key`: the per-key
+/// identity or undefined.
+unsafe extern "C" fn decide(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    let (argv, argc, data) = raw::args::<3>(env, info);
+    let bound = &*(data as *const Bound);
+    let gate = &bound.gate;
+    let sel = match raw::get_f64(env, argv[0]) {
+        Some(n) if argc >= 1 && n >= 0.0 && n < 65536.0 && n.fract() == 0.0 => n as i32,
+        _ => return raw::throw_type_error(env, "decide: sel must be an integer 0..65535"),
+    };
+    let tier = match sel & SEL_TIER_MASK {
+        0 => None,
+        t => Some(t as usize - 1),
+    };
+    // The header is only looked at when the caller did not choose the tier.
+    let mut hbuf = [0u8; MAX_HEADER_LEN + 8];
+    let header = if tier.is_none() && argc >= 2 {
+        read_bounded(env, argv[1], &mut hbuf).map(|len| &hbuf[..len])
+    } else {
+        None
+    };
+    let mut kstack = [0u8; 256];
+    let mut kheap = Vec::new();
+    let key = if argc >= 3 {
+        match raw::get_str(env, argv[2], &mut kstack, &mut kheap) {
+            Some(k) if k.len() <= MAX_KEY_BYTES => Some((k, sel & SEL_KEY_IS_IP != 0)),
+            Some(k) => return raw::throw_range_error(env, &format!("key is {} bytes long; the limit is {MAX_KEY_BYTES}", k.len())),
+            None => None,
+        }
+    } else {
+        None
+    };
+    let d = gate.decide(tier, header, key, gate.ledger().now_ns(), unix_now_sec);
+    write_result(&mut *bound.out.get(), &d);
+    raw::int32(env, d.verdict as i32)
+}

@@ -1,0 +1,418 @@
+//! `LedgerHandle`: the napi face of `core::ledger::Ledger`.
+//!
+//! Off the hot path (construction, snapshot, reset, refill scale) it is an ordinary `#[napi]` class. The
+//! hot path — `tryConsume` and `consume` — is two raw callbacks that `bind` defines as own properties of
+//! the JS `Ledger` object, each carrying the `Arc<Ledger>` as its data pointer: one `napi_get_cb_info`,
+//! the tier read as a number (or a short name read into a stack buffer), the key read into a stack
+//! buffer, a primitive returned. `consume` writes its details into a Float64Array instead of allocating
+//! an object per call.
+use crate::core::ledger::{js_number, ConfigError, Ledger, PerKeyConfig, TierConfig};
+use crate::node::raw;
+use napi::bindgen_prelude::*;
+use napi::{sys, JsValue};
+use napi_derive::napi;
+use std::cell::UnsafeCell;
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::ptr;
+use std::sync::{Arc, LazyLock, Mutex, Weak};
+
+#[napi(object)]
+pub struct PerKeyOptions {
+    pub capacity: f64,
+    pub refill_per_sec: f64,
+    pub max_keys: f64,
+    pub idle_ttl_ms: f64,
+}
+
+/// One tier, complete (lib/ledger.js checks types and fills defaults; the core checks values).
+#[napi(object)]
+pub struct TierOptions {
+    pub name: String,
+    pub capacity: f64,
+    pub refill_per_sec: f64,
+    pub protected: bool,
+    pub per_key: Option<PerKeyOptions>,
+}
+
+#[napi(object)]
+pub struct TierSnapshot {
+    pub name: String,
+    pub protected: bool,
+    pub tokens: f64,
+    pub capacity: f64,
+    pub refill_per_sec: f64,
+    pub refill_scale: f64,
+    pub keys: u32,
+}
+
+/// The layout of the Float64Array `consume` fills (also exported to JS by lib/ledger.js).
+pub const RESULT_LEN: usize = 6;
+const R_ALLOWED: usize = 0;
+const R_REMAINING: usize = 1;
+const R_LIMIT: usize = 2;
+const R_RETRY_AFTER_MS: usize = 3;
+const R_RESET_MS: usize = 4;
+const R_LIMITED_BY: usize = 5;
+
+/// Keys longer than this are refused: keyed memory is bounded by `maxKeys` times this.
+pub const MAX_KEY_BYTES: usize = 1024;
+
+fn to_core(tiers: Vec<TierOptions>) -> std::result::Result<Vec<TierConfig>, ConfigError> {
+    tiers
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let per_key = match t.per_key {
+                None => None,
+                Some(pk) => {
+                    if !(pk.max_keys.fract() == 0.0 && pk.max_keys >= 1.0 && pk.max_keys <= u32::MAX as f64) {
+                        return Err(ConfigError(format!(
+                            "tiers[{i}].perKey.maxKeys must be an integer from 1 to {} (got {})",
+                            u32::MAX,
+                            js_number(pk.max_keys)
+                        )));
+                    }
+                    Some(PerKeyConfig {
+                        capacity: pk.capacity,
+                        refill_per_sec: pk.refill_per_sec,
+                        max_keys: pk.max_keys as usize,
+                        idle_ttl_ms: pk.idle_ttl_ms,
+                    })
+                }
+            };
+            Ok(TierConfig {
+                name: t.name,
+                capacity: t.capacity,
+                refill_per_sec: t.refill_per_sec,
+                protected: t.protected,
+                per_key,
+            })
+        })
+        .collect()
+}
+
+/// Config errors surface as `InvalidArg`; lib/ledger.js rethrows them as `RangeError`.
+fn config_error(e: ConfigError) -> Error {
+    Error::new(Status::InvalidArg, e.0)
+}
+
+fn build(tiers: Vec<TierOptions>) -> Result<Ledger> {
+    Ledger::new(to_core(tiers).map_err(config_error)?).map_err(config_error)
+}
+
+/// Ledgers shared by name across the process's threads. Held weakly: a shared ledger lives while any
+/// thread holds it.
+static SHARED: LazyLock<Mutex<HashMap<String, Weak<Ledger>>>> = LazyLock::new(Default::default);
+
+#[napi]
+pub struct LedgerHandle {
+    pub(crate) inner: Arc<Ledger>,
+}
+
+#[napi]
+impl LedgerHandle {
+    #[napi(constructor)]
+    pub fn new(tiers: Vec<TierOptions>) -> Result<Self> {
+        Ok(LedgerHandle { inner: Arc::new(build(tiers)?) })
+    }
+
+    /// The ledger registered under `name` in this process, created from `tiers` if there is none.
+    /// `tiers` must equal the existing ledger's configuration; without `tiers`, the ledger must exist.
+    #[napi(factory)]
+    pub fn shared(name: String, tiers: Option<Vec<TierOptions>>) -> Result<Self> {
+        let config = tiers.map(to_core).transpose().map_err(config_error)?;
+        let mut map = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(existing) = map.get(&name).and_then(Weak::upgrade) {
+            if let Some(config) = &config {
+                if existing.config() != config.as_slice() {
+                    return Err(Error::new(
+                        Status::GenericFailure,
+                        format!("Ledger.shared({name:?}): a ledger of that name exists with a different config"),
+                    ));
+                }
+            }
+            return Ok(LedgerHandle { inner: existing });
+        }
+        let Some(config) = config else {
+            return Err(Error::new(
+                Status::GenericFailure,
+                format!("Ledger.shared({name:?}): no ledger of that name exists yet; pass its config"),
+            ));
+        };
+        let ledger = Arc::new(Ledger::new(config).map_err(config_error)?);
+        map.retain(|_, w| w.strong_count() > 0);
+        map.insert(name, Arc::downgrade(&ledger));
+        Ok(LedgerHandle { inner: ledger })
+    }
+
+    /// Whether two handles share one native ledger.
+    #[napi]
+    pub fn same_as(&self, other: &LedgerHandle) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    #[napi]
+    pub fn tier_names(&self) -> Vec<String> {
+        (0..self.inner.tier_count()).map(|i| self.inner.tier_name(i).to_owned()).collect()
+    }
+
+    #[napi]
+    pub fn set_refill_scale(&self, tier: u32, scale: f64) {
+        self.inner.set_refill_scale(tier as usize, scale);
+    }
+
+    #[napi]
+    pub fn refill_scale(&self, tier: u32) -> f64 {
+        self.inner.refill_scale(tier as usize)
+    }
+
+    #[napi]
+    pub fn snapshot(&self) -> Vec<TierSnapshot> {
+        self.inner
+            .snapshot()
+            .into_iter()
+            .map(|s| TierSnapshot {
+                name: s.name,
+                protected: s.protected,
+                tokens: s.tokens,
+                capacity: s.capacity,
+                refill_per_sec: s.refill_per_sec,
+                refill_scale: s.refill_scale,
+                keys: s.keys as u32,
+            })
+            .collect()
+    }
+
+    /// `tier` is an id checked by lib/ledger.js; returns how many buckets were reset.
+    #[napi]
+    pub fn reset(&self, tier: Option<u32>, key: Option<String>) -> u32 {
+        self.inner.reset(tier.map(|t| t as usize), key.as_deref().map(str::as_bytes)) as u32
+    }
+
+    /// Defines the hot-path functions `tryConsume` and `consume` and the Float64Array `result` on
+    /// `target` (the JS `Ledger`).
+    #[napi]
+    pub fn bind(&self, env: Env, target: Object) -> Result<()> {
+        let bound = Arc::new(Bound { ledger: self.inner.clone(), out: Box::new(UnsafeCell::new([0.0; RESULT_LEN])) });
+        let (env, target) = (env.raw(), target.raw());
+        unsafe {
+            // `result` views memory the Bound owns; the ArrayBuffer holds its own reference to it.
+            unsafe extern "C" fn release(_env: sys::napi_env, _data: *mut c_void, hint: *mut c_void) {
+                drop(Arc::from_raw(hint as *const Bound));
+            }
+            let data = bound.out.get() as *mut c_void;
+            let hint = Arc::into_raw(bound.clone()) as *mut c_void;
+            let mut ab = ptr::null_mut();
+            let status = sys::napi_create_external_arraybuffer(
+                env,
+                data,
+                RESULT_LEN * 8,
+                Some(release),
+                hint,
+                &mut ab,
+            );
+            if status != sys::Status::napi_ok {
+                drop(Arc::from_raw(hint as *const Bound));
+                raw::check(status)?;
+            }
+            let mut ta = ptr::null_mut();
+            raw::check(sys::napi_create_typedarray(
+                env,
+                sys::TypedarrayType::float64_array,
+                RESULT_LEN,
+                ab,
+                0,
+                &mut ta,
+            ))?;
+            raw::check(sys::napi_set_named_property(env, target, c"result".as_ptr(), ta))?;
+            raw::define_fn(env, target, "tryConsume", try_consume, bound.clone())?;
+            raw::define_fn(env, target, "consume", consume, bound)?;
+        }
+        Ok(())
+    }
+}
+
+/// What the raw callbacks carry: the ledger and this JS object's result buffer.
+struct Bound {
+    ledger: Arc<Ledger>,
+    out: Box<UnsafeCell<[f64; RESULT_LEN]>>,
+}
+
+// The result buffer is only written by the JS thread that owns the functions and the array.
+unsafe impl Send for Bound {}
+unsafe impl Sync for Bound {}
+
+/// Defines, for the benchmark, `target.noop(tier, key, cost)`: a raw callback that takes the same
+/// arguments as `tryConsume` and returns `false` (the floor), and `target.readKey(tier, key)`, which
+/// also reads the key into a stack buffer (the floor plus the string read).
+#[napi]
+pub fn define_bench_floor(env: Env, target: Object) -> Result<()> {
+    unsafe extern "C" fn noop(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+        let _ = raw::args::<3>(env, info);
+        raw::boolean(env, false)
+    }
+    unsafe extern "C" fn read_key(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+        let (argv, _, _) = raw::args::<3>(env, info);
+        let mut stack = [0u8; 256];
+        let mut heap = Vec::new();
+        let len = raw::get_str(env, argv[1], &mut stack, &mut heap).map_or(0, |k| k.len());
+        raw::boolean(env, len == 0)
+    }
+    unsafe {
+        raw::define_fn(env.raw(), target.raw(), "noop", noop, Arc::new(()))?;
+        raw::define_fn(env.raw(), target.raw(), "readKey", read_key, Arc::new(()))
+    }
+}
+
+fn type_name(t: sys::napi_valuetype) -> &'static str {
+    match t {
+        sys::ValueType::napi_undefined => "undefined",
+        sys::ValueType::napi_null => "null",
+        sys::ValueType::napi_boolean => "boolean",
+        sys::ValueType::napi_number => "number",
+        sys::ValueType::napi_string => "string",
+        sys::ValueType::napi_symbol => "symbol",
+        sys::ValueType::napi_object => "object",
+        sys::ValueType::napi_function => "function",
+        sys::ValueType::napi_bigint => "bigint",
+        _ => "external",
+    }
+}
+
+/// Reads the tier argument: an id (integer number) or a name (string). `Err` means an exception is
+/// pending.
+#[inline(always)]
+unsafe fn tier_arg(env: sys::napi_env, ledger: &Ledger, v: sys::napi_value) -> std::result::Result<usize, ()> {
+    if let Some(n) = raw::get_f64(env, v) {
+        if n >= 0.0 && n < ledger.tier_count() as f64 && n.fract() == 0.0 {
+            return Ok(n as usize);
+        }
+        raw::throw_range_error(
+            env,
+            &format!("tier {} is not a tier id of this ledger (ids are 0 to {})", js_number(n), ledger.tier_count() - 1),
+        );
+        return Err(());
+    }
+    let mut stack = [0u8; 64];
+    let mut heap = Vec::new();
+    match raw::get_str(env, v, &mut stack, &mut heap) {
+        Some(name) => ledger.tier_id(name).ok_or_else(|| {
+            raw::throw_range_error(env, &format!("unknown tier {:?}", String::from_utf8_lossy(name)));
+        }),
+        None => {
+            let t = type_name(raw::type_of(env, v));
+            raw::throw_type_error(env, &format!("tier must be a tier name (string) or id (number), got {t}"));
+            Err(())
+        }
+    }
+}
+
+/// Reads the cost argument: `undefined` (or absent) is 1; otherwise a finite number >= 0.
+#[inline(always)]
+unsafe fn cost_arg(env: sys::napi_env, argc: usize, v: sys::napi_value) -> std::result::Result<f64, ()> {
+    if argc < 3 {
+        return Ok(1.0);
+    }
+    if let Some(c) = raw::get_f64(env, v) {
+        if c.is_finite() && c >= 0.0 {
+            return Ok(c);
+        }
+        raw::throw_range_error(env, &format!("cost must be a finite number >= 0 (got {})", js_number(c)));
+        return Err(());
+    }
+    let t = raw::type_of(env, v);
+    if t == sys::ValueType::napi_undefined {
+        return Ok(1.0);
+    }
+    raw::throw_type_error(env, &format!("cost must be a number, got {}", type_name(t)));
+    Err(())
+}
+
+/// Reads the arguments `(tier, key?, cost?)` and debits (`consume` with `DETAIL`, else `try_consume`,
+/// whose outcome carries only `allowed`). `None` means an exception is pending.
+#[inline(always)]
+unsafe fn debit<const DETAIL: bool>(
+    env: sys::napi_env,
+    ledger: &Ledger,
+    argv: &[sys::napi_value],
+    argc: usize,
+) -> Option<crate::core::ledger::Outcome> {
+    let tier = tier_arg(env, ledger, argv[0]).ok()?;
+    let mut stack = [0u8; 256];
+    let mut heap = Vec::new();
+    let key = if argc < 2 {
+        None
+    } else {
+        match raw::get_str(env, argv[1], &mut stack, &mut heap) {
+            Some(k) if k.len() <= MAX_KEY_BYTES => Some(k),
+            Some(k) => {
+                raw::throw_range_error(env, &format!("key is {} bytes long; the limit is {MAX_KEY_BYTES}", k.len()));
+                return None;
+            }
+            None => {
+                let t = raw::type_of(env, argv[1]);
+                if t != sys::ValueType::napi_undefined {
+                    raw::throw_type_error(env, &format!("key must be a string or undefined, got {}", type_name(t)));
+                    return None;
+                }
+                None
+            }
+        }
+    };
+    let cost = cost_arg(env, argc, argv[2]).ok()?;
+    let now = ledger.now_ns();
+    if DETAIL {
+        Some(ledger.consume(tier, key, cost, now))
+    } else {
+        let allowed = ledger.try_consume(tier, key, cost, now);
+        Some(crate::core::ledger::Outcome { allowed, ..crate::core::ledger::Outcome::DENIED })
+    }
+}
+
+/// `tryConsume(tier, key?, cost = 1) -> boolean`
+unsafe extern "C" fn try_consume(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    let (argv, argc, data) = raw::args::<3>(env, info);
+    let bound = &*(data as *const Bound);
+    match debit::<false>(env, &bound.ledger, &argv, argc) {
+        Some(o) => raw::boolean(env, o.allowed),
+        None => ptr::null_mut(),
+    }
+}
+
+/// `consume(tier, key?, cost = 1, out?) -> boolean`, writing
+/// `[allowed, remaining, limit, retryAfterMs, resetMs, limitedBy]` into `out` (a Float64Array of at
+/// least 6) or into the ledger's own `result`.
+unsafe extern "C" fn consume(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    let (argv, argc, data) = raw::args::<4>(env, info);
+    let bound = &*(data as *const Bound);
+    let mut out = bound.out.get() as *mut f64;
+    if argc >= 4 && raw::type_of(env, argv[3]) != sys::ValueType::napi_undefined {
+        let mut is_ta = false;
+        sys::napi_is_typedarray(env, argv[3], &mut is_ta);
+        let (mut ty, mut len, mut p) = (0, 0usize, ptr::null_mut());
+        if is_ta {
+            sys::napi_get_typedarray_info(env, argv[3], &mut ty, &mut len, &mut p, ptr::null_mut(), ptr::null_mut());
+        }
+        if !is_ta || ty != sys::TypedarrayType::float64_array {
+            return raw::throw_type_error(env, "out must be a Float64Array");
+        }
+        if len < RESULT_LEN {
+            return raw::throw_range_error(env, &format!("out must have at least {RESULT_LEN} elements (got {len})"));
+        }
+        out = p as *mut f64;
+    }
+    match debit::<true>(env, &bound.ledger, &argv, argc.min(3)) {
+        Some(o) => {
+            let out = std::slice::from_raw_parts_mut(out, RESULT_LEN);
+            out[R_ALLOWED] = f64::from(u8::from(o.allowed));
+            out[R_REMAINING] = o.remaining;
+            out[R_LIMIT] = o.limit;
+            out[R_RETRY_AFTER_MS] = o.retry_after_ms;
+            out[R_RESET_MS] = o.reset_ms;
+            out[R_LIMITED_BY] = o.limited_by as u8 as f64;
+            raw::boolean(env, o.allowed)
+        }
+        None => ptr::null_mut(),
+    }
+}
