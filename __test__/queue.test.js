@@ -45,8 +45,9 @@ for (const kind of FRAMEWORKS) {
         assert.ok(cur.at - prev.at >= HANDLER_MS / 3, `arrival ${p} completes a handler time after arrival ${p - 3}`);
         assert.ok(cur.ms >= Math.floor(p / 3 + 1) * HANDLER_MS - 5, `arrival ${p} waited for ${Math.floor(p / 3)} handler times`);
       }
+      // slots come back at the end of the loop turn in which each response finished
+      await waitFor(() => srv.gate.stats().inFlight === 0, 'the last slots to come back');
       const s = srv.gate.stats();
-      assert.equal(s.inFlight, 0);
       assert.equal(s.queued, 0);
       assert.equal(s.admittedImmediately, 3);
       assert.equal(s.admittedFromQueue, 10);
@@ -324,6 +325,43 @@ test('adaptive LIFO stays FIFO while the queue is not standing', async () => {
     await Promise.all([holder, ...reqs]);
     assert.deepEqual(held.started, ['holder', 'b1', 'b2', 'b3']);
   } finally {
+    await srv.close();
+  }
+});
+
+test('a synchronous route: requests read in one loop turn are served by tier, not in socket order', async () => {
+  const net = require('node:net');
+  const started = [];
+  const srv = await startServer('http', { maxConcurrent: 1, maxQueue: 50, trustTierHeader: true }, (req, res) => {
+    started.push(req.headers['x-seq']);
+    res.end('ok'); // synchronous: the response finishes before the next socket is even read
+  });
+  const sockets = [];
+  try {
+    const names = ['b0', 'b1', 'b2', 'b3', 'b4', 'b5', 'c0'];
+    for (let i = 0; i < names.length; i++) {
+      const s = net.connect(srv.port, '127.0.0.1');
+      s.on('error', () => {});
+      s.resume();
+      sockets.push(s);
+      await new Promise((resolve) => s.once('connect', resolve));
+    }
+    // All requests are written, then this (the server's) loop is kept busy until they have all
+    // arrived: the server reads them in one turn.
+    names.forEach((name, i) => {
+      const tier = name.startsWith('c') ? 'critical' : 'background';
+      sockets[i].write(`GET / HTTP/1.1\r\nhost: x\r\nx-seq: ${name}\r\nx-user-tier: ${tier}\r\n\r\n`);
+    });
+    const until = Date.now() + 50;
+    while (Date.now() < until); // eslint-disable-line no-empty
+    await waitFor(() => started.length === names.length, 'every request to run');
+    // One handler ran at once (whichever socket was read first); the critical one is served next.
+    assert.ok(started.indexOf('c0') <= 1, `critical started at position ${started.indexOf('c0')}: ${started.join(' ')}`);
+    const s = srv.gate.stats();
+    assert.equal(s.admittedImmediately, 1);
+    assert.equal(s.admittedFromQueue, 6);
+  } finally {
+    for (const s of sockets) s.destroy();
     await srv.close();
   }
 });

@@ -94,6 +94,9 @@ export interface QueueTierStats {
   abandoned: number;
   /** Wait of admitted requests (0 for immediate admissions), ms. */
   waitMs: WaitSummary;
+  /** Longest wait of a request that was answered with the timeout status (timer lateness included), ms. */
+  timedOutWaitMaxMs: number;
+  /** The wait this tier's waiters are allowed right now (CoDel's target under a standing queue), ms. */
   allowedWaitMs: number;
 }
 

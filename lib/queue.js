@@ -3,8 +3,8 @@
 // for at most a timeout, served highest tier first. A guard for lib/adapters.js (Express, Fastify,
 // node:http): admit() answers null (run now), a rejection, or a Promise of either (queued).
 //
-// Everything is event-driven: a slot is handed to the next waiter from the response's 'finish' or
-// 'close' event, and one unref'd timer (armed at the earliest queue deadline) expires waiters — no
+// Everything is event-driven: a slot is handed to the next waiter when the response emits 'finish' or
+// 'close' (at the end of that event-loop turn, see "slots" below), and one unref'd timer (armed at the earliest queue deadline) expires waiters — no
 // polling. Queued requests hold a Promise, one small list node and one shared 'close' listener; the
 // counters are plain JS numbers (a queue of JS continuations gains nothing from a native crossing).
 
@@ -77,6 +77,7 @@ function parseTiers(tiers, defaults) {
       timedOut: 0,
       codelDropped: 0,
       abandoned: 0,
+      timedOutWaitMax: 0,
       wait: new WaitHistogram(),
     };
   });
@@ -259,19 +260,39 @@ function createConcurrencyGate(options) {
   }
 
   // ---- slots
+  // A response that finishes (or whose connection closes) gives its slot back at the end of the
+  // current event-loop turn: one setImmediate per turn, shared by every release of that turn, hands
+  // the freed slots to the best waiters. The slot is never idle longer than the rest of that turn, and
+  // a CPU-bound (synchronous) route runs at most `limit` handlers per turn, so the requests read from
+  // sockets meanwhile queue and are served by tier instead of in socket order.
+  let releasing = []; // admission times of the slots given back this turn
+  let releaseScheduled = false;
+
   function onResponseEnd() {
     // 'finish' or 'close' of an admitted request's response; `this` is the response. Exactly once.
     const start = this[kSlot];
     if (start === undefined) return;
     this[kSlot] = undefined;
+    // Latency samples for the adaptive limit: finished responses only (an aborted one says nothing).
+    releasing.push(adaptive !== null && this.writableFinished ? start : -1);
+    if (!releaseScheduled) {
+      releaseScheduled = true;
+      setImmediate(releaseSlots);
+    }
+  }
+
+  function releaseSlots() {
+    releaseScheduled = false;
+    const batch = releasing;
+    releasing = [];
     const t = now();
-    if (adaptive !== null && this.writableFinished) {
-      if (adaptive.sample(t - start, inFlight, t)) {
-        limit = adaptive.limit;
+    if (adaptive !== null) {
+      for (let i = 0; i < batch.length; i++) {
+        if (batch[i] >= 0 && adaptive.sample(t - batch[i], inFlight, t)) limit = adaptive.limit;
       }
     }
-    inFlight--;
-    released++;
+    inFlight -= batch.length;
+    released += batch.length;
     if (queued > 0) drain(t);
   }
 
@@ -327,6 +348,7 @@ function createConcurrencyGate(options) {
     const byCodel = waited < tier.queueTimeoutMs;
     unlink(node);
     tier.timedOut++;
+    if (waited > tier.timedOutWaitMax) tier.timedOutWaitMax = waited;
     if (byCodel) tier.codelDropped++;
     node.resolve(rejection(node.req, tier, byCodel ? 'queue-wait' : 'queue-timeout', timeoutStatus, timeoutStatus === 503));
   }
@@ -495,6 +517,7 @@ function createConcurrencyGate(options) {
         codelDropped: tier.codelDropped,
         abandoned: tier.abandoned,
         waitMs: { p50: round3(tier.wait.percentile(50)), p99: round3(tier.wait.percentile(99)), max: round3(tier.wait.max) },
+        timedOutWaitMaxMs: round3(tier.timedOutWaitMax),
         allowedWaitMs: allowedWait(tier, t),
       };
     }
@@ -529,7 +552,7 @@ function createConcurrencyGate(options) {
     peakInFlight = inFlight;
     peakQueued = queued;
     for (const tier of tiers) {
-      tier.admitted = tier.queuedTotal = tier.rejected = tier.displaced = tier.timedOut = tier.codelDropped = tier.abandoned = 0;
+      tier.admitted = tier.queuedTotal = tier.rejected = tier.displaced = tier.timedOut = tier.codelDropped = tier.abandoned = tier.timedOutWaitMax = 0;
       tier.wait.reset();
     }
   }
