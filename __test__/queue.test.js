@@ -155,7 +155,9 @@ test('classify(req) chooses the tier; a trusted classifier may promote', async (
 
 test('a higher tier displaces the newest lower-tier waiter when the queue is full', async () => {
   const held = heldHandler();
-  const srv = await startServer('http', { maxConcurrent: 1, maxQueue: 2, trustTierHeader: true }, held.handler);
+  const seen = [];
+  const onReject = (req, info) => seen.push(`${req.headers['x-seq']}:${info.reason}:${info.status}:${info.tier}`);
+  const srv = await startServer('http', { maxConcurrent: 1, maxQueue: 2, trustTierHeader: true, onReject }, held.handler);
   try {
     const [holder] = await holdOneSlot(srv, held);
     const [b1, b2] = await enqueue(srv, [{ seq: 'b1', tier: 'background' }, { seq: 'b2', tier: 'background' }]);
@@ -163,7 +165,7 @@ test('a higher tier displaces the newest lower-tier waiter when the queue is ful
     const displaced = await b2;
     assert.equal(displaced.status, 503);
     assert.match(displaced.headers['retry-after'], /^\d+$/);
-    assert.equal(JSON.parse(displaced.body).type.endsWith('/displaced'), true);
+    assert.equal(JSON.parse(displaced.body).type, 'urn:tiergate:problem:displaced');
     // a background arrival cannot displace anyone: 503 queue-full
     const [b3] = await enqueue(srv, [{ seq: 'b3', tier: 'background', expect: 'rejected' }]);
     assert.equal((await b3).status, 503);
@@ -175,6 +177,7 @@ test('a higher tier displaces the newest lower-tier waiter when the queue is ful
     assert.equal(s.displaced, 1);
     assert.equal(s.tiers.background.displaced, 1);
     assert.equal(s.rejected, 1);
+    assert.deepEqual(seen, ['b2:displaced:503:background', 'b3:queue-full:503:background']);
   } finally {
     await srv.close();
   }
@@ -208,7 +211,7 @@ for (const [kind, status] of [['http', undefined], ['express', 503], ['express4'
       const r = await late;
       assert.equal(r.status, status ?? 408);
       assert.ok(r.ms >= 75, `waited ${r.ms} ms`);
-      assert.equal(JSON.parse(r.body).type.endsWith('/queue-timeout'), true);
+      assert.equal(JSON.parse(r.body).type, 'urn:tiergate:problem:queue-timeout');
       if ((status ?? 408) === 503) assert.match(r.headers['retry-after'], /^\d+$/);
       else assert.equal(r.headers['retry-after'], undefined);
       const s = srv.gate.stats();
@@ -266,7 +269,7 @@ test('CoDel: a standing queue cuts the wait of sheddable tiers to the target, ne
     const r = await b1; // dropped once the queue has stood for 60 ms, long before its 5 s timeout
     assert.equal(r.status, 408);
     assert.ok(r.ms >= 55 && r.ms < 4000, `dropped after ${r.ms} ms`);
-    assert.equal(JSON.parse(r.body).type.endsWith('/queue-wait'), true);
+    assert.equal(JSON.parse(r.body).type, 'urn:tiergate:problem:queue-wait');
     const s = srv.gate.stats();
     assert.equal(s.standing, true);
     assert.equal(s.tiers.background.codelDropped, 1);

@@ -11,6 +11,7 @@
 const { performance } = require('node:perf_hooks');
 const { expressMiddleware, httpHandler, fastifyPlugin, isGone } = require('./adapters');
 const { AdaptiveLimit, checkNumber, describe } = require('./adaptive-limit');
+const { PROBLEM_TYPE } = require('./respond');
 
 const DEFAULT_TIERS = [
   { name: 'critical', protected: true },
@@ -239,24 +240,35 @@ function createConcurrencyGate(options) {
   }
 
   // ---- rejections
-  function rejection(req, tier, reason, status, retry) {
-    const headers = { 'content-type': 'application/problem+json', 'cache-control': 'no-store' };
-    if (retry) headers['retry-after'] = String(retryAfterSec + Math.floor(Math.random() * (retryAfterSec + 1)));
-    if (status === 408) headers.connection = 'close';
-    const body = JSON.stringify({
-      type: `https://tiergate.dev/problems/${reason}`,
-      title: TITLES[reason],
-      status,
-      tier: tier.name,
+  // Problem documents (RFC 9457) are the same for every rejection of a kind and tier: built once.
+  const bodies = {};
+  for (const reason of Object.keys(DETAILS)) {
+    bodies[reason] = tiers.map((tier) => {
+      const status = reason === 'queue-timeout' || reason === 'queue-wait' ? timeoutStatus : 503;
+      const body = JSON.stringify({
+        type: `urn:tiergate:problem:${reason}`,
+        title: status === 408 ? 'Request Timeout' : 'Service Unavailable',
+        status,
+        detail: DETAILS[reason],
+        tier: tier.name,
+      });
+      return { status, body, length: String(Buffer.byteLength(body)) };
     });
+  }
+
+  function rejection(req, tier, reason) {
+    const b = bodies[reason][tier.id];
+    const headers = { 'content-type': PROBLEM_TYPE, 'content-length': b.length, 'cache-control': 'no-store' };
+    if (b.status === 408) headers.connection = 'close';
+    else headers['retry-after'] = String(retryAfterSec + Math.floor(Math.random() * (retryAfterSec + 1)));
     if (onReject !== undefined) {
       try {
-        onReject(req, { reason, status, tier: tier.name });
+        onReject(req, { reason, status: b.status, tier: tier.name });
       } catch (err) {
         process.emitWarning(err);
       }
     }
-    return { status, headers, body };
+    return { status: b.status, headers, body: b.body };
   }
 
   // ---- slots
@@ -350,7 +362,7 @@ function createConcurrencyGate(options) {
     tier.timedOut++;
     if (waited > tier.timedOutWaitMax) tier.timedOutWaitMax = waited;
     if (byCodel) tier.codelDropped++;
-    node.resolve(rejection(node.req, tier, byCodel ? 'queue-wait' : 'queue-timeout', timeoutStatus, timeoutStatus === 503));
+    node.resolve(rejection(node.req, tier, byCodel ? 'queue-wait' : 'queue-timeout'));
   }
 
   function onQueuedClose() {
@@ -459,7 +471,7 @@ function createConcurrencyGate(options) {
     if (isGone(res)) return GONE;
     if (tier.size >= tier.maxQueue) {
       tier.rejected++;
-      return rejection(req, tier, 'queue-full', 503, true);
+      return rejection(req, tier, 'queue-full');
     }
     if (queued >= maxQueue) {
       // Full: a higher tier may displace the newest waiter of the lowest tier below it.
@@ -474,12 +486,12 @@ function createConcurrencyGate(options) {
       }
       if (victimTier === null) {
         tier.rejected++;
-        return rejection(req, tier, 'queue-full', 503, true);
+        return rejection(req, tier, 'queue-full');
       }
       const victim = victimTier.tail;
       unlink(victim);
       victimTier.displaced++;
-      victim.resolve(rejection(victim.req, victimTier, 'displaced', 503, true));
+      victim.resolve(rejection(victim.req, victimTier, 'displaced'));
     }
     const node = { req, res, tier, t0: t, resolve: null, prev: null, next: null };
     const promise = new Promise((resolve) => {
@@ -564,7 +576,7 @@ function createConcurrencyGate(options) {
         const node = tier.head;
         unlink(node);
         tier.rejected++;
-        node.resolve(rejection(node.req, tier, 'closing', 503, true));
+        node.resolve(rejection(node.req, tier, 'closing'));
       }
     }
     disarm();
@@ -587,12 +599,12 @@ function createConcurrencyGate(options) {
   };
 }
 
-const TITLES = {
-  'queue-full': 'Server busy: the request queue is full',
-  displaced: 'Server busy: displaced from the queue by a higher-priority request',
-  'queue-timeout': 'Server busy: the request waited too long in the queue',
-  'queue-wait': 'Server busy: a standing queue cut the allowed wait',
-  closing: 'Server closing: the request queue was flushed',
+const DETAILS = {
+  'queue-full': 'The service is at its concurrency limit and its queue for this tier is full. Retry after the time in Retry-After.',
+  displaced: 'The request was waiting in the queue and gave its place to a higher-priority request. Retry after the time in Retry-After.',
+  'queue-timeout': 'The request waited in the queue for longer than the allowed time.',
+  'queue-wait': 'The queue has been standing; waiting requests of this tier are given only a short wait.',
+  closing: 'The service is closing its request queue.',
 };
 // Resolution for a waiter whose client has gone: nothing is written (adapters skip gone responses).
 const GONE = Object.freeze({ status: 499, headers: {}, body: '' });
