@@ -19,7 +19,9 @@ test('invalid options throw at construction, naming the option', () => {
     [{ maxConcurrent: 3, queueTimeoutMs: 0 }, RangeError, /queueTimeoutMs must be > 0/],
     [{ maxConcurrent: 3, queueTimeoutMs: -5 }, RangeError, /queueTimeoutMs/],
     [{ maxConcurrent: 3, timeoutStatus: 200 }, RangeError, /timeoutStatus must be >= 400/],
-    [{ maxConcurrent: 3, retryAfterSec: -1 }, RangeError, /retryAfterSec/],
+    [{ maxConcurrent: 3, retryAfter: { minSec: -1 } }, RangeError, /retryAfter\.minSec must be >= 0/],
+    [{ maxConcurrent: 3, retryAfter: { minSec: 5, maxSec: 2 } }, RangeError, /retryAfter\.maxSec \(2\) must be >= retryAfter\.minSec \(5\)/],
+    [{ maxConcurrent: 3, retryAfter: 2 }, TypeError, /retryAfter must be \{ minSec, maxSec \}/],
     [{ maxConcurrent: 3, tiers: [] }, TypeError, /tiers must be a non-empty array/],
     [{ maxConcurrent: 3, tiers: ['a', 'A'] }, TypeError, /tiers\[1\]\.name "A" is a duplicate/],
     [{ maxConcurrent: 3, tiers: [{ name: 'a', maxQueue: -2 }] }, RangeError, /tiers\[0\]\.maxQueue/],
@@ -48,6 +50,7 @@ test('invalid options throw at construction, naming the option', () => {
     assert.throws(() => concurrencyGate(opts), (err) => err instanceof Err && re.test(err.message), JSON.stringify(opts));
   }
   assert.throws(() => concurrencyGate(null), TypeError);
+  assert.throws(() => concurrencyGate({ maxConcurrent: 0 }), /^RangeError: concurrencyGate: maxConcurrent must be >= 1, got 0$/m);
   assert.throws(() => concurrencyGate.http({ maxConcurrent: 1 }), /handler must be a function/);
   // gatekeeper-style tiers (capacity, refillPerSec) are accepted so one tiers array serves both guards
   const gate = createConcurrencyGate({

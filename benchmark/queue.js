@@ -4,7 +4,8 @@
 // concurrency gate in front, side by side in one run with no protection and with p-queue-style
 // unbounded queueing. Also: the memory each queued request costs the gate.
 //
-//   node benchmark/queue.js [--quick] [--only none,pqueue,gate,auto,codel] [--load 3] [--seconds 5]
+//   node benchmark/queue.js [--quick] [--only none,pqueue,gate,auto,codel] [--framework express|http|...]
+//                           [--load 3] [--seconds 5]
 //                           [--work-ms 3] [--repeat 1] [--limit 1] [--queue 100] [--timeout 500]
 //
 // Per configuration, one server process (benchmark/lib/scenario.js), phases in order: warm-up (0.5x,
@@ -21,7 +22,7 @@ const { MIX, TIERS } = require('./overload');
 const GUARDS = path.join(__dirname, 'lib', 'queue-guards.js');
 
 function parseArgs(argv) {
-  const a = { quick: false, only: null, load: 3, seconds: 5, workMs: 3, repeat: 1, limit: 1, queue: 100, timeout: 500 };
+  const a = { quick: false, only: null, framework: 'express', load: 3, seconds: 5, workMs: 3, repeat: 1, limit: 1, queue: 100, timeout: 500 };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     const num = () => {
@@ -31,6 +32,10 @@ function parseArgs(argv) {
     };
     if (k === '--quick') a.quick = true;
     else if (k === '--only') a.only = argv[++i].split(',');
+    else if (k === '--framework') {
+      a.framework = argv[++i];
+      if (!['express', 'express4', 'fastify', 'http'].includes(a.framework)) throw new RangeError('--framework: express | express4 | fastify | http');
+    }
     else if (k === '--load') a.load = num();
     else if (k === '--seconds') a.seconds = num();
     else if (k === '--work-ms') a.workMs = num();
@@ -105,8 +110,8 @@ function rejectionText(rej) {
 }
 
 /** One configuration: warm-up, unloaded, overload; the figures the table needs. */
-async function runConfig(cfg, { cap, workIters, load, seconds, quick }) {
-  const srv = await startServer({ framework: 'express', protection: cfg.protection, options: cfg.protection.options || {}, workIters, record: true });
+async function runConfig(cfg, { framework, cap, workIters, load, seconds, quick }) {
+  const srv = await startServer({ framework, protection: cfg.protection, options: cfg.protection.options || {}, workIters, record: true });
   const base = { path: '/work', mix: MIX, timeoutMs: 2000 };
   try {
     await runLoad(srv, { ...base, rate: 0.5 * cap, durationMs: quick ? 500 : 1000 });
@@ -122,7 +127,7 @@ async function runConfig(cfg, { cap, workIters, load, seconds, quick }) {
 
 /** Reduces one run to the numbers the table prints. */
 function figures(cfg, run) {
-  const out = { tiers: {}, goodput: run.over.load.goodputPerSec, lagP99: run.over.server.lag.p99, stats: run.stats };
+  const out = { tiers: {}, goodput: run.over.load.goodputPerSec, lagP99: run.over.server.lag.p99, genLagP99: run.over.load.genLag.p99, stats: run.stats };
   for (const tier of TIERS) {
     const t = run.over.load.tiers[tier];
     const st = run.stats && run.stats.tiers && run.stats.tiers[tier];
@@ -147,7 +152,7 @@ function figures(cfg, run) {
 function combine(runs) {
   const byGoodput = [...runs].sort((a, b) => a.goodput - b.goodput);
   const mid = byGoodput[(byGoodput.length - 1) >> 1];
-  const out = { tiers: {}, goodput: median(runs.map((r) => r.goodput)), lagP99: median(runs.map((r) => r.lagP99)), limit: mid.limit, stats: mid.stats, timeline: mid.timeline, repeats: runs.length };
+  const out = { tiers: {}, goodput: median(runs.map((r) => r.goodput)), lagP99: median(runs.map((r) => r.lagP99)), genLagP99: median(runs.map((r) => r.genLagP99)), limit: mid.limit, stats: mid.stats, timeline: mid.timeline, repeats: runs.length };
   for (const tier of TIERS) {
     const cell = {};
     for (const k of ['sent', 'successPct', 'p50', 'p99', 'waitP99', 'waitMax', 'timedOutWaitMax', 'unloadedP99']) cell[k] = median(runs.map((r) => r.tiers[tier][k]));
@@ -159,8 +164,8 @@ function combine(runs) {
   return out;
 }
 
-function printTable(rows, { cap, load, out = console.log }) {
-  out(`\nOverload at ${load}x capacity (${Math.round(load * cap)} req/s offered; capacity ${Math.round(cap)} req/s), mix 10/30/60, Express:`);
+function printTable(rows, { cap, load, framework, out = console.log }) {
+  out(`\nOverload at ${load}x capacity (${Math.round(load * cap)} req/s offered; capacity ${Math.round(cap)} req/s), mix 10/30/60, ${framework}:`);
   out(`${pad('configuration', 62)} ${pad('tier', 11)} ${lpad('success', 8)} ${lpad('p50 ms', 8)} ${lpad('p99 ms', 8)} ${lpad('wait p99', 9)} ${lpad('wait max', 9)}  rejections`);
   for (const { cfg, r } of rows) {
     TIERS.forEach((tier, i) => {
@@ -168,7 +173,7 @@ function printTable(rows, { cap, load, out = console.log }) {
       out(`${pad(i === 0 ? cfg.title : '', 62)} ${pad(tier, 11)} ${lpad(f1(t.successPct) + '%', 8)} ${lpad(f1(t.p50), 8)} ${lpad(f1(t.p99), 8)} ${lpad(cfg.queueing ? f1(t.waitP99) : 'n/a', 9)} ${lpad(cfg.queueing ? f1(t.waitMax) : 'n/a', 9)}  ${rejectionText(t.rejections)}`);
     });
     const lim = r.limit != null ? `; limit at the end ${r.limit}` : '';
-    out(`${pad('', 62)} goodput ${Math.round(r.goodput)} req/s = ${f1((100 * r.goodput) / cap)}% of capacity; server lag p99 ${f1(r.lagP99)} ms${lim}`);
+    out(`${pad('', 62)} goodput ${Math.round(r.goodput)} req/s = ${f1((100 * r.goodput) / cap)}% of capacity; server lag p99 ${f1(r.lagP99)} ms; generator lag p99 ${f1(r.genLagP99)} ms${lim}`);
   }
 }
 
@@ -241,10 +246,10 @@ async function main() {
   const t0 = Date.now();
   const mem = await measureMemory();
   const workIters = calibrateWork(args.workMs);
-  const capRun = await measureCapacity({ workIters, concurrency: 8, durationMs: 2000 });
+  const capRun = await measureCapacity({ framework: args.framework, workIters, concurrency: 8, durationMs: 2000 });
   const cap = capRun.reqPerSec;
   console.log(`machine: ${os.cpus().length} x ${os.cpus()[0].model}, node ${process.version}; load average ${os.loadavg().map((v) => v.toFixed(1)).join(' ')}`);
-  console.log(`work: ${workIters} sha256 rounds per /work request (~${args.workMs} ms); capacity (closed loop, 8 clients, Express, no protection): ${Math.round(cap)} req/s, p50 ${f1(capRun.p50)} ms`);
+  console.log(`work: ${workIters} sha256 rounds per /work request (~${args.workMs} ms); capacity (closed loop, 8 clients, ${args.framework}, no protection): ${Math.round(cap)} req/s, p50 ${f1(capRun.p50)} ms`);
   console.log('\nMemory the gate holds per queued request (heap delta, req/res objects excluded, the adapter\'s Promise included):');
   for (const m of mem) console.log(`  ${lpad(m.queued, 7)} queued: ${m.bytesPerRequest} bytes per request`);
   let configs = configurations(args);
@@ -253,7 +258,7 @@ async function main() {
   for (let rep = 0; rep < args.repeat; rep++) {
     for (const cfg of configs) {
       try {
-        const run = await runConfig(cfg, { cap, workIters, load: args.load, seconds: args.seconds, quick: args.quick });
+        const run = await runConfig(cfg, { framework: args.framework, cap, workIters, load: args.load, seconds: args.seconds, quick: args.quick });
         runs.get(cfg.id).push(figures(cfg, run));
         console.log(`  run ${rep + 1}/${args.repeat} ${cfg.id}: done`);
       } catch (err) {
@@ -263,7 +268,7 @@ async function main() {
   }
   const rows = configs.filter((c) => runs.get(c.id).length).map((cfg) => ({ cfg, r: combine(runs.get(cfg.id)) }));
   if (args.repeat > 1) console.log(`\nEvery figure: median of ${args.repeat} runs (wait max: the maximum).`);
-  printTable(rows, { cap, load: args.load });
+  printTable(rows, { cap, load: args.load, framework: args.framework });
   if (!args.quick) {
     console.log('\nUnloaded (0.2x) p99 latency per tier, ms:');
     for (const { cfg, r } of rows) console.log(`  ${pad(cfg.title, 62)} ${TIERS.map((t) => `${t} ${f1(r.tiers[t].unloadedP99)}`).join('  ')}`);

@@ -55,8 +55,8 @@ export interface ConcurrencyGateOptions {
   queueTimeoutMs?: number;
   /** Status answered when a queued request waited too long. Default 408. */
   timeoutStatus?: number;
-  /** Base of the jittered Retry-After (seconds) on 503s. Default 1. */
-  retryAfterSec?: number;
+  /** Jitter range of a 503's Retry-After, whole seconds. Default { minSec: 1, maxSec: 3 } (as the gatekeeper). */
+  retryAfter?: { minSec?: number; maxSec?: number };
   /** Tiers, highest priority first. Default critical (protected), standard, background. */
   tiers?: QueueTier[];
   /** Tier of requests without a (usable) tier. Default: the lowest. */

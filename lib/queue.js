@@ -19,7 +19,7 @@ const DEFAULT_TIERS = [
   { name: 'background' },
 ];
 const OPTION_KEYS = new Set([
-  'maxConcurrent', 'limit', 'maxQueue', 'queueTimeoutMs', 'timeoutStatus', 'retryAfterSec', 'tiers',
+  'maxConcurrent', 'limit', 'maxQueue', 'queueTimeoutMs', 'timeoutStatus', 'retryAfter', 'tiers',
   'defaultTier', 'tierHeader', 'trustTierHeader', 'classify', 'displace', 'codel', 'lifo', 'onReject',
 ]);
 const TIER_KEYS = new Set(['name', 'protected', 'maxQueue', 'queueTimeoutMs']);
@@ -146,13 +146,22 @@ function round3(x) {
  * `fastify.register(concurrencyGatePlugin, options)`.
  */
 function createConcurrencyGate(options) {
+  try {
+    return buildGate(options);
+  } catch (err) {
+    if (err instanceof TypeError || err instanceof RangeError) err.message = `concurrencyGate: ${err.message}`;
+    throw err;
+  }
+}
+
+function buildGate(options) {
   if (options === null || typeof options !== 'object') throw new TypeError('concurrencyGate options must be an object');
   for (const key of Object.keys(options)) {
     if (!OPTION_KEYS.has(key)) throw new TypeError(`${key} is not a known concurrencyGate option`);
   }
   const {
     maxConcurrent, limit: limitOptions, maxQueue = 100, queueTimeoutMs = 10_000, timeoutStatus = 408,
-    retryAfterSec = 1, tiers: tierSpecs = DEFAULT_TIERS, defaultTier, tierHeader = 'x-user-tier',
+    retryAfter = { minSec: 1, maxSec: 3 }, tiers: tierSpecs = DEFAULT_TIERS, defaultTier, tierHeader = 'x-user-tier',
     trustTierHeader = false, classify, displace = true, codel: codelSpec, lifo = false, onReject,
   } = options;
 
@@ -171,7 +180,14 @@ function createConcurrencyGate(options) {
   checkNumber('maxQueue', maxQueue, { integer: true });
   checkNumber('queueTimeoutMs', queueTimeoutMs, { min: 0, minExclusive: true });
   checkNumber('timeoutStatus', timeoutStatus, { min: 400, max: 599, integer: true });
-  checkNumber('retryAfterSec', retryAfterSec, { integer: true });
+  if (retryAfter === null || typeof retryAfter !== 'object') throw new TypeError(`retryAfter must be { minSec, maxSec }, got ${describe(retryAfter)}`);
+  for (const key of Object.keys(retryAfter)) {
+    if (key !== 'minSec' && key !== 'maxSec') throw new TypeError(`retryAfter.${key} is not a known option (minSec, maxSec)`);
+  }
+  const retryMinSec = checkNumber('retryAfter.minSec', retryAfter.minSec ?? 1, { integer: true });
+  const retryMaxSec = checkNumber('retryAfter.maxSec', retryAfter.maxSec ?? Math.max(3, retryMinSec), { integer: true });
+  if (retryMaxSec < retryMinSec) throw new RangeError(`retryAfter.maxSec (${retryMaxSec}) must be >= retryAfter.minSec (${retryMinSec})`);
+  const retrySpan = retryMaxSec - retryMinSec + 1;
   if (tierHeader !== false && (typeof tierHeader !== 'string' || !/^[!#$%&'*+.^_`|~0-9a-z-]+$/i.test(tierHeader))) {
     throw new TypeError(`tierHeader must be a header name or false, got ${describe(tierHeader)}`);
   }
@@ -260,7 +276,7 @@ function createConcurrencyGate(options) {
     const b = bodies[reason][tier.id];
     const headers = { 'content-type': PROBLEM_TYPE, 'content-length': b.length, 'cache-control': 'no-store' };
     if (b.status === 408) headers.connection = 'close';
-    else headers['retry-after'] = String(retryAfterSec + Math.floor(Math.random() * (retryAfterSec + 1)));
+    else headers['retry-after'] = String(retryMinSec + Math.floor(Math.random() * retrySpan)); // jittered: no lockstep return
     if (onReject !== undefined) {
       try {
         onReject(req, { reason, status: b.status, tier: tier.name });

@@ -10,6 +10,7 @@ const options: ConcurrencyGateOptions = {
   maxQueue: 100,
   queueTimeoutMs: 2000,
   timeoutStatus: 503,
+  retryAfter: { minSec: 1, maxSec: 5 },
   tiers: [{ name: 'critical', protected: true, queueTimeoutMs: 5000 }, 'standard', { name: 'background', maxQueue: 20 }],
   tierHeader: 'x-user-tier',
   trustTierHeader: false,
