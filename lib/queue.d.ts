@@ -140,15 +140,15 @@ export interface ConcurrencyGate {
   readonly queued: number;
 }
 
-interface GateControls {
+export interface ConcurrencyGateControls {
   gate: ConcurrencyGate;
   stats(): ConcurrencyGateStats;
   resetStats(): void;
   close(): void;
 }
 
-export type ConcurrencyGateMiddleware = ((req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void) & GateControls;
-export type ConcurrencyGateHttpHandler = ((req: IncomingMessage, res: ServerResponse) => void) & GateControls;
+export type ConcurrencyGateMiddleware = ((req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void) & ConcurrencyGateControls;
+export type ConcurrencyGateHttpHandler = ((req: IncomingMessage, res: ServerResponse) => void) & ConcurrencyGateControls;
 
 export interface ConcurrencyGateFunction {
   /** Express 4/5 middleware. */
