@@ -152,3 +152,36 @@ test("maxConcurrent 'auto' on a real server: the limit moves within its bounds",
     await srv.close();
   }
 });
+
+test('classification order: classify(req), then routes, then the header (capped at the default), then the default', () => {
+  const { EventEmitter } = require('node:events');
+  const gate = createConcurrencyGate({
+    maxConcurrent: 1,
+    tiers: [{ name: 'VIP', protected: true }, 'standard', 'background'],
+    defaultTier: 'standard',
+    classify: (req) => (req.headers['x-vip'] === 'yes' ? 'vip' : undefined),
+    routes: [{ method: 'POST', path: '/checkout', tier: 'VIP' }, { path: /^\/reports\//, tier: 'background' }],
+  });
+  const res = () => Object.assign(new EventEmitter(), { destroyed: false, writableEnded: false, writableFinished: false });
+  const req = (method, url, headers = {}) => ({ method, url, headers });
+  assert.equal(gate.admit(req('GET', '/'), res()), null); // takes the slot; everything below queues
+  const cases = [
+    [req('GET', '/x', { 'x-vip': 'yes' }), 'VIP'], // classify
+    [req('POST', '/checkout?id=1'), 'VIP'], // route (prefix on whole segments, query ignored)
+    [req('GET', '/checkout'), 'standard'], // method does not match: default
+    [req('POST', '/checkouts'), 'standard'], // not a whole segment
+    [req('GET', '/reports/7', { 'x-user-tier': 'vip' }), 'background'], // routes before the header
+    [req('GET', '/y', { 'x-user-tier': 'VIP' }), 'standard'], // untrusted header above the default
+    [req('GET', '/y', { 'x-user-tier': 'Background' }), 'background'], // lowering oneself is fine
+  ];
+  const expected = { VIP: 0, standard: 0, background: 0 };
+  for (const [r, tier] of cases) {
+    const verdict = gate.admit(r, res());
+    assert.equal(typeof verdict.then, 'function');
+    expected[tier]++;
+    assert.deepEqual(gate.stats().queuedByTier, expected, `${r.method} ${r.url} ${JSON.stringify(r.headers)}`);
+  }
+  gate.close();
+  assert.equal(gate.stats().queued, 0);
+  assert.throws(() => createConcurrencyGate({ maxConcurrent: 1, routes: [{ path: '/x', tier: 'gold' }] }), /routes\[0\]\.tier "gold" is not one of the tiers/);
+});

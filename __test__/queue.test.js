@@ -3,6 +3,7 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const { FRAMEWORKS, startServer, request, waitFor, heldHandler, sleep } = require('./queue-helpers');
+const { concurrencyGate } = require('..');
 
 const HANDLER_MS = 150;
 
@@ -366,5 +367,38 @@ test('a synchronous route: requests read in one loop turn are served by tier, no
   } finally {
     for (const s of sockets) s.destroy();
     await srv.close();
+  }
+});
+
+test('the gate wraps a whole Express app or Fastify instance at the node:http level', async () => {
+  const http = require('node:http');
+  const express = require('express');
+  const app = express();
+  app.get('/x', (req, res) => res.json({ ok: true }));
+  const wrapped = concurrencyGate.http({ maxConcurrent: 2, maxQueue: 0 }, app);
+  const server = http.createServer(wrapped);
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  let captured;
+  const fastify = require('fastify')({
+    logger: false,
+    serverFactory: (handler) => {
+      captured = concurrencyGate.http({ maxConcurrent: 2, maxQueue: 0 }, handler);
+      return http.createServer(captured);
+    },
+  });
+  fastify.get('/x', async () => ({ ok: true }));
+  await fastify.listen({ port: 0, host: '127.0.0.1' });
+  try {
+    const a = await request(server.address().port, { path: '/x' });
+    const b = await request(fastify.server.address().port, { path: '/x' });
+    assert.equal(a.status, 200);
+    assert.equal(b.status, 200);
+    assert.deepEqual(JSON.parse(b.body), { ok: true });
+    assert.equal(wrapped.stats().admitted, 1);
+    assert.equal(captured.stats().admitted, 1);
+  } finally {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+    await fastify.close();
   }
 });

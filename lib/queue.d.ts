@@ -67,6 +67,8 @@ export interface ConcurrencyGateOptions {
   trustTierHeader?: boolean;
   /** Tier name for a request, or undefined to fall back to the header / default tier. Trusted. */
   classify?: (req: IncomingMessage) => string | undefined | null;
+  /** Route rules, first match wins (the gatekeeper's): a string prefix on whole segments, or a RegExp on the path. */
+  routes?: Array<{ method?: string | string[]; path: string | RegExp; tier: string }>;
   /** A higher tier displaces the newest waiter of a lower tier when the queue is full. Default true. */
   displace?: boolean;
   /** CoDel-style bounded waiting under a standing queue. Default false. */

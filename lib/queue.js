@@ -12,6 +12,7 @@ const { performance } = require('node:perf_hooks');
 const { expressMiddleware, httpHandler, fastifyPlugin, isGone } = require('./adapters');
 const { AdaptiveLimit, checkNumber, describe } = require('./adaptive-limit');
 const { PROBLEM_TYPE } = require('./respond');
+const { compileRoutes, matchRoute } = require('./classify');
 
 const DEFAULT_TIERS = [
   { name: 'critical', protected: true },
@@ -20,7 +21,7 @@ const DEFAULT_TIERS = [
 ];
 const OPTION_KEYS = new Set([
   'maxConcurrent', 'limit', 'maxQueue', 'queueTimeoutMs', 'timeoutStatus', 'retryAfter', 'tiers',
-  'defaultTier', 'tierHeader', 'trustTierHeader', 'classify', 'displace', 'codel', 'lifo', 'onReject',
+  'defaultTier', 'tierHeader', 'trustTierHeader', 'classify', 'routes', 'displace', 'codel', 'lifo', 'onReject',
 ]);
 const TIER_KEYS = new Set(['name', 'protected', 'maxQueue', 'queueTimeoutMs']);
 // Keys a gatekeeper tier carries, accepted (and ignored) so one tiers array can configure both guards.
@@ -53,9 +54,9 @@ function parseTiers(tiers, defaults) {
     if (typeof spec.name !== 'string' || spec.name.length === 0 || spec.name.length > MAX_HEADER_LENGTH) {
       throw new TypeError(`tiers[${i}].name must be a non-empty string of at most ${MAX_HEADER_LENGTH} characters`);
     }
-    const name = spec.name.toLowerCase();
-    if (seen.has(name)) throw new TypeError(`tiers[${i}].name "${spec.name}" is a duplicate`);
-    seen.add(name);
+    const name = spec.name;
+    if (seen.has(name.toLowerCase())) throw new TypeError(`tiers[${i}].name "${spec.name}" is a duplicate`);
+    seen.add(name.toLowerCase());
     const maxQueue = spec.maxQueue === undefined ? defaults.maxQueue : checkNumber(`tiers[${i}].maxQueue`, spec.maxQueue, { integer: true });
     const timeout = spec.queueTimeoutMs === undefined
       ? defaults.queueTimeoutMs
@@ -162,7 +163,7 @@ function buildGate(options) {
   const {
     maxConcurrent, limit: limitOptions, maxQueue = 100, queueTimeoutMs = 10_000, timeoutStatus = 408,
     retryAfter = { minSec: 1, maxSec: 3 }, tiers: tierSpecs = DEFAULT_TIERS, defaultTier, tierHeader = 'x-user-tier',
-    trustTierHeader = false, classify, displace = true, codel: codelSpec, lifo = false, onReject,
+    trustTierHeader = false, classify, routes, displace = true, codel: codelSpec, lifo = false, onReject,
   } = options;
 
   // ---- options, validated at construction, each error naming its option
@@ -201,7 +202,8 @@ function buildGate(options) {
   // A standing queue (non-empty for a whole interval) drives both CoDel and adaptive LIFO.
   const standingIntervalMs = codel ? codel.intervalMs : 100;
   const tiers = parseTiers(tierSpecs, { maxQueue, queueTimeoutMs });
-  const tierByName = new Map(tiers.map((t) => [t.name, t]));
+  const tierByName = new Map(tiers.map((t) => [t.name.toLowerCase(), t])); // header and classify(): any case
+  const routeRules = compileRoutes(routes, new Map(tiers.map((t) => [t.name, t.id])), 'routes'); // the gatekeeper's rules
   let defaultTierRec = tiers[tiers.length - 1];
   if (defaultTier !== undefined) {
     if (typeof defaultTier !== 'string') throw new TypeError(`defaultTier must be a tier name, got ${describe(defaultTier)}`);
@@ -247,6 +249,10 @@ function buildGate(options) {
         const t = tierByName.get(name.toLowerCase());
         if (t) return t;
       }
+    }
+    if (routeRules !== null) {
+      const id = matchRoute(routeRules, req.method, req.originalUrl || req.url);
+      if (id >= 0) return tiers[id];
     }
     if (headerName !== null) {
       const t = tierFromHeader(req);
