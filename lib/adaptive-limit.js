@@ -2,15 +2,20 @@
 // An adaptive concurrency limit from observed latency: a gradient estimator in the style of Netflix
 // concurrency-limits' Gradient2 (and Envoy's adaptive concurrency filter).
 //
-// Latency samples (time from admission to response finish, in ms) are gathered in windows of at least
+// Latency samples (admission until the slot comes back, in ms) are gathered in windows of at least
 // `windowMs` and `minSamples`. At the end of a window:
-//   short = mean latency of the window;  long = slow EWMA of the window means (the "no-load" baseline)
-//   gradient = clamp(tolerance * long / short, 0.5, 1)      1 = no queueing, < 1 = latency inflating
+//   short    = mean latency of the window
+//   baseline = the no-load latency: follows lower windows quickly (a quarter of the way per window)
+//              and higher ones slowly (1/longWindow per window), so it stays near the best latency
+//              seen recently instead of drifting up with a standing load
+//   gradient = clamp(tolerance * baseline / short, 0.5, 1)   1 = no queueing, < 1 = latency inflating
 //   target   = limit * gradient + sqrt(limit)                sqrt(limit): headroom to probe upwards
 //   limit    = limit * (1 - smoothing) + target * smoothing, clamped to [min, max]
 // The limit only grows while the gate is actually using at least half of it (an app-limited service
-// says nothing about how much more it could take). When latency falls back well below the baseline
-// after a long overload, the baseline decays faster so the limit recovers.
+// says nothing about how much more it could take). On a CPU-bound route, where every extra request
+// per loop turn adds a handler's time to everyone's latency, this settles where latency is about
+// `tolerance` times the single-request latency; on an I/O-bound one it grows until the latency of
+// the downstream starts to inflate.
 
 function checkNumber(name, value, { min = 0, minExclusive = false, max = Infinity, integer = false } = {}) {
   if (typeof value !== 'number' || Number.isNaN(value)) throw new TypeError(`${name} must be a number, got ${describe(value)}`);
@@ -39,7 +44,7 @@ class AdaptiveLimit {
    * @param {number} [options.smoothing=0.2]  weight of each window's target (0 < s <= 1)
    * @param {number} [options.windowMs=100]   minimum window length
    * @param {number} [options.minSamples=10]  minimum samples per window
-   * @param {number} [options.longWindow=20]  windows averaged into the baseline (EWMA span)
+   * @param {number} [options.longWindow=100] windows over which the baseline rises (EWMA span upwards)
    * @param {string} [prefix]                 option path used in error messages
    */
   constructor(options = {}, prefix = 'limit') {
@@ -47,7 +52,7 @@ class AdaptiveLimit {
     for (const key of Object.keys(options)) {
       if (!LIMIT_KEYS.has(key)) throw new TypeError(`${prefix}.${key} is not a known option (${[...LIMIT_KEYS].join(', ')})`);
     }
-    const o = { min: 1, max: 1000, tolerance: 1.5, smoothing: 0.2, windowMs: 100, minSamples: 10, longWindow: 20, ...options };
+    const o = { min: 1, max: 1000, tolerance: 1.5, smoothing: 0.2, windowMs: 100, minSamples: 10, longWindow: 100, ...options };
     this.min = checkNumber(`${prefix}.min`, o.min, { min: 1, integer: true });
     this.max = checkNumber(`${prefix}.max`, o.max, { min: 1, integer: true });
     if (this.max < this.min) throw new RangeError(`${prefix}.max (${this.max}) must be >= ${prefix}.min (${this.min})`);
@@ -94,9 +99,8 @@ class AdaptiveLimit {
     this.lastShortRtt = short;
     this.updates++;
     if (this.longRtt === 0) this.longRtt = short;
+    else if (short < this.longRtt) this.longRtt += (short - this.longRtt) / 4;
     else this.longRtt += (short - this.longRtt) / this.longWindow;
-    // Latency recovered far below the baseline after a long overload: let the baseline catch up.
-    if (this.longRtt / short > 2) this.longRtt *= 0.95;
     const gradient = Math.max(0.5, Math.min(1, (this.tolerance * this.longRtt) / Math.max(short, 1e-6)));
     // App-limited: the gate never came close to the limit, so the samples say nothing about raising it.
     if (gradient >= 1 && maxInFlight < this.estimate / 2) return false;

@@ -31,7 +31,7 @@ export interface AdaptiveLimitOptions {
   windowMs?: number;
   /** Minimum samples per window. Default 10. */
   minSamples?: number;
-  /** Windows averaged into the no-load baseline. Default 20. */
+  /** Windows over which the no-load baseline rises (it falls within a few). Default 100. */
   longWindow?: number;
 }
 
