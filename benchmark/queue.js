@@ -249,7 +249,8 @@ async function main() {
   const args = parseArgs(process.argv.slice(2));
   const t0 = Date.now();
   const mem = await measureMemory();
-  const workIters = calibrateWork(args.workMs);
+  // Calibration under a neighbour's load reads slow and picks too little work: keep the largest of three.
+  const workIters = Math.max(calibrateWork(args.workMs), calibrateWork(args.workMs), calibrateWork(args.workMs));
   // The machine is shared: probe the unprotected server's capacity three times; the load is set from
   // the median, and throughput is judged against the best probe (the unprotected peak).
   const probes = [];
