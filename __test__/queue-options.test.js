@@ -185,3 +185,24 @@ test('classification order: classify(req), then routes, then the header (capped 
   assert.equal(gate.stats().queued, 0);
   assert.throws(() => createConcurrencyGate({ maxConcurrent: 1, routes: [{ path: '/x', tier: 'gold' }] }), /routes\[0\]\.tier "gold" is not one of the tiers/);
 });
+
+test('a queue timeout beyond setTimeout range neither fires early nor spins', async () => {
+  const { EventEmitter } = require('node:events');
+  const warnings = [];
+  const onWarning = (w) => warnings.push(w.name);
+  process.on('warning', onWarning);
+  const gate = createConcurrencyGate({ maxConcurrent: 1, queueTimeoutMs: 1e12 });
+  const res = () => Object.assign(new EventEmitter(), { destroyed: false, writableEnded: false, writableFinished: false });
+  const req = { method: 'GET', url: '/', headers: {} };
+  try {
+    assert.equal(gate.admit(req, res()), null);
+    gate.admit(req, res());
+    await new Promise((resolve) => setTimeout(resolve, 40));
+    assert.equal(gate.stats().queued, 1);
+    assert.equal(gate.stats().timedOut, 0);
+    assert.deepEqual(warnings, []);
+  } finally {
+    process.off('warning', onWarning);
+    gate.close();
+  }
+});

@@ -461,7 +461,8 @@ function buildGate(options) {
     disarm();
     if (next === Infinity) return;
     timerAt = next;
-    timer = setTimeout(onTimer, Math.max(1, Math.ceil(next - t)));
+    // setTimeout takes at most 2^31-1 ms (longer fires at once): a far deadline is re-armed on waking.
+    timer = setTimeout(onTimer, Math.min(2_147_483_647, Math.max(1, Math.ceil(next - t))));
     timer.unref();
   }
 
