@@ -201,7 +201,7 @@ function evaluateTargets(cfg, r, { peak, none }) {
 }
 
 // ---- memory per queued request (run in a child with --expose-gc) ----
-function memoryChild() {
+async function memoryChild() {
   const { EventEmitter } = require('node:events');
   const { createConcurrencyGate } = require('../lib/queue');
   const results = [];
@@ -234,7 +234,31 @@ function memoryChild() {
     gate.close();
     results.push({ queued: n, bytesPerRequest: Math.round(perRequest), pendingKept: pending.length });
   }
-  process.send(results, () => process.disconnect());
+  // CPU cost of the gate's immediate path: admit -> 'finish' -> the slot back at the end of the turn.
+  const cost = [];
+  for (let rep = 0; rep < 5; rep++) {
+    const n = 100_000;
+    const gate = createConcurrencyGate({ maxConcurrent: n + 1, maxQueue: 0 });
+    const req = { url: '/', method: 'GET', headers: { 'x-user-tier': 'standard' } };
+    const ress = [];
+    for (let i = 0; i < n; i++) {
+      const res = new EventEmitter();
+      res.destroyed = false;
+      res.writableEnded = false;
+      res.writableFinished = true;
+      ress.push(res);
+    }
+    const t0 = process.hrtime.bigint();
+    for (let i = 0; i < n; i++) {
+      gate.admit(req, ress[i]);
+      ress[i].emit('finish');
+    }
+    await new Promise((resolve) => setImmediate(resolve)); // after the gate's end-of-turn release
+    if (gate.inFlight !== 0) throw new Error('slots not released');
+    cost.push(Number(process.hrtime.bigint() - t0) / n);
+  }
+  cost.sort((a, b) => a - b);
+  setImmediate(() => process.send({ memory: results, admitReleaseNs: cost[2] }, () => process.disconnect()));
 }
 
 function measureMemory() {
@@ -262,7 +286,8 @@ async function main() {
   console.log(`machine: ${os.cpus().length} x ${os.cpus()[0].model}, node ${process.version}; load average ${os.loadavg().map((v) => v.toFixed(1)).join(' ')}`);
   console.log(`work: ${workIters} sha256 rounds per /work request (~${args.workMs} ms); capacity (closed loop, 8 clients, ${args.framework}, no protection; 3 probes): median ${Math.round(cap)} req/s (probes ${probes.map((p) => Math.round(p.reqPerSec)).join(', ')}), p50 ${f1(capRun.p50)} ms`);
   console.log('\nMemory the gate holds per queued request (heap delta, req/res objects excluded, the adapter\'s Promise included):');
-  for (const m of mem) console.log(`  ${lpad(m.queued, 7)} queued: ${m.bytesPerRequest} bytes per request`);
+  for (const m of mem.memory) console.log(`  ${lpad(m.queued, 7)} queued: ${m.bytesPerRequest} bytes per request`);
+  console.log(`CPU of the admit path (admit, 'finish', the end-of-turn release; no HTTP), median of 5 x 100,000: ${Math.round(mem.admitReleaseNs)} ns per request`);
   let configs = configurations(args);
   if (args.only) configs = configs.filter((c) => args.only.includes(c.id));
   const runs = new Map(configs.map((c) => [c.id, []]));
@@ -304,7 +329,7 @@ async function main() {
   );
   fs.writeFileSync(
     path.join(outDir, 'queue.json'),
-    JSON.stringify({ date: new Date().toISOString(), capacity: cap, peak, probes: probes.map((p) => p.reqPerSec), workIters, args, memory: mem, results: rows.map(({ cfg, r }) => ({ config: cfg.id, title: cfg.title, ...r, timeline: undefined })), summary }, null, 1),
+    JSON.stringify({ date: new Date().toISOString(), capacity: cap, peak, probes: probes.map((p) => p.reqPerSec), workIters, args, memory: mem.memory, admitReleaseNs: mem.admitReleaseNs, results: rows.map(({ cfg, r }) => ({ config: cfg.id, title: cfg.title, ...r, timeline: undefined })), summary }, null, 1),
   );
   console.log(`\nwrote benchmark/out/queue.svg and queue.json (${((Date.now() - t0) / 1000).toFixed(0)} s)`);
 }
