@@ -402,3 +402,26 @@ test('the gate wraps a whole Express app or Fastify instance at the node:http le
     await fastify.close();
   }
 });
+
+test('http: a handler that throws after sending headers has its response destroyed and its slot released', async () => {
+  const onWarning = () => {};
+  process.on('warning', onWarning);
+  const srv = await startServer('http', { maxConcurrent: 1, maxQueue: 5 }, (req, res) => {
+    if (req.url === '/half') {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.write('partial');
+      throw new Error('broke mid-response');
+    }
+    res.end('ok');
+    return undefined;
+  });
+  try {
+    await assert.rejects(request(srv.port, { path: '/half' }), /aborted|socket hang up|ECONNRESET/);
+    await waitFor(() => srv.gate.stats().inFlight === 0, 'the slot to come back');
+    assert.equal((await request(srv.port, { path: '/ok' })).status, 200);
+    assert.equal(srv.gate.stats().released >= 1, true);
+  } finally {
+    process.off('warning', onWarning);
+    await srv.close();
+  }
+});
