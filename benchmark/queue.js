@@ -292,7 +292,10 @@ async function main() {
   if (args.only) configs = configs.filter((c) => args.only.includes(c.id));
   const runs = new Map(configs.map((c) => [c.id, []]));
   for (let rep = 0; rep < args.repeat; rep++) {
-    for (const cfg of configs) {
+    // Rotate the order each repeat: on a shared machine, a neighbour's load should not always land
+    // on the same configuration.
+    const order = configs.map((_, i) => configs[(i + rep) % configs.length]);
+    for (const cfg of order) {
       try {
         const run = await runConfig(cfg, { framework: args.framework, cap, workIters, load: args.load, seconds: args.seconds, quick: args.quick });
         runs.get(cfg.id).push(figures(cfg, run));
