@@ -2,3 +2,4 @@
 export * from './lib/ledger';
 export * from './lib/lag';
 export * from './lib/gatekeeper';
+export * from './lib/queue';

@@ -4,4 +4,5 @@ module.exports = {
   ...require('./lib/ledger'),
   ...require('./lib/lag'),
   ...require('./lib/gatekeeper'),
+  ...require('./lib/queue'),
 };

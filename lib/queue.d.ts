@@ -1,0 +1,177 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+
+/** A tier of the concurrency gate: a name, or a spec. Gatekeeper tier fields are accepted and ignored. */
+export type QueueTier =
+  | string
+  | {
+      name: string;
+      /** Protected tiers keep their full queueTimeoutMs under CoDel. Default false. */
+      protected?: boolean;
+      /** Waiters this tier may hold (default: the gate's maxQueue). */
+      maxQueue?: number;
+      /** This tier's queue timeout (default: the gate's queueTimeoutMs). */
+      queueTimeoutMs?: number;
+      capacity?: number;
+      refillPerSec?: number;
+      perKey?: unknown;
+    };
+
+export interface AdaptiveLimitOptions {
+  /** Lowest limit. Default 1. */
+  min?: number;
+  /** Highest limit. Default 1000. */
+  max?: number;
+  /** Starting limit. Default min(max, max(min, 10)). */
+  initial?: number;
+  /** Latency inflation tolerated before the limit falls (>= 1). Default 1.5. */
+  tolerance?: number;
+  /** Weight of each window's target, 0 < s <= 1. Default 0.2. */
+  smoothing?: number;
+  /** Minimum window length in ms. Default 100. */
+  windowMs?: number;
+  /** Minimum samples per window. Default 10. */
+  minSamples?: number;
+  /** Windows over which the no-load baseline rises (it falls within a few). Default 100. */
+  longWindow?: number;
+}
+
+export interface CodelOptions {
+  /** Allowed wait for unprotected tiers while the queue is standing. Default 5 ms. */
+  targetMs?: number;
+  /** How long the queue must stay non-empty to count as standing. Default 100 ms. */
+  intervalMs?: number;
+}
+
+export type QueueRejectReason = 'queue-full' | 'displaced' | 'queue-timeout' | 'queue-wait' | 'closing';
+
+export interface ConcurrencyGateOptions {
+  /** Requests in flight at once: a positive integer, or 'auto' for an adaptive limit. Required. */
+  maxConcurrent: number | 'auto';
+  /** Settings of the adaptive limit (only with maxConcurrent: 'auto'). */
+  limit?: AdaptiveLimitOptions;
+  /** Waiting requests across all tiers. Default 100; 0 disables queueing. */
+  maxQueue?: number;
+  /** Longest wait in the queue. Default 10000 ms. */
+  queueTimeoutMs?: number;
+  /** Status answered when a queued request waited too long. Default 408. */
+  timeoutStatus?: number;
+  /** Jitter range of a 503's Retry-After, whole seconds. Default { minSec: 1, maxSec: 3 } (as the gatekeeper). */
+  retryAfter?: { minSec?: number; maxSec?: number };
+  /** Tiers, highest priority first. Default critical (protected), standard, background. */
+  tiers?: QueueTier[];
+  /** Tier of requests without a (usable) tier. Default: the lowest. */
+  defaultTier?: string;
+  /** Header carrying the tier, or false. Default 'x-user-tier'. */
+  tierHeader?: string | false;
+  /** Honour header tiers above the default (the header is set by an authenticating gateway). Default false. */
+  trustTierHeader?: boolean;
+  /** Tier name for a request, or undefined to fall back to the header / default tier. Trusted. */
+  classify?: (req: IncomingMessage) => string | undefined | null;
+  /** Route rules, first match wins (the gatekeeper's): a string prefix on whole segments, or a RegExp on the path. */
+  routes?: Array<{ method?: string | string[]; path: string | RegExp; tier: string }>;
+  /** A higher tier displaces the newest waiter of a lower tier when the queue is full. Default true. */
+  displace?: boolean;
+  /** CoDel-style bounded waiting under a standing queue. Default false. */
+  codel?: boolean | CodelOptions;
+  /** Serve the newest waiter of a tier first while the queue is standing. Default false. */
+  lifo?: boolean;
+  /** Called for every rejection the gate answers. */
+  onReject?: (req: IncomingMessage, info: { reason: QueueRejectReason; status: number; tier: string }) => void;
+}
+
+export interface WaitSummary {
+  p50: number;
+  p99: number;
+  max: number;
+}
+
+export interface QueueTierStats {
+  queued: number;
+  admitted: number;
+  queuedTotal: number;
+  rejected: number;
+  displaced: number;
+  timedOut: number;
+  codelDropped: number;
+  abandoned: number;
+  /** Wait of admitted requests (0 for immediate admissions), ms. */
+  waitMs: WaitSummary;
+  /** Longest wait of a request that was answered with the timeout status (timer lateness included), ms. */
+  timedOutWaitMaxMs: number;
+  /** The wait this tier's waiters are allowed right now (CoDel's target under a standing queue), ms. */
+  allowedWaitMs: number;
+}
+
+export interface ConcurrencyGateStats {
+  limit: number;
+  adaptive: null | { min: number; max: number; estimate: number; baselineMs: number; lastWindowMs: number; updates: number };
+  inFlight: number;
+  queued: number;
+  queuedByTier: Record<string, number>;
+  maxQueue: number;
+  standing: boolean;
+  admitted: number;
+  admittedImmediately: number;
+  admittedFromQueue: number;
+  released: number;
+  rejected: number;
+  displaced: number;
+  timedOut: number;
+  abandoned: number;
+  lifoDequeues: number;
+  peakInFlight: number;
+  peakQueued: number;
+  tiers: Record<string, QueueTierStats>;
+}
+
+export interface QueueRejection {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/** The guard itself (lib/adapters.js contract). */
+export interface ConcurrencyGate {
+  admit(req: IncomingMessage, res: ServerResponse): null | QueueRejection | Promise<null | QueueRejection>;
+  stats(): ConcurrencyGateStats;
+  resetStats(): void;
+  /** Rejects every queued request (503) and stops the timer. */
+  close(): void;
+  readonly limit: number;
+  readonly inFlight: number;
+  readonly queued: number;
+}
+
+export interface ConcurrencyGateControls {
+  gate: ConcurrencyGate;
+  stats(): ConcurrencyGateStats;
+  resetStats(): void;
+  close(): void;
+}
+
+export type ConcurrencyGateMiddleware = ((req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void) & ConcurrencyGateControls;
+export type ConcurrencyGateHttpHandler = ((req: IncomingMessage, res: ServerResponse) => void) & ConcurrencyGateControls;
+
+export interface ConcurrencyGateFunction {
+  /** Express 4/5 middleware. */
+  (options: ConcurrencyGateOptions): ConcurrencyGateMiddleware;
+  /** Wraps a node:http handler; handler errors answer 500 and release the slot. */
+  http(options: ConcurrencyGateOptions, handler: (req: IncomingMessage, res: ServerResponse) => unknown): ConcurrencyGateHttpHandler;
+}
+
+export declare const concurrencyGate: ConcurrencyGateFunction;
+/** Fastify 5 plugin; decorates the instance with `concurrencyGate` (the guard). */
+export declare function concurrencyGatePlugin(fastify: any, options: ConcurrencyGateOptions, done: (err?: Error) => void): void;
+export declare function createConcurrencyGate(options: ConcurrencyGateOptions): ConcurrencyGate;
+
+export declare class AdaptiveLimit {
+  constructor(options?: AdaptiveLimitOptions, prefix?: string);
+  readonly min: number;
+  readonly max: number;
+  readonly limit: number;
+  readonly estimate: number;
+  readonly longRtt: number;
+  readonly updates: number;
+  /** Records one latency sample; true when the limit changed. */
+  sample(rttMs: number, inFlight: number, nowMs: number): boolean;
+}
