@@ -38,17 +38,36 @@ function expressMiddleware(guard) {
   };
 }
 
-/** Wraps a `node:http` request handler: `http.createServer(httpHandler(guard, handler))`. */
+/**
+ * Wraps a `node:http` request handler: `http.createServer(httpHandler(guard, handler))`. An error the
+ * handler throws (or its promise rejects with) answers 500 if nothing was sent yet, else drops the
+ * connection, and is reported with process.emitWarning: it must not become an uncaught exception or
+ * an unhandled rejection after a queued request was let through.
+ */
 function httpHandler(guard, handler) {
   if (typeof handler !== 'function') throw new TypeError('handler must be a function (req, res)');
   return function tiergate(req, res) {
-    run(guard, req, res, () => handler(req, res), (r) => writeRejection(res, r), (err) => {
-      if (!isGone(res) && !res.headersSent) {
-        res.writeHead(500, { 'content-type': 'text/plain' });
-        res.end('Internal Server Error');
+    const fail = (err) => {
+      if (!isGone(res)) {
+        if (res.headersSent) {
+          res.destroy(err);
+        } else {
+          res.writeHead(500, { 'content-type': 'text/plain' });
+          res.end('Internal Server Error');
+        }
       }
       process.emitWarning(err);
-    });
+    };
+    const proceed = () => {
+      let out;
+      try {
+        out = handler(req, res);
+      } catch (err) {
+        return fail(err);
+      }
+      if (out !== null && typeof out === 'object' && typeof out.then === 'function') out.then(undefined, fail);
+    };
+    run(guard, req, res, proceed, (r) => writeRejection(res, r), fail);
   };
 }
 

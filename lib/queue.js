@@ -646,34 +646,10 @@ function concurrencyGate(options) {
   return attach(expressMiddleware(gate), gate);
 }
 
-/**
- * Wraps a node:http handler. Errors thrown (or rejected) by the handler answer 500 when nothing was
- * sent yet and release the slot; they are reported with process.emitWarning.
- */
+/** Wraps a node:http handler (handler errors: see adapters.httpHandler). */
 concurrencyGate.http = function http(options, handler) {
-  if (typeof handler !== 'function') throw new TypeError('handler must be a function (req, res)');
   const gate = createConcurrencyGate(options);
-  const failed = (res, err) => {
-    if (!isGone(res)) {
-      if (!res.headersSent) {
-        res.writeHead(500, { 'content-type': 'text/plain' });
-        res.end('Internal Server Error');
-      } else {
-        res.destroy(err);
-      }
-    }
-    process.emitWarning(err);
-  };
-  const safe = (req, res) => {
-    let out;
-    try {
-      out = handler(req, res);
-    } catch (err) {
-      return failed(res, err);
-    }
-    if (out !== null && typeof out === 'object' && typeof out.then === 'function') out.then(undefined, (err) => failed(res, err));
-  };
-  return attach(httpHandler(gate, safe), gate);
+  return attach(httpHandler(gate, handler), gate);
 };
 
 /** Fastify 5 plugin: `fastify.register(concurrencyGatePlugin, options)`; `fastify.concurrencyGate.stats()`. */
