@@ -18,7 +18,6 @@ use napi::bindgen_prelude::*;
 use napi::{sys, JsValue};
 use napi_derive::napi;
 use std::cell::UnsafeCell;
-use std::ffi::c_void;
 use std::ptr;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -240,21 +239,8 @@ impl GateHandle {
         let bound = Arc::new(Bound { gate: self.gate.clone(), out: Box::new(UnsafeCell::new([0.0; RESULT_LEN])), loop_: self.loop_ });
         let (env, target) = (env.raw(), target.raw());
         unsafe {
-            // `result` views memory the Bound owns; the ArrayBuffer holds its own reference to it.
-            unsafe extern "C" fn release(_env: sys::napi_env, _data: *mut c_void, hint: *mut c_void) {
-                drop(Arc::from_raw(hint as *const Bound));
-            }
-            let data = bound.out.get() as *mut c_void;
-            let hint = Arc::into_raw(bound.clone()) as *mut c_void;
-            let mut ab = ptr::null_mut();
-            let status = sys::napi_create_external_arraybuffer(env, data, RESULT_LEN * 8, Some(release), hint, &mut ab);
-            if status != sys::Status::napi_ok {
-                drop(Arc::from_raw(hint as *const Bound));
-                raw::check(status)?;
-            }
-            let mut ta = ptr::null_mut();
-            raw::check(sys::napi_create_typedarray(env, sys::TypedarrayType::float64_array, RESULT_LEN, ab, 0, &mut ta))?;
-            raw::check(sys::napi_set_named_property(env, target, c"result".as_ptr(), ta))?;
+            let out = bound.out.get() as *mut f64;
+            raw::define_f64_view(env, target, c"result", out, RESULT_LEN, &bound)?;
             raw::define_fn(env, target, "decide", decide, bound)?;
         }
         Ok(())

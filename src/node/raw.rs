@@ -6,7 +6,7 @@
 //! the callback's `data` pointer: one `napi_get_cb_info`, strings read into a stack buffer, numbers read
 //! directly, a primitive returned.
 use napi::sys;
-use std::ffi::{c_void, CString};
+use std::ffi::{c_void, CStr, CString};
 use std::ptr;
 use std::sync::Arc;
 
@@ -33,6 +33,35 @@ pub unsafe fn define_fn<T: Send + Sync + 'static>(
     check(sys::napi_add_finalizer(env, func, raw, Some(release::<T>), ptr::null_mut(), ptr::null_mut()))?;
     let cname = CString::new(name).map_err(|_| napi::Error::from_reason("function name contains NUL"))?;
     check(sys::napi_set_named_property(env, target, cname.as_ptr(), func))
+}
+
+/// Sets `target[name]` to a Float64Array viewing `len` f64s at `data`, memory that `owner` keeps alive:
+/// the ArrayBuffer holds its own reference to `owner`, released when it is garbage-collected. Hot-path
+/// callbacks write their details there instead of allocating a JS object per call.
+///
+/// # Safety
+/// `env` and `target` must be valid for the current call; `data` must stay valid while `owner` lives.
+pub unsafe fn define_f64_view<T: Send + Sync + 'static>(
+    env: sys::napi_env,
+    target: sys::napi_value,
+    name: &CStr,
+    data: *mut f64,
+    len: usize,
+    owner: &Arc<T>,
+) -> napi::Result<()> {
+    unsafe extern "C" fn release<T>(_env: sys::napi_env, _data: *mut c_void, hint: *mut c_void) {
+        drop(Arc::from_raw(hint as *const T));
+    }
+    let hint = Arc::into_raw(owner.clone()) as *mut c_void;
+    let mut ab = ptr::null_mut();
+    let status = sys::napi_create_external_arraybuffer(env, data.cast(), len * 8, Some(release::<T>), hint, &mut ab);
+    if status != sys::Status::napi_ok {
+        drop(Arc::from_raw(hint as *const T));
+        return check(status);
+    }
+    let mut view = ptr::null_mut();
+    check(sys::napi_create_typedarray(env, sys::TypedarrayType::float64_array, len, ab, 0, &mut view))?;
+    check(sys::napi_set_named_property(env, target, name.as_ptr(), view))
 }
 
 /// Turns an N-API status into a `napi::Result`.
@@ -120,13 +149,6 @@ pub unsafe fn number(env: sys::napi_env, n: f64) -> sys::napi_value {
 pub unsafe fn int32(env: sys::napi_env, n: i32) -> sys::napi_value {
     let mut out = ptr::null_mut();
     sys::napi_create_int32(env, n, &mut out);
-    out
-}
-
-#[inline(always)]
-pub unsafe fn undefined(env: sys::napi_env) -> sys::napi_value {
-    let mut out = ptr::null_mut();
-    sys::napi_get_undefined(env, &mut out);
     out
 }
 
