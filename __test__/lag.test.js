@@ -7,6 +7,7 @@ const { setTimeout: sleep } = require('node:timers/promises');
 const { Worker } = require('node:worker_threads');
 const path = require('node:path');
 const { LagMonitor } = require('..');
+const native = require('../lib/native');
 
 function block(ms) {
   const end = performance.now() + ms;
@@ -135,6 +136,9 @@ test('monitors on one thread share one timer at the finest resolution', async ()
   const b = fine.stats();
   assert.ok(a.ticks >= 3 && b.ticks >= 3, `${a.ticks} ${b.ticks}`);
   assert.ok(Math.abs(a.ticks - b.ticks) <= 1, 'both fed by the same ticks');
+  const extra = Array.from({ length: 50 }, (_, i) => new LagMonitor({ resolutionMs: 5 + i }).start());
+  assert.equal(native.lagLiveSamplers(), 1, 'one native sampler (timer + prepare handle) for this thread');
+  for (const m of extra) m.stop();
   fine.stop();
   assert.equal(coarse.stats().intervalMs, 20, 'back to the remaining monitor resolution');
   coarse.stop();
@@ -173,4 +177,44 @@ test('stall flag: set while the loop is blocked (seen from a worker), cleared af
     m.stop();
     await worker.terminate();
   }
+});
+
+test('the main thread and a worker each sample their own loop', async () => {
+  const main = new LagMonitor({ resolutionMs: 20 }).start();
+  const worker = new Worker(
+    `const { parentPort } = require('node:worker_threads');
+     const { LagMonitor } = require(${JSON.stringify(path.join(__dirname, '..'))});
+     const m = new LagMonitor({ resolutionMs: 1 }).start();
+     setTimeout(() => {
+       const end = performance.now() + 60;
+       while (performance.now() < end);
+       setTimeout(() => parentPort.postMessage(m.stats()), 10);
+     }, 20);`,
+    { eval: true },
+  );
+  try {
+    const s = await new Promise((resolve, reject) => {
+      worker.once('message', resolve);
+      worker.once('error', reject);
+    });
+    assert.equal(s.intervalMs, 1, "the worker's timer runs at its own resolution");
+    assert.ok(s.maxMs >= 50 && s.maxBlockMs >= 59.9, `the worker saw its own block: ${s.maxMs} / ${s.maxBlockMs}`);
+    assert.equal(main.stats().intervalMs, 20, "the main thread's timer is untouched");
+  } finally {
+    main.stop();
+    await worker.terminate();
+  }
+});
+
+test('a coarse monitor keeps its whole window when a finer one shares the timer', async () => {
+  const fine = new LagMonitor({ resolutionMs: 1, windowMs: 50 }).start();
+  // Sized for its own 50 ms ticks: 2 × 2000/50 + 16 = 98 samples. Fed by the 1 ms timer instead.
+  const coarse = new LagMonitor({ resolutionMs: 50, windowMs: 2000 }).start();
+  const deadline = performance.now() + 1500;
+  while (coarse.stats().ticks < 150 && performance.now() < deadline) await sleep(20);
+  const s = coarse.stats();
+  fine.stop();
+  coarse.stop();
+  assert.ok(s.ticks >= 150, `ticks ${s.ticks}`);
+  assert.equal(s.samples, s.ticks, 'every tick since start() (well within 2 s) is still in the window');
 });

@@ -21,14 +21,16 @@ export interface ShedOptions {
   criticalLagMs?: number;
   /** Thresholds are offsets above the measured idle lag baseline. Default false. */
   relative?: boolean;
-  /** Shedding eases only once the lag is this far (ms) below targetLagMs. Default 10. */
+  /** The lag must fall this far (ms) below the level that set the shedding before it eases (and this
+   *  far below targetLagMs before the integral part drains). Default 10. */
   hysteresisMs?: number;
   /** Minimum time (ms) shedding is held after it was last justified. Default 1000. */
   holdMs?: number;
   /** Fastest recovery from full shedding to none (ms). Default 2000. */
   recoveryMs?: number;
-  /** While the lag stays above the target, shedding deepens: a lag held at criticalLagMs adds full
-   *  pressure in this time (ms), a lag halfway between in twice that. 0 turns it off. Default 1000. */
+  /** Integral part: while the lag stays above the target, shedding deepens — a lag held at
+   *  criticalLagMs adds full pressure in this time (ms), a lag halfway there in twice that; it drains
+   *  at the recovery rate once the lag is back below the target. 0 turns it off. Default 1000. */
   integralMs?: number;
   /** Heap used / limit above which the lowest tiers are shed; false ignores the heap. Default 0.9. */
   heapRatio?: number | false;

@@ -91,7 +91,8 @@ pub struct FastClock;
 struct Tsc {
     origin_tsc: u64,
     origin_ns: u64,
-    ns_per_tick: f64,
+    /// Nanoseconds per tick as a 32.32 fixed-point number: integer math, no float conversions.
+    ns_per_tick_q32: u64,
 }
 
 fn tsc() -> Option<&'static Tsc> {
@@ -121,7 +122,8 @@ fn calibrate_tsc() -> Option<Tsc> {
     if t1 <= t0 {
         return None;
     }
-    Some(Tsc { origin_tsc: t1, origin_ns: n1, ns_per_tick: (n1 - n0) as f64 / (t1 - t0) as f64 })
+    let ns_per_tick = (n1 - n0) as f64 / (t1 - t0) as f64;
+    Some(Tsc { origin_tsc: t1, origin_ns: n1, ns_per_tick_q32: (ns_per_tick * 4294967296.0) as u64 })
 }
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
@@ -142,7 +144,7 @@ impl Clock for FastClock {
         #[cfg(target_arch = "x86_64")]
         if let Some(c) = tsc() {
             let ticks = unsafe { std::arch::x86_64::_rdtsc() }.saturating_sub(c.origin_tsc);
-            return c.origin_ns + (ticks as f64 * c.ns_per_tick) as u64;
+            return c.origin_ns + ((ticks as u128 * c.ns_per_tick_q32 as u128) >> 32) as u64;
         }
         MonotonicClock.now_ns()
     }

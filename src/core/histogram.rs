@@ -114,8 +114,7 @@ impl LagWindow {
     /// when ticks come faster than that the oldest samples leave early. `ewma_tau_ns` is the EWMA's time
     /// constant. `start_ns`/`start_idle_ns` anchor the first ELU figure.
     pub fn new(window_ns: u64, expected_interval_ns: u64, ewma_tau_ns: u64, start_ns: u64, start_idle_ns: u64) -> Self {
-        let per_window = window_ns / expected_interval_ns.max(1) + 1;
-        let cap = (per_window.saturating_mul(2) + 16).min(MAX_SAMPLES as u64) as usize;
+        let cap = Self::capacity_for(window_ns, expected_interval_ns);
         LagWindow {
             window_ns: window_ns.max(1),
             ewma_tau_ns: ewma_tau_ns.max(1) as f64,
@@ -136,8 +135,20 @@ impl LagWindow {
         }
     }
 
+    fn capacity_for(window_ns: u64, interval_ns: u64) -> usize {
+        let per_window = window_ns / interval_ns.max(1) + 1;
+        (per_window.saturating_mul(2) + 16).min(MAX_SAMPLES as u64) as usize
+    }
+
     pub fn capacity(&self) -> usize {
         self.cap
+    }
+
+    /// Re-sizes the ring for ticks arriving every `interval_ns` (a shared timer that another user made
+    /// finer or coarser), so the window keeps covering its full duration. When ticks get coarser the
+    /// samples already held stay until they age out.
+    pub fn set_expected_interval(&mut self, interval_ns: u64) {
+        self.cap = Self::capacity_for(self.window_ns, interval_ns).max(self.samples.len());
     }
 
     /// Records one tick at `t_ns` whose timer fired `drift_ns` late; `elapsed_ns` is the time since the
@@ -411,6 +422,24 @@ mod tests {
         assert!((w.mean_ms() - (oldest_kept + 999) as f64 / 2.0 / 1000.0).abs() < 1e-9);
         let big = LagWindow::new(3_600_000 * MS, MS, MS, 0, 0);
         assert_eq!(big.capacity(), MAX_SAMPLES);
+    }
+
+    #[test]
+    fn ring_follows_the_tick_interval() {
+        let mut w = window(1000, 10); // 2·101 + 16
+        assert_eq!(w.capacity(), 218);
+        w.set_expected_interval(MS); // a finer shared timer: 2·1001 + 16
+        assert_eq!(w.capacity(), 2018);
+        for i in 0..1000u64 {
+            w.record(i * MS, i * 1000, MS, 0);
+        }
+        assert_eq!(w.count(), 1000, "the whole second is kept");
+        w.set_expected_interval(100 * MS); // 2·11 + 16 = 38, but what is held stays until it ages out
+        assert_eq!((w.count(), w.capacity()), (1000, 1000));
+        w.record(1000 * MS, 0, MS, 0);
+        assert_eq!(w.count(), 1000);
+        w.record(1999 * MS, 0, 999 * MS, 0); // everything from before t = 1000 ms has left
+        assert_eq!(w.count(), 2);
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //! optionally, one bucket per key (user, IP, API client) inside it.
 //!
 //! * A keyed debit takes from the tier pool and the key's bucket atomically: both or neither. The key's
-//!   shard lock is held while the tier pool is debited (lock order: shard, then pool; nothing takes them
-//!   the other way round), so no other debit of that key can slip in between the check and the debit.
+//!   shard lock (a spin lock: one atomic per lock/unlock, measured against parking_lot in the commit
+//!   log) is held while the tier pool is debited (lock order: shard, then pool; nothing takes them the
+//!   other way round), so no other debit of that key can slip in between the check and the debit.
 //! * Tokens are fractional and refilled continuously from a monotonic nanosecond clock, clamped to the
 //!   capacity. A cost above the capacity never succeeds.
 //! * `set_refill_scale` (0..=1) scales the refill of a tier pool: the lever the shed controller pulls.
@@ -234,7 +235,23 @@ struct Tier {
 pub struct Ledger {
     tiers: Box<[Tier]>,
     configs: Vec<TierConfig>,
-    clock: Arc<dyn Clock>,
+    clock: LedgerClock,
+}
+
+/// The process clock, called directly (inlined on the hot path), or an injected one.
+enum LedgerClock {
+    Fast,
+    Custom(Arc<dyn Clock>),
+}
+
+impl LedgerClock {
+    #[inline(always)]
+    fn now_ns(&self) -> u64 {
+        match self {
+            LedgerClock::Fast => FastClock.now_ns(),
+            LedgerClock::Custom(c) => c.now_ns(),
+        }
+    }
 }
 
 /// A number as JavaScript prints it (`Infinity`, not `inf`), for messages a JS user reads.
@@ -546,11 +563,15 @@ fn add_f64(a: &AtomicU64, v: f64) {
 impl Ledger {
     /// A ledger on the process's monotonic clock (`FastClock`).
     pub fn new(tiers: Vec<TierConfig>) -> Result<Ledger, ConfigError> {
-        Ledger::with_clock(tiers, Arc::new(FastClock))
+        Ledger::build(tiers, LedgerClock::Fast)
     }
 
     /// A ledger whose own time (`now_ns`, `set_refill_scale`, `snapshot`, `reset`) comes from `clock`.
     pub fn with_clock(tiers: Vec<TierConfig>, clock: Arc<dyn Clock>) -> Result<Ledger, ConfigError> {
+        Ledger::build(tiers, LedgerClock::Custom(clock))
+    }
+
+    fn build(tiers: Vec<TierConfig>, clock: LedgerClock) -> Result<Ledger, ConfigError> {
         validate(&tiers)?;
         let now = clock.now_ns();
         let built = tiers
@@ -667,7 +688,9 @@ impl Ledger {
                         }
                     }
                 }
-                out.reset_ms = kb.reset_ms(cfg.capacity, cfg.refill_per_sec);
+                if DETAIL {
+                    out.reset_ms = kb.reset_ms(cfg.capacity, cfg.refill_per_sec);
+                }
                 out
             }
             _ => {
@@ -1166,6 +1189,74 @@ mod tests {
         assert_eq!(reads(), base + 1, "debits from the lease never read the clock");
         assert!(l.try_consume_now(1, Some(b"u"), 1.0));
         assert_eq!(reads(), base + 2, "a keyed debit reads it once");
+    }
+
+    #[test]
+    fn concurrent_debits_evictions_snapshots_and_scale_changes_keep_exact_totals() {
+        // 4 threads debit 64 keys (each with 50 tokens, no refill) through a tier pool of 2,000 while
+        // a fifth thread snapshots and moves the refill scale (no refill to scale: totals stay exact).
+        // maxKeys 64 holds every key, so no key is ever forgotten: each grants at most 50.
+        let l = Arc::new(Ledger::new(vec![keyed("t", 2000.0, 0.0, 50.0, 0.0, 64)]).unwrap());
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let noise = {
+            let (l, stop) = (l.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut n = 0u32;
+                while !stop.load(Relaxed) {
+                    let s = l.snapshot();
+                    assert!(s[0].tokens >= 0.0 && s[0].tokens <= 2000.0 && s[0].keys <= 64);
+                    l.set_refill_scale(0, f64::from(n % 3) / 2.0);
+                    n += 1;
+                }
+            })
+        };
+        let per_key: Vec<Vec<u32>> = (0..4u64)
+            .map(|w| {
+                let l = l.clone();
+                std::thread::spawn(move || {
+                    let mut granted = vec![0u32; 64];
+                    let mut x = w.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+                    for _ in 0..20_000 {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let k = (x % 64) as usize;
+                        if l.try_consume_now(0, Some(format!("key-{k}").as_bytes()), 1.0) {
+                            granted[k] += 1;
+                        }
+                    }
+                    granted
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .collect();
+        stop.store(true, Relaxed);
+        noise.join().unwrap();
+        let totals: Vec<u32> = (0..64).map(|k| per_key.iter().map(|g| g[k]).sum()).collect();
+        assert!(totals.iter().all(|&t| t <= 50), "{totals:?}");
+        assert_eq!(totals.iter().sum::<u32>(), 2000);
+        assert_eq!(l.snapshot()[0].tokens, 0.0);
+    }
+
+    #[test]
+    fn concurrent_floods_stay_within_max_keys() {
+        let l = Arc::new(Ledger::new(vec![keyed("t", 1e12, 0.0, 5.0, 0.0, 1000)]).unwrap());
+        let handles: Vec<_> = (0..4)
+            .map(|w| {
+                let l = l.clone();
+                std::thread::spawn(move || {
+                    for i in 0..50_000 {
+                        assert!(l.try_consume_now(0, Some(format!("w{w}-{i}").as_bytes()), 1.0));
+                    }
+                })
+            })
+            .collect();
+        handles.into_iter().for_each(|h| h.join().unwrap());
+        let s = l.snapshot()[0].clone();
+        assert!(s.keys <= 1000 && s.keys > 900, "{}", s.keys);
+        assert_eq!(s.tokens, 1e12 - 200_000.0);
     }
 
     #[test]

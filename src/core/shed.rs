@@ -10,15 +10,17 @@
 //! lowest one goes from full refill to zero while `p` goes from 0 to `1/n`, then the next one up, and so
 //! on; at `p = 1` every unprotected tier is at zero. Protected tiers always keep scale 1.
 //!
-//! Dynamics (a proportional-integral controller with hysteresis):
-//! - a rise in demand is applied at once (shedding must start immediately);
-//! - while the lag stays above the target, the pressure keeps rising on top of that, by the lag's
-//!   excess (as a fraction of the target..critical range) per `integral_ms`: a partial throttle that
-//!   does not bring the lag down (a tier whose budget is far above what it is offered, say) is pushed
-//!   further until it does, so the loop does not settle above its target;
-//! - the pressure is held while the lag is within `hysteresis_ms` of the target or above it (or the
-//!   heap still asks for it), and for `hold_ms` after that; then it falls gradually, at most
+//! Dynamics: the pressure is the larger of two parts.
+//! - The proportional part follows the signals: a rise is applied at once (shedding must start
+//!   immediately); a fall only once the signal has dropped `hysteresis_ms` below the level that set
+//!   it, no earlier than `hold_ms` after it was last justified, and then gradually: at most
 //!   `1 / recovery_ms` per millisecond (full shed to none in `recovery_ms`), the lowest tier last.
+//! - The integral part grows while the lag is above the target, by the lag's excess (as a fraction of
+//!   the target..critical range) per `integral_ms`, and drains at the recovery rate while the lag is
+//!   more than `hysteresis_ms` below the target. A partial throttle that does not bring the lag down
+//!   (a tier whose budget is far above what it is offered, say) is pushed further until it does, so
+//!   the loop does not settle above its target under sustained overload; a short spike on a healthy
+//!   loop adds little, and it drains away.
 use std::fmt;
 
 /// Which lag figure of a health sample the controller reads.
@@ -54,7 +56,8 @@ pub struct ShedConfig {
     pub critical_lag_ms: f64,
     /// Thresholds are offsets above the measured idle lag baseline instead of absolute values.
     pub relative: bool,
-    /// How far (ms) below the target the lag must fall before the pressure may fall.
+    /// How far (ms) the signal must fall below the level that set the proportional part before it
+    /// may fall (and the lag below the target before the integral part drains).
     pub hysteresis_ms: f64,
     /// Minimum time (ms) the pressure is held after it was last justified by a signal.
     pub hold_ms: f64,
@@ -188,6 +191,9 @@ pub struct ShedController {
     sheddable: Vec<usize>,
     scales: Vec<f64>,
     pressure: f64,
+    /// The proportional part (with hold and gradual recovery) and the integral part.
+    prop: f64,
+    integral: f64,
     cause: Cause,
     hold_until_ns: u64,
     last_ns: Option<u64>,
@@ -217,6 +223,8 @@ impl ShedController {
             sheddable,
             scales: vec![1.0; protected.len()],
             pressure: 0.0,
+            prop: 0.0,
+            integral: 0.0,
             cause: Cause::None,
             hold_until_ns: 0,
             last_ns: None,
@@ -319,48 +327,65 @@ impl ShedController {
         let before = self.pressure;
         let (t, c) = self.thresholds_ms();
         let lag = if input.lag_ms.is_nan() { 0.0 } else { input.lag_ms };
-        let lag_demand = ramp(lag, t, c);
         let (heap_demand, heap_release) = self.heap(input.heap_ratio);
-        let mut justified = false;
-        if input.stalled {
-            if self.pressure < 1.0 || self.cause != Cause::Stall {
-                self.pressure = 1.0;
-                self.cause = Cause::Stall;
-            }
-            justified = true;
-        }
+        let lag_demand = ramp(lag, t, c);
+        let lag_release = ramp(lag + self.cfg.hysteresis_ms, t, c);
         let demand = lag_demand.max(heap_demand);
-        if demand > self.pressure {
-            self.pressure = demand;
-            self.cause = if heap_demand > lag_demand { Cause::Heap } else { Cause::Lag };
-            justified = true;
-        }
-        if lag > t && self.cfg.integral_ms > 0.0 && self.pressure < 1.0 {
-            // Integral term. A long gap between updates says nothing about the lag during the gap:
-            // count at most 100 ms of it.
-            let excess = ((lag - t) / (c - t)).min(1.0);
-            self.pressure = (self.pressure + excess * dt_ms.min(100.0) / self.cfg.integral_ms).min(1.0);
-            if self.cause != Cause::Stall {
-                self.cause = Cause::Lag;
-            }
-        }
-        if self.pressure > 0.0 && (lag + self.cfg.hysteresis_ms >= t || heap_release >= self.pressure) {
-            justified = true;
-        }
-        if justified && self.pressure > 0.0 {
-            self.hold_until_ns = now_ns.saturating_add((self.cfg.hold_ms * NS_PER_MS) as u64);
-        } else if self.pressure > 0.0 && now_ns >= self.hold_until_ns {
+        let release = lag_release.max(heap_release);
+        let hold = |now: u64| now.saturating_add((self.cfg.hold_ms * NS_PER_MS) as u64);
+
+        // Proportional part.
+        let mut prop_cause = None;
+        if input.stalled {
+            self.prop = 1.0;
+            prop_cause = Some(Cause::Stall);
+            self.hold_until_ns = hold(now_ns);
+        } else if demand > self.prop {
+            self.prop = demand;
+            prop_cause = Some(if heap_demand > lag_demand { Cause::Heap } else { Cause::Lag });
+            self.hold_until_ns = hold(now_ns);
+        } else if self.prop > 0.0 && release >= self.prop {
+            // Still justified: keep holding.
+            self.hold_until_ns = hold(now_ns);
+        } else if self.prop > 0.0 && now_ns >= self.hold_until_ns {
             let since_ns = prev_ns.max(self.hold_until_ns);
             let elapsed_ms = now_ns.saturating_sub(since_ns) as f64 / NS_PER_MS;
             let step = if self.cfg.recovery_ms == 0.0 { 1.0 } else { elapsed_ms / self.cfg.recovery_ms };
-            self.pressure = heap_release.max(self.pressure - step);
-            if self.pressure <= 1e-9 {
-                self.pressure = 0.0;
-                self.cause = Cause::None;
-            } else if self.pressure == heap_release {
-                // Recovered down to what the heap still asks for: the heap holds it now.
-                self.cause = Cause::Heap;
+            self.prop = release.max(self.prop - step);
+            if self.prop <= 1e-9 {
+                self.prop = 0.0;
+            } else if self.prop == release {
+                prop_cause = Some(if heap_release > lag_release { Cause::Heap } else { Cause::Lag });
             }
+        }
+
+        // Integral part. A long gap between updates says nothing about the lag during the gap: count
+        // at most 100 ms of it.
+        if self.cfg.integral_ms > 0.0 {
+            let dt = dt_ms.min(100.0);
+            if lag > t {
+                let excess = ((lag - t) / (c - t)).min(1.0);
+                self.integral = (self.integral + excess * dt / self.cfg.integral_ms).min(1.0);
+            } else if lag < t - self.cfg.hysteresis_ms && self.integral > 0.0 {
+                let step = if self.cfg.recovery_ms == 0.0 { 1.0 } else { dt_ms / self.cfg.recovery_ms };
+                self.integral = (self.integral - step).max(0.0);
+                if self.integral <= 1e-9 {
+                    self.integral = 0.0;
+                }
+            }
+        } else {
+            self.integral = 0.0;
+        }
+
+        self.pressure = self.prop.max(self.integral);
+        if self.pressure == 0.0 {
+            self.cause = Cause::None;
+        } else if self.integral > self.prop {
+            self.cause = Cause::Lag;
+        } else if let Some(cause) = prop_cause {
+            self.cause = cause;
+        } else if self.cause == Cause::None {
+            self.cause = Cause::Lag;
         }
         if before == 0.0 && self.pressure > 0.0 {
             self.episodes += 1;
@@ -387,6 +412,8 @@ impl ShedController {
     /// Forgets all pressure and the learned baseline (scales back to 1).
     pub fn reset(&mut self) {
         self.pressure = 0.0;
+        self.prop = 0.0;
+        self.integral = 0.0;
         self.cause = Cause::None;
         self.hold_until_ns = 0;
         self.last_ns = None;
@@ -525,65 +552,101 @@ mod tests {
         let mut c = three_tiers(ShedConfig { hold_ms: 0.0, recovery_ms: 0.0, ..cfg() });
         c.update(&lag(100.0), 0);
         assert_eq!(c.scale(2), 0.0);
-        // Above the target, or within 10 ms below it: held, whatever the lag does there.
-        for (i, l) in [95.0, 100.0, 60.0, 45.0, 41.0, 55.0, 40.0].into_iter().enumerate() {
-            assert!(!c.update(&lag(l), (i as u64 + 1) * MS), "changed at lag {l}");
+        // Oscillating within 10 ms below the level that set the pressure changes nothing.
+        for i in 1..50u64 {
+            let l = if i % 2 == 0 { 91.0 } else { 100.0 };
+            assert!(!c.update(&lag(l), i * MS), "flapped at step {i}");
         }
-        assert_eq!(c.pressure(), 0.5);
-        // Below target - hysteresis: eases (at once here: no hold, no recovery time).
-        c.update(&lag(39.9), 20 * MS);
-        assert_eq!(c.pressure(), 0.0);
-        assert_eq!(c.scales(), &[1.0, 1.0, 1.0]);
+        // 89 ms: release level ramp(99) = 0.49 -> falls to it at once (no hold, no recovery time).
+        c.update(&lag(89.0), 60 * MS);
+        assert!(approx(c.pressure(), 0.49));
+        assert!(approx(c.scale(2), 0.02));
     }
 
     #[test]
-    fn the_pressure_does_not_ease_while_the_lag_stays_above_the_target() {
+    fn recovery_cannot_drop_below_what_the_current_lag_still_asks_for() {
         let mut c = three_tiers(cfg());
         c.update(&lag(150.0), 0);
-        // Long after the hold, the lag is better (80 ms) but still above the 50 ms target.
+        // Long after the hold, lag at 80 ms (release level ramp(90) = 0.4): recovery stops at 0.4.
         c.update(&lag(80.0), 10_000 * MS);
-        assert_eq!(c.pressure(), 1.0);
-        c.update(&lag(0.0), 10_001 * MS);
-        assert_eq!(c.pressure(), 1.0, "then the hold starts from the last reading above the band");
-        c.update(&lag(0.0), 11_000 * MS);
-        c.update(&lag(0.0), 11_500 * MS);
-        assert!(approx(c.pressure(), 0.75), "{}", c.pressure());
+        assert!(approx(c.pressure(), 0.4));
+        c.update(&lag(80.0), 20_000 * MS);
+        assert!(approx(c.pressure(), 0.4));
+    }
+
+    fn integral_cfg() -> ShedConfig {
+        ShedConfig { integral_ms: 1000.0, ..cfg() }
     }
 
     #[test]
-    fn the_integral_term_pushes_a_lag_that_stays_above_the_target() {
-        let mut c = three_tiers(ShedConfig { integral_ms: 1000.0, ..cfg() });
-        // 75 ms: a quarter of the way from target to critical: 0.25 at once ...
+    fn the_integral_part_pushes_a_lag_that_stays_above_the_target() {
+        let mut c = three_tiers(integral_cfg());
+        // 75 ms, a quarter of the way from target to critical: 0.25 at once (proportional) ...
         c.update(&lag(75.0), 0);
         assert!(approx(c.pressure(), 0.25));
-        // ... and 0.25 more per second while it stays there.
-        for i in 1..=10 {
+        // ... while the integral grows by 0.25 per second: it takes over after 1 s.
+        for i in 1..=20 {
             c.update(&lag(75.0), i * 100 * MS);
         }
-        assert!(approx(c.pressure(), 0.5));
+        assert!(approx(c.pressure(), 0.5), "{}", c.pressure());
         assert_eq!(c.scales(), &[1.0, 1.0, 0.0]);
-        for i in 11..=30 {
+        for i in 21..=40 {
             c.update(&lag(75.0), i * 100 * MS);
         }
         assert_eq!(c.pressure(), 1.0, "a throttle that does not bring the lag down is pushed to full");
         assert_eq!(c.scales(), &[1.0, 0.0, 0.0]);
         assert_eq!(c.cause(), Cause::Lag);
         assert_eq!(c.episodes(), 1);
+        // Healthy again: the proportional part is held 1 s then recovers; the integral drains at the
+        // recovery rate (1/2000 per ms) from the first healthy reading.
+        c.update(&lag(0.0), 4100 * MS);
+        c.update(&lag(0.0), 5100 * MS);
+        // integral 1 - 1100/2000 = 0.45; proportional 0.25 held to 5000, then 0.2.
+        assert!(approx(c.pressure(), 0.45), "{}", c.pressure());
+        c.update(&lag(0.0), 6100 * MS);
+        assert_eq!(c.pressure(), 0.0);
+    }
+
+    #[test]
+    fn short_spikes_on_a_healthy_loop_do_not_accumulate() {
+        let mut c = three_tiers(ShedConfig { hold_ms: 0.0, recovery_ms: 500.0, ..integral_cfg() });
+        let mut t = 0;
+        let mut peak: f64 = 0.0;
+        // 10 s of: 50 ms at 80 ms of lag, then 950 ms at 2 ms.
+        for _ in 0..10 {
+            for _ in 0..5 {
+                c.update(&lag(80.0), t * MS);
+                peak = peak.max(c.pressure());
+                t += 10;
+            }
+            for _ in 0..95 {
+                c.update(&lag(2.0), t * MS);
+                t += 10;
+            }
+        }
+        assert!(peak < 0.4, "peak {peak}");
+        assert_eq!(c.pressure(), 0.0);
     }
 
     #[test]
     fn the_integral_counts_at_most_100_ms_of_a_gap() {
-        let mut c = three_tiers(ShedConfig { integral_ms: 1000.0, ..cfg() });
+        let mut c = three_tiers(integral_cfg());
         c.update(&lag(0.0), 0);
-        // 10 s without an update, then a reading at 100 ms: 0.5 at once, and the gap adds at most
-        // 100 ms worth of 0.5 per second.
+        // 10 s without an update, then a reading at 100 ms: the gap adds at most 100 ms worth of 0.5
+        // per second to the integral, which stays below the proportional 0.5.
         c.update(&lag(100.0), 10_000 * MS);
-        assert!(approx(c.pressure(), 0.55));
+        assert!(approx(c.pressure(), 0.5));
+        c.update(&lag(100.0), 11_000 * MS);
+        assert!(approx(c.pressure(), 0.5), "integral 0.1: still below the proportional 0.5");
+        for i in 1..=10 {
+            c.update(&lag(100.0), (11_000 + i * 100) * MS);
+        }
+        assert!(approx(c.pressure(), 0.6), "{}", c.pressure());
     }
 
     #[test]
     fn the_integral_does_not_run_at_or_below_the_target() {
-        let mut c = three_tiers(ShedConfig { integral_ms: 1000.0, ..cfg() });
+        let mut c = three_tiers(integral_cfg());
         for i in 0..100 {
             c.update(&lag(50.0), i * 100 * MS);
         }
@@ -696,8 +759,8 @@ mod tests {
         let mut c = three_tiers(ShedConfig { hold_ms: 0.0, recovery_ms: 0.0, hysteresis_ms: 0.0, ..cfg() });
         c.update(&lag(150.0), 0);
         c.update(&lag(75.0), MS);
-        assert_eq!(c.pressure(), 1.0, "above the target: held");
-        c.update(&lag(30.0), 2 * MS);
+        assert!(approx(c.pressure(), 0.25));
+        c.update(&lag(0.0), 2 * MS);
         assert_eq!(c.pressure(), 0.0);
         c.update(&lag(100.0), 3 * MS);
         assert_eq!(c.episodes(), 2);

@@ -149,8 +149,11 @@ impl TierSigner {
     }
 }
 
-/// Splits a token into (signed part, tier, expires, mac). No allocation; `None` when malformed.
-fn parse(token: &[u8]) -> Option<(&[u8], &[u8], u64, &[u8])> {
+/// A token's fields: the signed part, the tier, the expiry, the MAC (still base64url).
+type Parts<'a> = (&'a [u8], &'a [u8], u64, &'a [u8]);
+
+/// Splits a token into its parts. No allocation; `None` when malformed.
+fn parse(token: &[u8]) -> Option<Parts<'_>> {
     if token.len() > MAX_TOKEN_LEN || !token.starts_with(PREFIX) {
         return None;
     }

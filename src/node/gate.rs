@@ -428,7 +428,7 @@ unsafe extern "C" fn decide(env: sys::napi_env, info: sys::napi_callback_info) -
     let bound = &*(data as *const Bound);
     let gate = &bound.gate;
     let sel = match raw::get_f64(env, argv[0]) {
-        Some(n) if argc >= 1 && n >= 0.0 && n < 65536.0 && n.fract() == 0.0 => n as i32,
+        Some(n) if argc >= 1 && (0.0..65536.0).contains(&n) && n.fract() == 0.0 => n as i32,
         _ => return raw::throw_type_error(env, "decide: sel must be an integer 0..65535"),
     };
     let tier = match sel & SEL_TIER_MASK {

@@ -260,6 +260,11 @@ pub fn acquire_into(env: sys::napi_env, opts: SamplerOptions, health: Arc<LoopHe
     let ts = unsafe { thread_sampler(env)? };
     let ts = unsafe { &mut *ts };
     let sub = Subscriber::new(opts, health);
+    // A timer already running finer than this user asked for: size its window for the real tick rate.
+    let interval = ts.shared.interval_ns.load(Relaxed);
+    if ts.shared.running.load(Relaxed) && interval < opts.resolution_ms * MS {
+        sub.window.lock().set_expected_interval(interval);
+    }
     let now = unsafe { uv_hrtime() };
     let idle = unsafe { uv_metrics_idle_time(ts.loop_) };
     sub.window.lock().reset(now, idle);
@@ -386,6 +391,9 @@ unsafe fn reconcile(ts: &mut ThreadSampler) {
         }
         None => {}
         Some(ms) if !running || ts.shared.interval_ns.load(Relaxed) != ms * MS => {
+            for sub in ts.shared.subs.lock().iter() {
+                sub.window.lock().set_expected_interval(ms * MS);
+            }
             let now = uv_hrtime();
             ts.prev_tick_ns = now;
             ts.shared.last_tick_ns.store(now, Relaxed);
@@ -688,8 +696,11 @@ unsafe extern "C" fn fast_stalled(env: sys::napi_env, info: sys::napi_callback_i
 }
 
 /// Health records shared with other threads by id (`LagMonitor#share()` / `LagMonitor.observe(id)`).
-fn registry() -> &'static Mutex<(u32, Vec<(u32, Weak<LoopHealth>)>)> {
-    static R: OnceLock<Mutex<(u32, Vec<(u32, Weak<LoopHealth>)>)>> = OnceLock::new();
+/// (last id handed out, live entries).
+type Registry = Mutex<(u32, Vec<(u32, Weak<LoopHealth>)>)>;
+
+fn registry() -> &'static Registry {
+    static R: OnceLock<Registry> = OnceLock::new();
     R.get_or_init(|| Mutex::new((0, Vec::new())))
 }
 
