@@ -43,7 +43,7 @@ async function main() {
     }
     console.log(line);
   }
-  console.log(`${'goodput'.padEnd(12)}${results.map((r) => `| ${Math.round(r.over.load.goodputPerSec)} 2xx per second of load`.padEnd(col)).join('')}`);
+  console.log(`${'goodput'.padEnd(12)}${results.map((r) => `| ${Math.round(r.over.load.goodputPerSec)} 2xx answers per second`.padEnd(col)).join('')}`);
   console.log('');
   for (const r of results) {
     const c = r.over.load.tiers.critical;
