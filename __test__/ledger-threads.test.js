@@ -65,3 +65,29 @@ test('workers that create Ledger.shared first still share one ledger with the ma
   const granted = await race('threads: created by workers', config, undefined);
   assert.equal(granted.reduce((a, b) => a + b, 0), 500);
 });
+
+test('refill scale, snapshot and reset are shared with workers too', async () => {
+  const config = { tiers: [{ name: 't', capacity: 10, refillPerSec: 0, perKey: { capacity: 2, refillPerSec: 0 } }] };
+  const mine = Ledger.shared('threads: shared state', config);
+  mine.tryConsume('t', 'from-main', 2);
+  const worker = new Worker(`
+    const { parentPort } = require('node:worker_threads');
+    const { Ledger } = require(${JSON.stringify(path.join(__dirname, '..'))});
+    const l = Ledger.shared('threads: shared state');
+    const seen = l.snapshot()[0];
+    const keyEmpty = !l.tryConsume('t', 'from-main');
+    l.setRefillScale('t', 0.25);
+    l.tryConsume('t', 'from-worker', 1);
+    parentPort.postMessage({ tokens: seen.tokens, keys: seen.keys, keyEmpty });
+  `, { eval: true });
+  const seen = await new Promise((resolve, reject) => {
+    worker.once('message', resolve);
+    worker.once('error', reject);
+  });
+  await worker.terminate();
+  assert.deepEqual(seen, { tokens: 8, keys: 1, keyEmpty: true });
+  assert.equal(mine.refillScale('t'), 0.25);
+  assert.deepEqual([mine.snapshot()[0].tokens, mine.snapshot()[0].keys], [7, 2]);
+  assert.equal(mine.reset('t'), 3);
+  assert.equal(mine.snapshot()[0].tokens, 10);
+});

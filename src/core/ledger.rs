@@ -19,7 +19,7 @@
 //!   loses nothing); failing both, the least recently touched bucket of the scan. Each insert also
 //!   sweeps two entries for idleness, so memory drains back without any timer.
 use crate::core::bucket::Bucket;
-use crate::core::clock::{Clock, FastClock};
+use crate::core::clock::{Clock, MonotonicClock};
 use crate::core::spinlock::SpinLock;
 use hashbrown::{DefaultHashBuilder, HashTable};
 use parking_lot::Mutex;
@@ -240,7 +240,7 @@ pub struct Ledger {
 
 /// The process clock, called directly (inlined on the hot path), or an injected one.
 enum LedgerClock {
-    Fast,
+    Monotonic,
     Custom(Arc<dyn Clock>),
 }
 
@@ -248,7 +248,7 @@ impl LedgerClock {
     #[inline(always)]
     fn now_ns(&self) -> u64 {
         match self {
-            LedgerClock::Fast => FastClock.now_ns(),
+            LedgerClock::Monotonic => MonotonicClock.now_ns(),
             LedgerClock::Custom(c) => c.now_ns(),
         }
     }
@@ -561,9 +561,9 @@ fn add_f64(a: &AtomicU64, v: f64) {
 }
 
 impl Ledger {
-    /// A ledger on the process's monotonic clock (`FastClock`).
+    /// A ledger on the process's monotonic clock (`MonotonicClock`).
     pub fn new(tiers: Vec<TierConfig>) -> Result<Ledger, ConfigError> {
-        Ledger::build(tiers, LedgerClock::Fast)
+        Ledger::build(tiers, LedgerClock::Monotonic)
     }
 
     /// A ledger whose own time (`now_ns`, `set_refill_scale`, `snapshot`, `reset`) comes from `clock`.

@@ -372,9 +372,7 @@ pub fn mint_tier_token(secret: Buffer, tier: String, expires_at_sec: f64) -> Res
 
 /// The gate's time: the controller's hold and recovery, the in-band lag estimate and the debits all
 /// read the kernel's monotonic clock (vDSO `clock_gettime`), one time base for everything the gate
-/// does. (Not the ledger's TSC-based `FastClock`: its calibration over a 2 ms window is thrown off
-/// when the calibrating thread is descheduled on a loaded machine, and a clock that runs at the wrong
-/// rate would scale every lag estimate and hold time.)
+/// does, and the same clock the ledger reads.
 #[inline(always)]
 fn gate_now_ns() -> u64 {
     MonotonicClock.now_ns()
