@@ -18,7 +18,7 @@ async function main() {
   const workIters = calibrateWork(3);
   const cap = (await measureCapacity({ workIters, concurrency: 8, durationMs: 1200, warmupMs: 300 })).reqPerSec;
   console.log(`measured capacity: ${Math.round(cap)} req/s; now offering ${Math.round(LOAD * cap)} req/s for ${SECONDS} s to each server`);
-  console.log('(open loop: requests leave on schedule, 2 s client timeout; latency counted from the scheduled send time)\n');
+  console.log('(open loop: requests leave on schedule whatever the server does, 2 s client timeout)\n');
   const configs = configurations(cap).filter((c) => c.id === 'none' || c.id === 'tiergate');
   const results = [];
   for (const cfg of configs) {
@@ -43,7 +43,7 @@ async function main() {
     }
     console.log(line);
   }
-  console.log(`${'goodput'.padEnd(12)}${results.map((r) => `| ${Math.round(r.over.load.goodputPerSec)} req/s answered 2xx`.padEnd(col)).join('')}`);
+  console.log(`${'goodput'.padEnd(12)}${results.map((r) => `| ${Math.round(r.over.load.goodputPerSec)} 2xx answers per second`.padEnd(col)).join('')}`);
   console.log('');
   for (const r of results) {
     const c = r.over.load.tiers.critical;
