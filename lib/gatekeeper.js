@@ -15,6 +15,7 @@ require('./lag'); // registers this thread's heap source for the native sampler
 const { expressMiddleware, httpHandler, fastifyPlugin } = require('./adapters');
 const { compileRoutes, matchRoute, checkTrustProxy, clientIp, compileKey, usableKey } = require('./classify');
 const { Responder } = require('./respond');
+const { typeName, isObject, unknownKey, onlyKnown, finite } = require('./validate');
 
 /** Verdicts returned by the native decide. */
 const VERDICT = Object.freeze({ ADMIT: 0, SHED: 1, TIER_FULL: 2, RATE_LIMITED: 3 });
@@ -63,28 +64,12 @@ const OPTIONS = new Set([
   'key', 'trustProxy', 'ipv4Prefix', 'ipv6Prefix', 'cost', 'shed', 'rateLimitHeaders', 'rateLimitHeadersOnSuccess',
   'retryAfter', 'respond', 'onDecision', 'onShed', 'onReject',
 ]);
+const SHED_FIELDS = new Set(Object.keys(SHED_DEFAULTS));
+const RETRY_AFTER_FIELDS = new Set(['minSec', 'maxSec']);
+const HEALTH_NUMBERS = ['lagMs', 'ewmaLagMs', 'p99LagMs', 'elu', 'heapUsed', 'heapLimit'];
+const HEALTH_FIELDS = new Set([...HEALTH_NUMBERS, 'stalled']);
 /** Keys Fastify may leave in a plugin's options (register options, not ours). */
 const FASTIFY_KEYS = new Set(['prefix', 'logLevel', 'logSerializers']);
-
-function typeName(v) {
-  if (v === null) return 'null';
-  if (Array.isArray(v)) return 'array';
-  return typeof v;
-}
-
-function isObject(v) {
-  return v !== null && typeof v === 'object' && !Array.isArray(v);
-}
-
-function finite(v, at, { min = 0, max = Infinity, integer = false, exclusiveMin = false } = {}) {
-  if (typeof v !== 'number') throw new TypeError(`${at} must be a number, got ${typeName(v)}`);
-  const ok = Number.isFinite(v) && (exclusiveMin ? v > min : v >= min) && v <= max && (!integer || Number.isInteger(v));
-  if (!ok) {
-    const range = `${exclusiveMin ? '>' : '>='} ${min}${max === Infinity ? '' : ` and <= ${max}`}`;
-    throw new RangeError(`${at} must be a${integer ? 'n integer' : ' finite number'} ${range}, got ${v}`);
-  }
-  return v;
-}
 
 function optionalFn(v, at) {
   if (v === undefined) return null;
@@ -103,9 +88,7 @@ function shedOptions(shed) {
   if (shed === false) return { ...SHED_DEFAULTS, enabled: false, maxBaselineMs: SHED_DEFAULTS.targetLagMs };
   if (shed === undefined) shed = {};
   if (!isObject(shed)) throw new TypeError(`gatekeeper: options.shed must be an object or false, got ${typeName(shed)}`);
-  for (const k of Object.keys(shed)) {
-    if (!(k in SHED_DEFAULTS)) throw new TypeError(`gatekeeper: options.shed has an unknown option "${k}" (known: ${Object.keys(SHED_DEFAULTS).join(', ')})`);
-  }
+  onlyKnown(shed, SHED_FIELDS, 'gatekeeper: options.shed');
   const o = { ...SHED_DEFAULTS, ...Object.fromEntries(Object.entries(shed).filter(([, v]) => v !== undefined)), enabled: true };
   const at = (k) => `gatekeeper: options.shed.${k}`;
   finite(o.targetLagMs, at('targetLagMs'));
@@ -133,9 +116,7 @@ function shedOptions(shed) {
 function retryAfterOptions(r) {
   if (r === undefined) return { minSec: 1, maxSec: 3 };
   if (!isObject(r)) throw new TypeError(`gatekeeper: options.retryAfter must be an object { minSec, maxSec }, got ${typeName(r)}`);
-  for (const k of Object.keys(r)) {
-    if (k !== 'minSec' && k !== 'maxSec') throw new TypeError(`gatekeeper: options.retryAfter has an unknown option "${k}" (known: minSec, maxSec)`);
-  }
+  onlyKnown(r, RETRY_AFTER_FIELDS, 'gatekeeper: options.retryAfter');
   const minSec = finite(r.minSec ?? 1, 'gatekeeper: options.retryAfter.minSec', { min: 0, max: 86400, integer: true });
   const maxSec = finite(r.maxSec ?? Math.max(minSec, 3), 'gatekeeper: options.retryAfter.maxSec', { min: minSec, max: 86400, integer: true });
   return { minSec, maxSec };
@@ -144,9 +125,8 @@ function retryAfterOptions(r) {
 function normalize(options) {
   if (options === undefined) options = {};
   if (!isObject(options)) throw new TypeError(`gatekeeper: options must be an object, got ${typeName(options)}`);
-  for (const k of Object.keys(options)) {
-    if (!OPTIONS.has(k)) throw new TypeError(`gatekeeper: unknown option "${k}" (known: ${[...OPTIONS].join(', ')})`);
-  }
+  const unknown = unknownKey(options, OPTIONS);
+  if (unknown !== undefined) throw new TypeError(`gatekeeper: unknown option "${unknown}" (known: ${[...OPTIONS].join(', ')})`);
   // The ledger: given, or built from the tiers.
   let ledger = options.ledger;
   if (ledger !== undefined) {
@@ -479,11 +459,9 @@ class Gatekeeper {
    */
   injectHealth(health) {
     if (!isObject(health)) throw new TypeError(`injectHealth: health must be an object, got ${typeName(health)}`);
-    const known = ['lagMs', 'ewmaLagMs', 'p99LagMs', 'elu', 'heapUsed', 'heapLimit', 'stalled'];
-    for (const k of Object.keys(health)) {
-      if (!known.includes(k)) throw new TypeError(`injectHealth: unknown field "${k}" (known: ${known.join(', ')})`);
-    }
-    for (const k of known.slice(0, 6)) {
+    const unknown = unknownKey(health, HEALTH_FIELDS);
+    if (unknown !== undefined) throw new TypeError(`injectHealth: unknown field "${unknown}" (known: ${[...HEALTH_FIELDS].join(', ')})`);
+    for (const k of HEALTH_NUMBERS) {
       if (health[k] !== undefined) finite(health[k], `injectHealth: ${k}`);
     }
     if (health.stalled !== undefined && typeof health.stalled !== 'boolean') throw new TypeError(`injectHealth: stalled must be a boolean, got ${typeName(health.stalled)}`);

@@ -6,6 +6,7 @@
 // Hot path: `tryConsume` and `consume` are raw native callbacks defined as own properties of each
 // Ledger by the native `bind` (src/node/ledger.rs) — no JS wrapper, no object allocated per call.
 const native = require('./native');
+const { typeName, isObject, onlyKnown, number } = require('./validate');
 
 /** Indices into the Float64Array that `consume` fills. */
 const RESULT = Object.freeze({
@@ -26,27 +27,6 @@ const PER_KEY_DEFAULTS = Object.freeze({ maxKeys: 100_000, idleTtlMs: 60_000 });
 const TIER_FIELDS = new Set(['name', 'capacity', 'refillPerSec', 'protected', 'perKey']);
 const PER_KEY_FIELDS = new Set(['capacity', 'refillPerSec', 'maxKeys', 'idleTtlMs']);
 const OPTION_FIELDS = new Set(['tiers', 'perKey']);
-
-function typeName(v) {
-  if (v === null) return 'null';
-  if (Array.isArray(v)) return 'array';
-  return typeof v;
-}
-
-function isObject(v) {
-  return v !== null && typeof v === 'object' && !Array.isArray(v);
-}
-
-function onlyKnown(obj, known, at) {
-  for (const k of Object.keys(obj)) {
-    if (!known.has(k)) throw new TypeError(`${at} has an unknown option "${k}" (known: ${[...known].join(', ')})`);
-  }
-}
-
-function number(v, at) {
-  if (typeof v !== 'number') throw new TypeError(`${at} must be a number, got ${typeName(v)}`);
-  return v;
-}
 
 function perKeyOptions(pk, at) {
   if (!isObject(pk)) throw new TypeError(`${at} must be an object { capacity, refillPerSec, maxKeys?, idleTtlMs? }, got ${typeName(pk)}`);
