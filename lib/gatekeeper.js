@@ -15,7 +15,7 @@ require('./lag'); // registers this thread's heap source for the native sampler
 const { expressMiddleware, httpHandler, fastifyPlugin } = require('./adapters');
 const { compileRoutes, matchRoute, checkTrustProxy, clientIp, compileKey, usableKey } = require('./classify');
 const { Responder } = require('./respond');
-const { typeName, isObject, unknownKey, onlyKnown, finite } = require('./validate');
+const { typeName, isObject, unknownKey, onlyKnown, boolean, optionalFn, finite } = require('./validate');
 
 /** Verdicts returned by the native decide. */
 const VERDICT = Object.freeze({ ADMIT: 0, SHED: 1, TIER_FULL: 2, RATE_LIMITED: 3 });
@@ -71,12 +71,6 @@ const HEALTH_FIELDS = new Set([...HEALTH_NUMBERS, 'stalled']);
 /** Keys Fastify may leave in a plugin's options (register options, not ours). */
 const FASTIFY_KEYS = new Set(['prefix', 'logLevel', 'logSerializers']);
 
-function optionalFn(v, at) {
-  if (v === undefined) return null;
-  if (typeof v !== 'function') throw new TypeError(`${at} must be a function, got ${typeName(v)}`);
-  return v;
-}
-
 function secretBuffer(s, at) {
   const buf = typeof s === 'string' ? Buffer.from(s, 'utf8') : Buffer.isBuffer(s) || s instanceof Uint8Array ? Buffer.from(s) : null;
   if (buf === null) throw new TypeError(`${at} must be a string or a Buffer, got ${typeName(s)}`);
@@ -94,7 +88,7 @@ function shedOptions(shed) {
   finite(o.targetLagMs, at('targetLagMs'));
   finite(o.criticalLagMs, at('criticalLagMs'));
   if (o.criticalLagMs <= o.targetLagMs) throw new RangeError(`${at('criticalLagMs')} must be greater than targetLagMs (${o.targetLagMs}), got ${o.criticalLagMs}`);
-  if (typeof o.relative !== 'boolean') throw new TypeError(`${at('relative')} must be a boolean, got ${typeName(o.relative)}`);
+  boolean(o.relative, at('relative'));
   finite(o.hysteresisMs, at('hysteresisMs'));
   finite(o.holdMs, at('holdMs'));
   finite(o.recoveryMs, at('recoveryMs'));
@@ -170,9 +164,7 @@ function normalize(options) {
       throw new TypeError(`gatekeeper: options.tierHeader must be a header name or false, got ${typeName(options.tierHeader)} ${JSON.stringify(options.tierHeader)}`);
     } else tierHeader = options.tierHeader.toLowerCase();
   }
-  if (options.trustTierHeader !== undefined && typeof options.trustTierHeader !== 'boolean') {
-    throw new TypeError(`gatekeeper: options.trustTierHeader must be a boolean, got ${typeName(options.trustTierHeader)}`);
-  }
+  if (options.trustTierHeader !== undefined) boolean(options.trustTierHeader, 'gatekeeper: options.trustTierHeader');
   let secrets;
   if (options.tierSecret !== undefined) {
     const list = Array.isArray(options.tierSecret) ? options.tierSecret : [options.tierSecret];
@@ -183,9 +175,7 @@ function normalize(options) {
   if (![false, 'draft', 'legacy', 'both'].includes(headersOpt)) {
     throw new TypeError(`gatekeeper: options.rateLimitHeaders must be 'draft', 'legacy', 'both' or false, got ${JSON.stringify(headersOpt)}`);
   }
-  if (options.rateLimitHeadersOnSuccess !== undefined && typeof options.rateLimitHeadersOnSuccess !== 'boolean') {
-    throw new TypeError(`gatekeeper: options.rateLimitHeadersOnSuccess must be a boolean, got ${typeName(options.rateLimitHeadersOnSuccess)}`);
-  }
+  if (options.rateLimitHeadersOnSuccess !== undefined) boolean(options.rateLimitHeadersOnSuccess, 'gatekeeper: options.rateLimitHeadersOnSuccess');
   return {
     ledger,
     names,
@@ -464,7 +454,7 @@ class Gatekeeper {
     for (const k of HEALTH_NUMBERS) {
       if (health[k] !== undefined) finite(health[k], `injectHealth: ${k}`);
     }
-    if (health.stalled !== undefined && typeof health.stalled !== 'boolean') throw new TypeError(`injectHealth: stalled must be a boolean, got ${typeName(health.stalled)}`);
+    if (health.stalled !== undefined) boolean(health.stalled, 'injectHealth: stalled');
     this.#handle.injectHealth(health);
     this.#handle.update();
   }

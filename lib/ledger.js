@@ -6,7 +6,7 @@
 // Hot path: `tryConsume` and `consume` are raw native callbacks defined as own properties of each
 // Ledger by the native `bind` (src/node/ledger.rs) — no JS wrapper, no object allocated per call.
 const native = require('./native');
-const { typeName, isObject, onlyKnown, number } = require('./validate');
+const { typeName, isObject, onlyKnown, number, boolean } = require('./validate');
 
 /** Indices into the Float64Array that `consume` fills. */
 const RESULT = Object.freeze({
@@ -51,9 +51,7 @@ function normalize(options) {
     if (!isObject(t)) throw new TypeError(`${at} must be an object { name, capacity, refillPerSec, protected?, perKey? }, got ${typeName(t)}`);
     onlyKnown(t, TIER_FIELDS, at);
     if (typeof t.name !== 'string') throw new TypeError(`${at}.name must be a string, got ${typeName(t.name)}`);
-    if (t.protected !== undefined && typeof t.protected !== 'boolean') {
-      throw new TypeError(`${at}.protected must be a boolean, got ${typeName(t.protected)}`);
-    }
+    if (t.protected !== undefined) boolean(t.protected, `${at}.protected`);
     let perKey = shared;
     if (t.perKey === null) perKey = null; // this tier opts out of options.perKey
     else if (t.perKey !== undefined) perKey = perKeyOptions(t.perKey, `${at}.perKey`);

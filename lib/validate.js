@@ -34,9 +34,23 @@ function onlyKnown(obj, known, at) {
   if (k !== undefined) throw new TypeError(`${at} has an unknown option "${k}" (known: ${[...known].join(', ')})`);
 }
 
+// typeName style: "<at> must be a number, got string".
+
 /** Any number (the range is checked elsewhere). */
 function number(v, at) {
   if (typeof v !== 'number') throw new TypeError(`${at} must be a number, got ${typeName(v)}`);
+  return v;
+}
+
+function boolean(v, at) {
+  if (typeof v !== 'boolean') throw new TypeError(`${at} must be a boolean, got ${typeName(v)}`);
+  return v;
+}
+
+/** null for undefined, else a function. */
+function optionalFn(v, at) {
+  if (v === undefined) return null;
+  if (typeof v !== 'function') throw new TypeError(`${at} must be a function, got ${typeName(v)}`);
   return v;
 }
 
@@ -50,6 +64,8 @@ function finite(v, at, { min = 0, max = Infinity, integer = false, exclusiveMin 
   }
   return v;
 }
+
+// describe style: "<name> must be a number, got \"x\"".
 
 /** A finite number in range, one message per violated condition, values shown with `describe`. */
 function checkNumber(name, value, { min = 0, minExclusive = false, max = Infinity, integer = false } = {}) {
@@ -72,4 +88,6 @@ function checkFunction(name, value) {
   return value;
 }
 
-module.exports = { typeName, describe, isObject, unknownKey, onlyKnown, number, finite, checkNumber, checkBoolean, checkFunction };
+module.exports = {
+  typeName, describe, isObject, unknownKey, onlyKnown, number, boolean, optionalFn, finite, checkNumber, checkBoolean, checkFunction,
+};
