@@ -65,11 +65,11 @@ for (const kind of FRAMEWORKS) {
 /** Sends requests one after another, each once the previous one is queued (arrival order is known). */
 async function enqueue(srv, list) {
   const out = [];
-  for (const { seq, tier, expect = 'queued' } of list) {
+  for (const { seq, tier, path, expect = 'queued' } of list) {
     const before = srv.gate.stats();
     const headers = { 'x-seq': seq };
     if (tier) headers['x-user-tier'] = tier;
-    const p = request(srv.port, { headers });
+    const p = request(srv.port, { path, headers });
     p.catch(() => {});
     out.push(p);
     if (expect === 'queued') await waitFor(() => srv.gate.stats().queuedByTier && srv.gate.stats().tiers && srv.gate.stats().queued + srv.gate.stats().displaced > before.queued + before.displaced, `${seq} queued`);
@@ -135,16 +135,11 @@ test('classify(req) chooses the tier; a trusted classifier may promote', async (
   const srv = await startServer('fastify', { maxConcurrent: 1, maxQueue: 20, classify }, held.handler);
   try {
     const [holder] = await holdOneSlot(srv, held);
-    const order = [];
-    const send = async (seq, path) => {
-      const before = srv.gate.stats().queued;
-      const p = request(srv.port, { path, headers: { 'x-seq': seq } });
-      order.push(p);
-      await waitFor(() => srv.gate.stats().queued > before, `${seq} queued`);
-    };
-    await send('r1', '/reports/1');
-    await send('other', '/other');
-    await send('co', '/checkout');
+    const order = await enqueue(srv, [
+      { seq: 'r1', path: '/reports/1' },
+      { seq: 'other', path: '/other' },
+      { seq: 'co', path: '/checkout' },
+    ]);
     assert.deepEqual(srv.gate.stats().queuedByTier, { critical: 1, standard: 0, background: 2 });
     await drainHeld(held, 4);
     await Promise.all([holder, ...order]);

@@ -17,20 +17,7 @@
 // `tolerance` times the single-request latency; on an I/O-bound one it grows until the latency of
 // the downstream starts to inflate.
 
-function checkNumber(name, value, { min = 0, minExclusive = false, max = Infinity, integer = false } = {}) {
-  if (typeof value !== 'number' || Number.isNaN(value)) throw new TypeError(`${name} must be a number, got ${describe(value)}`);
-  if (!Number.isFinite(value)) throw new RangeError(`${name} must be finite, got ${value}`);
-  if (integer && !Number.isInteger(value)) throw new RangeError(`${name} must be an integer, got ${value}`);
-  if (minExclusive ? value <= min : value < min) throw new RangeError(`${name} must be ${minExclusive ? '>' : '>='} ${min}, got ${value}`);
-  if (value > max) throw new RangeError(`${name} must be <= ${max}, got ${value}`);
-  return value;
-}
-
-function describe(value) {
-  if (value === null) return 'null';
-  if (typeof value === 'string') return JSON.stringify(value);
-  return typeof value === 'object' ? 'an object' : String(value);
-}
+const { checkNumber, unknownKey } = require('./validate');
 
 const LIMIT_KEYS = new Set(['min', 'max', 'initial', 'tolerance', 'smoothing', 'windowMs', 'minSamples', 'longWindow']);
 
@@ -49,9 +36,8 @@ class AdaptiveLimit {
    */
   constructor(options = {}, prefix = 'limit') {
     if (options === null || typeof options !== 'object') throw new TypeError(`${prefix} must be an object`);
-    for (const key of Object.keys(options)) {
-      if (!LIMIT_KEYS.has(key)) throw new TypeError(`${prefix}.${key} is not a known option (${[...LIMIT_KEYS].join(', ')})`);
-    }
+    const key = unknownKey(options, LIMIT_KEYS);
+    if (key !== undefined) throw new TypeError(`${prefix}.${key} is not a known option (${[...LIMIT_KEYS].join(', ')})`);
     const o = { min: 1, max: 1000, tolerance: 1.5, smoothing: 0.2, windowMs: 100, minSamples: 10, longWindow: 100, ...options };
     this.min = checkNumber(`${prefix}.min`, o.min, { min: 1, integer: true });
     this.max = checkNumber(`${prefix}.max`, o.max, { min: 1, integer: true });
@@ -115,4 +101,4 @@ class AdaptiveLimit {
   }
 }
 
-module.exports = { AdaptiveLimit, checkNumber, describe };
+module.exports = { AdaptiveLimit };

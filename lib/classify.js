@@ -11,13 +11,16 @@ const MAX_FORWARDED_LEN = 2048;
 /** Paths longer than this are matched on their first MAX_PATH_LEN characters only. */
 const MAX_PATH_LEN = 2048;
 
+const { typeName: baseTypeName, isObject, onlyKnown } = require('./validate');
+
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'CONNECT', 'OPTIONS', 'TRACE', 'PATCH']);
 
+const ROUTE_FIELDS = new Set(['method', 'path', 'tier']);
+const KEY_FIELDS = new Set(['header']);
+
+/** As validate's typeName, and 'RegExp' for a RegExp (a route path may be one). */
 function typeName(v) {
-  if (v === null) return 'null';
-  if (Array.isArray(v)) return 'array';
-  if (v instanceof RegExp) return 'RegExp';
-  return typeof v;
+  return v instanceof RegExp ? 'RegExp' : baseTypeName(v);
 }
 
 /**
@@ -31,10 +34,8 @@ function compileRoutes(routes, tierIds, at) {
   if (!Array.isArray(routes)) throw new TypeError(`${at} must be an array of { method?, path, tier }, got ${typeName(routes)}`);
   const out = routes.map((r, i) => {
     const here = `${at}[${i}]`;
-    if (r === null || typeof r !== 'object' || Array.isArray(r)) throw new TypeError(`${here} must be an object { method?, path, tier }, got ${typeName(r)}`);
-    for (const k of Object.keys(r)) {
-      if (k !== 'method' && k !== 'path' && k !== 'tier') throw new TypeError(`${here} has an unknown option "${k}" (known: method, path, tier)`);
-    }
+    if (!isObject(r)) throw new TypeError(`${here} must be an object { method?, path, tier }, got ${typeName(r)}`);
+    onlyKnown(r, ROUTE_FIELDS, here);
     let methods = null;
     if (r.method !== undefined) {
       const list = Array.isArray(r.method) ? r.method : [r.method];
@@ -138,10 +139,8 @@ function clientIp(req, hops) {
 function compileKey(key, at) {
   if (key === undefined || key === 'ip') return { kind: 'ip', header: null, fn: null };
   if (typeof key === 'function') return { kind: 'fn', header: null, fn: key };
-  if (key !== null && typeof key === 'object' && !Array.isArray(key)) {
-    for (const k of Object.keys(key)) {
-      if (k !== 'header') throw new TypeError(`${at} has an unknown option "${k}" (known: header)`);
-    }
+  if (isObject(key)) {
+    onlyKnown(key, KEY_FIELDS, at);
     if (typeof key.header !== 'string' || key.header === '') throw new TypeError(`${at}.header must be a header name, got ${typeName(key.header)}`);
     return { kind: 'header', header: key.header.toLowerCase(), fn: null };
   }

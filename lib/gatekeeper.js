@@ -15,6 +15,7 @@ require('./lag'); // registers this thread's heap source for the native sampler
 const { expressMiddleware, httpHandler, fastifyPlugin } = require('./adapters');
 const { compileRoutes, matchRoute, checkTrustProxy, clientIp, compileKey, usableKey } = require('./classify');
 const { Responder } = require('./respond');
+const { typeName, isObject, unknownKey, onlyKnown, boolean, optionalFn, finite } = require('./validate');
 
 /** Verdicts returned by the native decide. */
 const VERDICT = Object.freeze({ ADMIT: 0, SHED: 1, TIER_FULL: 2, RATE_LIMITED: 3 });
@@ -63,34 +64,12 @@ const OPTIONS = new Set([
   'key', 'trustProxy', 'ipv4Prefix', 'ipv6Prefix', 'cost', 'shed', 'rateLimitHeaders', 'rateLimitHeadersOnSuccess',
   'retryAfter', 'respond', 'onDecision', 'onShed', 'onReject',
 ]);
+const SHED_FIELDS = new Set(Object.keys(SHED_DEFAULTS));
+const RETRY_AFTER_FIELDS = new Set(['minSec', 'maxSec']);
+const HEALTH_NUMBERS = ['lagMs', 'ewmaLagMs', 'p99LagMs', 'elu', 'heapUsed', 'heapLimit'];
+const HEALTH_FIELDS = new Set([...HEALTH_NUMBERS, 'stalled']);
 /** Keys Fastify may leave in a plugin's options (register options, not ours). */
 const FASTIFY_KEYS = new Set(['prefix', 'logLevel', 'logSerializers']);
-
-function typeName(v) {
-  if (v === null) return 'null';
-  if (Array.isArray(v)) return 'array';
-  return typeof v;
-}
-
-function isObject(v) {
-  return v !== null && typeof v === 'object' && !Array.isArray(v);
-}
-
-function finite(v, at, { min = 0, max = Infinity, integer = false, exclusiveMin = false } = {}) {
-  if (typeof v !== 'number') throw new TypeError(`${at} must be a number, got ${typeName(v)}`);
-  const ok = Number.isFinite(v) && (exclusiveMin ? v > min : v >= min) && v <= max && (!integer || Number.isInteger(v));
-  if (!ok) {
-    const range = `${exclusiveMin ? '>' : '>='} ${min}${max === Infinity ? '' : ` and <= ${max}`}`;
-    throw new RangeError(`${at} must be a${integer ? 'n integer' : ' finite number'} ${range}, got ${v}`);
-  }
-  return v;
-}
-
-function optionalFn(v, at) {
-  if (v === undefined) return null;
-  if (typeof v !== 'function') throw new TypeError(`${at} must be a function, got ${typeName(v)}`);
-  return v;
-}
 
 function secretBuffer(s, at) {
   const buf = typeof s === 'string' ? Buffer.from(s, 'utf8') : Buffer.isBuffer(s) || s instanceof Uint8Array ? Buffer.from(s) : null;
@@ -103,15 +82,13 @@ function shedOptions(shed) {
   if (shed === false) return { ...SHED_DEFAULTS, enabled: false, maxBaselineMs: SHED_DEFAULTS.targetLagMs };
   if (shed === undefined) shed = {};
   if (!isObject(shed)) throw new TypeError(`gatekeeper: options.shed must be an object or false, got ${typeName(shed)}`);
-  for (const k of Object.keys(shed)) {
-    if (!(k in SHED_DEFAULTS)) throw new TypeError(`gatekeeper: options.shed has an unknown option "${k}" (known: ${Object.keys(SHED_DEFAULTS).join(', ')})`);
-  }
+  onlyKnown(shed, SHED_FIELDS, 'gatekeeper: options.shed');
   const o = { ...SHED_DEFAULTS, ...Object.fromEntries(Object.entries(shed).filter(([, v]) => v !== undefined)), enabled: true };
   const at = (k) => `gatekeeper: options.shed.${k}`;
   finite(o.targetLagMs, at('targetLagMs'));
   finite(o.criticalLagMs, at('criticalLagMs'));
   if (o.criticalLagMs <= o.targetLagMs) throw new RangeError(`${at('criticalLagMs')} must be greater than targetLagMs (${o.targetLagMs}), got ${o.criticalLagMs}`);
-  if (typeof o.relative !== 'boolean') throw new TypeError(`${at('relative')} must be a boolean, got ${typeName(o.relative)}`);
+  boolean(o.relative, at('relative'));
   finite(o.hysteresisMs, at('hysteresisMs'));
   finite(o.holdMs, at('holdMs'));
   finite(o.recoveryMs, at('recoveryMs'));
@@ -133,9 +110,7 @@ function shedOptions(shed) {
 function retryAfterOptions(r) {
   if (r === undefined) return { minSec: 1, maxSec: 3 };
   if (!isObject(r)) throw new TypeError(`gatekeeper: options.retryAfter must be an object { minSec, maxSec }, got ${typeName(r)}`);
-  for (const k of Object.keys(r)) {
-    if (k !== 'minSec' && k !== 'maxSec') throw new TypeError(`gatekeeper: options.retryAfter has an unknown option "${k}" (known: minSec, maxSec)`);
-  }
+  onlyKnown(r, RETRY_AFTER_FIELDS, 'gatekeeper: options.retryAfter');
   const minSec = finite(r.minSec ?? 1, 'gatekeeper: options.retryAfter.minSec', { min: 0, max: 86400, integer: true });
   const maxSec = finite(r.maxSec ?? Math.max(minSec, 3), 'gatekeeper: options.retryAfter.maxSec', { min: minSec, max: 86400, integer: true });
   return { minSec, maxSec };
@@ -144,9 +119,8 @@ function retryAfterOptions(r) {
 function normalize(options) {
   if (options === undefined) options = {};
   if (!isObject(options)) throw new TypeError(`gatekeeper: options must be an object, got ${typeName(options)}`);
-  for (const k of Object.keys(options)) {
-    if (!OPTIONS.has(k)) throw new TypeError(`gatekeeper: unknown option "${k}" (known: ${[...OPTIONS].join(', ')})`);
-  }
+  const unknown = unknownKey(options, OPTIONS);
+  if (unknown !== undefined) throw new TypeError(`gatekeeper: unknown option "${unknown}" (known: ${[...OPTIONS].join(', ')})`);
   // The ledger: given, or built from the tiers.
   let ledger = options.ledger;
   if (ledger !== undefined) {
@@ -190,9 +164,7 @@ function normalize(options) {
       throw new TypeError(`gatekeeper: options.tierHeader must be a header name or false, got ${typeName(options.tierHeader)} ${JSON.stringify(options.tierHeader)}`);
     } else tierHeader = options.tierHeader.toLowerCase();
   }
-  if (options.trustTierHeader !== undefined && typeof options.trustTierHeader !== 'boolean') {
-    throw new TypeError(`gatekeeper: options.trustTierHeader must be a boolean, got ${typeName(options.trustTierHeader)}`);
-  }
+  if (options.trustTierHeader !== undefined) boolean(options.trustTierHeader, 'gatekeeper: options.trustTierHeader');
   let secrets;
   if (options.tierSecret !== undefined) {
     const list = Array.isArray(options.tierSecret) ? options.tierSecret : [options.tierSecret];
@@ -203,9 +175,7 @@ function normalize(options) {
   if (![false, 'draft', 'legacy', 'both'].includes(headersOpt)) {
     throw new TypeError(`gatekeeper: options.rateLimitHeaders must be 'draft', 'legacy', 'both' or false, got ${JSON.stringify(headersOpt)}`);
   }
-  if (options.rateLimitHeadersOnSuccess !== undefined && typeof options.rateLimitHeadersOnSuccess !== 'boolean') {
-    throw new TypeError(`gatekeeper: options.rateLimitHeadersOnSuccess must be a boolean, got ${typeName(options.rateLimitHeadersOnSuccess)}`);
-  }
+  if (options.rateLimitHeadersOnSuccess !== undefined) boolean(options.rateLimitHeadersOnSuccess, 'gatekeeper: options.rateLimitHeadersOnSuccess');
   return {
     ledger,
     names,
@@ -479,14 +449,12 @@ class Gatekeeper {
    */
   injectHealth(health) {
     if (!isObject(health)) throw new TypeError(`injectHealth: health must be an object, got ${typeName(health)}`);
-    const known = ['lagMs', 'ewmaLagMs', 'p99LagMs', 'elu', 'heapUsed', 'heapLimit', 'stalled'];
-    for (const k of Object.keys(health)) {
-      if (!known.includes(k)) throw new TypeError(`injectHealth: unknown field "${k}" (known: ${known.join(', ')})`);
-    }
-    for (const k of known.slice(0, 6)) {
+    const unknown = unknownKey(health, HEALTH_FIELDS);
+    if (unknown !== undefined) throw new TypeError(`injectHealth: unknown field "${unknown}" (known: ${[...HEALTH_FIELDS].join(', ')})`);
+    for (const k of HEALTH_NUMBERS) {
       if (health[k] !== undefined) finite(health[k], `injectHealth: ${k}`);
     }
-    if (health.stalled !== undefined && typeof health.stalled !== 'boolean') throw new TypeError(`injectHealth: stalled must be a boolean, got ${typeName(health.stalled)}`);
+    if (health.stalled !== undefined) boolean(health.stalled, 'injectHealth: stalled');
     this.#handle.injectHealth(health);
     this.#handle.update();
   }

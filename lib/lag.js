@@ -4,6 +4,7 @@
 // any of them asked for; each monitor keeps its own window, EWMA and stall threshold.
 const v8 = require('node:v8');
 const native = require('./native');
+const { unknownKey } = require('./validate');
 
 // Heap figures come from V8 through the same call JS would make; registered once per thread.
 native.lagSetHeapSource(v8.getHeapStatistics);
@@ -34,9 +35,8 @@ class LagMonitor {
    */
   constructor(options = {}) {
     if (options === null || typeof options !== 'object') throw new TypeError('LagMonitor: options must be an object');
-    for (const key of Object.keys(options)) {
-      if (!OPTIONS.has(key)) throw new TypeError(`LagMonitor: unknown option "${key}"`);
-    }
+    const key = unknownKey(options, OPTIONS);
+    if (key !== undefined) throw new TypeError(`LagMonitor: unknown option "${key}"`);
     const resolutionMs = wholeMs(options, 'resolutionMs', 10, 1, 60_000);
     const windowMs = wholeMs(options, 'windowMs', 1000, resolutionMs, 3_600_000);
     if (windowMs / resolutionMs > MAX_TICKS_PER_WINDOW) {

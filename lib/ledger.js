@@ -6,6 +6,7 @@
 // Hot path: `tryConsume` and `consume` are raw native callbacks defined as own properties of each
 // Ledger by the native `bind` (src/node/ledger.rs) — no JS wrapper, no object allocated per call.
 const native = require('./native');
+const { typeName, isObject, onlyKnown, number, boolean } = require('./validate');
 
 /** Indices into the Float64Array that `consume` fills. */
 const RESULT = Object.freeze({
@@ -26,27 +27,6 @@ const PER_KEY_DEFAULTS = Object.freeze({ maxKeys: 100_000, idleTtlMs: 60_000 });
 const TIER_FIELDS = new Set(['name', 'capacity', 'refillPerSec', 'protected', 'perKey']);
 const PER_KEY_FIELDS = new Set(['capacity', 'refillPerSec', 'maxKeys', 'idleTtlMs']);
 const OPTION_FIELDS = new Set(['tiers', 'perKey']);
-
-function typeName(v) {
-  if (v === null) return 'null';
-  if (Array.isArray(v)) return 'array';
-  return typeof v;
-}
-
-function isObject(v) {
-  return v !== null && typeof v === 'object' && !Array.isArray(v);
-}
-
-function onlyKnown(obj, known, at) {
-  for (const k of Object.keys(obj)) {
-    if (!known.has(k)) throw new TypeError(`${at} has an unknown option "${k}" (known: ${[...known].join(', ')})`);
-  }
-}
-
-function number(v, at) {
-  if (typeof v !== 'number') throw new TypeError(`${at} must be a number, got ${typeName(v)}`);
-  return v;
-}
 
 function perKeyOptions(pk, at) {
   if (!isObject(pk)) throw new TypeError(`${at} must be an object { capacity, refillPerSec, maxKeys?, idleTtlMs? }, got ${typeName(pk)}`);
@@ -71,9 +51,7 @@ function normalize(options) {
     if (!isObject(t)) throw new TypeError(`${at} must be an object { name, capacity, refillPerSec, protected?, perKey? }, got ${typeName(t)}`);
     onlyKnown(t, TIER_FIELDS, at);
     if (typeof t.name !== 'string') throw new TypeError(`${at}.name must be a string, got ${typeName(t.name)}`);
-    if (t.protected !== undefined && typeof t.protected !== 'boolean') {
-      throw new TypeError(`${at}.protected must be a boolean, got ${typeName(t.protected)}`);
-    }
+    if (t.protected !== undefined) boolean(t.protected, `${at}.protected`);
     let perKey = shared;
     if (t.perKey === null) perKey = null; // this tier opts out of options.perKey
     else if (t.perKey !== undefined) perKey = perKeyOptions(t.perKey, `${at}.perKey`);

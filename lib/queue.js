@@ -10,7 +10,8 @@
 
 const { performance } = require('node:perf_hooks');
 const { expressMiddleware, httpHandler, fastifyPlugin, isGone } = require('./adapters');
-const { AdaptiveLimit, checkNumber, describe } = require('./adaptive-limit');
+const { AdaptiveLimit } = require('./adaptive-limit');
+const { describe, unknownKey, checkNumber, checkBoolean, checkFunction } = require('./validate');
 const { PROBLEM_TYPE } = require('./respond');
 const { compileRoutes, matchRoute } = require('./classify');
 
@@ -26,20 +27,13 @@ const OPTION_KEYS = new Set([
 const TIER_KEYS = new Set(['name', 'protected', 'maxQueue', 'queueTimeoutMs']);
 // Keys a gatekeeper tier carries, accepted (and ignored) so one tiers array can configure both guards.
 const FOREIGN_TIER_KEYS = new Set(['capacity', 'refillPerSec', 'perKey']);
+const KNOWN_TIER_KEYS = new Set([...TIER_KEYS, ...FOREIGN_TIER_KEYS]);
+const CODEL_KEYS = new Set(['targetMs', 'intervalMs']);
+const RETRY_AFTER_KEYS = new Set(['minSec', 'maxSec']);
 const MAX_HEADER_LENGTH = 64;
 
 function now() {
   return performance.now();
-}
-
-function checkBoolean(name, value) {
-  if (typeof value !== 'boolean') throw new TypeError(`${name} must be a boolean, got ${describe(value)}`);
-  return value;
-}
-
-function checkFunction(name, value) {
-  if (value !== undefined && typeof value !== 'function') throw new TypeError(`${name} must be a function, got ${describe(value)}`);
-  return value;
 }
 
 function parseTiers(tiers, defaults) {
@@ -48,9 +42,8 @@ function parseTiers(tiers, defaults) {
   return tiers.map((t, i) => {
     const spec = typeof t === 'string' ? { name: t } : t;
     if (spec === null || typeof spec !== 'object') throw new TypeError(`tiers[${i}] must be a tier name or { name, protected?, maxQueue?, queueTimeoutMs? }`);
-    for (const key of Object.keys(spec)) {
-      if (!TIER_KEYS.has(key) && !FOREIGN_TIER_KEYS.has(key)) throw new TypeError(`tiers[${i}].${key} is not a known option`);
-    }
+    const key = unknownKey(spec, KNOWN_TIER_KEYS);
+    if (key !== undefined) throw new TypeError(`tiers[${i}].${key} is not a known option`);
     if (typeof spec.name !== 'string' || spec.name.length === 0 || spec.name.length > MAX_HEADER_LENGTH) {
       throw new TypeError(`tiers[${i}].name must be a non-empty string of at most ${MAX_HEADER_LENGTH} characters`);
     }
@@ -89,9 +82,8 @@ function parseCodel(codel) {
   if (codel === undefined || codel === false) return null;
   if (codel === true) return { targetMs: 5, intervalMs: 100 };
   if (codel === null || typeof codel !== 'object') throw new TypeError(`codel must be a boolean or { targetMs, intervalMs }, got ${describe(codel)}`);
-  for (const key of Object.keys(codel)) {
-    if (key !== 'targetMs' && key !== 'intervalMs') throw new TypeError(`codel.${key} is not a known option (targetMs, intervalMs)`);
-  }
+  const key = unknownKey(codel, CODEL_KEYS);
+  if (key !== undefined) throw new TypeError(`codel.${key} is not a known option (targetMs, intervalMs)`);
   const targetMs = codel.targetMs === undefined ? 5 : checkNumber('codel.targetMs', codel.targetMs, { min: 0, minExclusive: true });
   const intervalMs = codel.intervalMs === undefined ? 100 : checkNumber('codel.intervalMs', codel.intervalMs, { min: 0, minExclusive: true });
   return { targetMs, intervalMs };
@@ -157,9 +149,8 @@ function createConcurrencyGate(options) {
 
 function buildGate(options) {
   if (options === null || typeof options !== 'object') throw new TypeError('concurrencyGate options must be an object');
-  for (const key of Object.keys(options)) {
-    if (!OPTION_KEYS.has(key)) throw new TypeError(`${key} is not a known concurrencyGate option`);
-  }
+  const unknown = unknownKey(options, OPTION_KEYS);
+  if (unknown !== undefined) throw new TypeError(`${unknown} is not a known concurrencyGate option`);
   const {
     maxConcurrent, limit: limitOptions, maxQueue = 100, queueTimeoutMs = 10_000, timeoutStatus = 408,
     retryAfter = { minSec: 1, maxSec: 3 }, tiers: tierSpecs = DEFAULT_TIERS, defaultTier, tierHeader = 'x-user-tier',
@@ -182,9 +173,8 @@ function buildGate(options) {
   checkNumber('queueTimeoutMs', queueTimeoutMs, { min: 0, minExclusive: true });
   checkNumber('timeoutStatus', timeoutStatus, { min: 400, max: 599, integer: true });
   if (retryAfter === null || typeof retryAfter !== 'object') throw new TypeError(`retryAfter must be { minSec, maxSec }, got ${describe(retryAfter)}`);
-  for (const key of Object.keys(retryAfter)) {
-    if (key !== 'minSec' && key !== 'maxSec') throw new TypeError(`retryAfter.${key} is not a known option (minSec, maxSec)`);
-  }
+  const unknownRetry = unknownKey(retryAfter, RETRY_AFTER_KEYS);
+  if (unknownRetry !== undefined) throw new TypeError(`retryAfter.${unknownRetry} is not a known option (minSec, maxSec)`);
   const retryMinSec = checkNumber('retryAfter.minSec', retryAfter.minSec ?? 1, { integer: true });
   const retryMaxSec = checkNumber('retryAfter.maxSec', retryAfter.maxSec ?? Math.max(3, retryMinSec), { integer: true });
   if (retryMaxSec < retryMinSec) throw new RangeError(`retryAfter.maxSec (${retryMaxSec}) must be >= retryAfter.minSec (${retryMinSec})`);
