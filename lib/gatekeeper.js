@@ -45,7 +45,7 @@ const SHED_DEFAULTS = Object.freeze({
   hysteresisMs: 10,
   holdMs: 1000,
   recoveryMs: 2000,
-  integralMs: 250,
+  integralMs: 1000,
   confirmMs: 30,
   heapRatio: 0.9,
   stallMs: 500,
