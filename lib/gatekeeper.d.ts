@@ -28,9 +28,9 @@ export interface ShedOptions {
   holdMs?: number;
   /** Fastest recovery from full shedding to none (ms). Default 2000. */
   recoveryMs?: number;
-  /** Integral part: while the lag stays above the target, shedding does not ease and deepens — a lag
-   *  held at criticalLagMs adds full pressure in this time (ms), a lag halfway there in twice that; it
-   *  drains at the recovery rate once the lag is back below the target. 0 turns it off. Default 250. */
+  /** Integral part: while the lag stays above the target, shedding deepens — a lag held at
+   *  criticalLagMs adds full pressure in this time (ms), a lag halfway there in twice that; it drains
+   *  at the recovery rate once the lag is back below the target. 0 turns it off. Default 1000. */
   integralMs?: number;
   /** Spike filter: while nothing is shed, a lag excursion above the target starts shedding only once
    *  it has lasted this long (ms) and the lag is still rising past its highest reading so far — a loop
