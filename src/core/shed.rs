@@ -28,7 +28,10 @@
 //! longer than the one before, and the gate's in-band estimate growing with every request) passes at
 //! once; one slow tick, or the backlog it leaves draining away on a loop that keeps up (the lag
 //! falling from its peak), does not start shedding. Heap pressure and a stall are not filtered, and
-//! once an episode runs every reading counts at once.
+//! once an episode runs every reading counts at once. Known limit: the peak is the excursion's whole
+//! peak, so a lag that settles above the target but below an earlier peak of the same excursion (and
+//! never dips `hysteresis_ms` below the target) does not start shedding; a peak that forgets readings
+//! older than a window would close that, not measured yet.
 use std::fmt;
 
 /// Which lag figure of a health sample the controller reads.
