@@ -29,7 +29,7 @@ const OPTIONS = {
   rateLimitHeaders: 'both',
   // 50..150 ms: background throttled over 50..100, standard over 100..150; no hold, instant recovery,
   // no integral term (each injected lag gives exactly its proportional pressure).
-  shed: { targetLagMs: 50, criticalLagMs: 150, holdMs: 0, recoveryMs: 0, hysteresisMs: 10, integralMs: 0 },
+  shed: { targetLagMs: 50, criticalLagMs: 150, holdMs: 0, recoveryMs: 0, hysteresisMs: 10, integralMs: 0, confirmMs: 0 },
 };
 
 const signed = mintTierToken(SECRET, 'critical', { ttlSec: 600 });

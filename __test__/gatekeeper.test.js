@@ -19,7 +19,8 @@ const TIERS = [
 ];
 // 50..150 ms: background throttled over 50..100, standard over 100..150.
 // No integral term: each injected lag gives exactly its proportional pressure (one test turns it on).
-const SHED = { targetLagMs: 50, criticalLagMs: 150, holdMs: 0, recoveryMs: 0, hysteresisMs: 10, integralMs: 0 };
+// confirmMs 0: an injected reading acts at once (the spike filter has its own tests).
+const SHED = { targetLagMs: 50, criticalLagMs: 150, holdMs: 0, recoveryMs: 0, hysteresisMs: 10, integralMs: 0, confirmMs: 0 };
 
 /** Starts a node:http server behind `gatekeeper.http(options)` that echoes 200 JSON. */
 async function serve(t, options) {
@@ -373,6 +374,22 @@ test('while the lag stays above the target, shedding deepens (integral part)', a
   assert.equal(gate.stats().cause, 'lag');
 });
 
+test('stats() on an idle gate shows the decay of its hold and recovery', async (t) => {
+  const { gate } = await serve(t, { tiers: TIERS, shed: { ...SHED, holdMs: 50, recoveryMs: 100 }, trustTierHeader: true });
+  gate.injectHealth({ lagMs: 150 });
+  gate.injectHealth({ lagMs: 0 });
+  assert.equal(gate.stats().pressure, 1);
+  // No request at all from here on: only reading stats() moves the controller. Bounded wait; the
+  // hold + recovery take 150 ms.
+  let s = gate.stats();
+  for (let i = 0; i < 100 && s.pressure > 0; i++) {
+    await new Promise((r) => setTimeout(r, 20));
+    s = gate.stats();
+  }
+  assert.equal(s.pressure, 0);
+  assert.deepEqual(Object.values(s.tiers).map((x) => x.refillScale), [1, 1, 1]);
+});
+
 test('hold time and gradual recovery (real time)', async (t) => {
   const { gate, get } = await serve(t, { tiers: TIERS, shed: { ...SHED, holdMs: 300, recoveryMs: 600 }, trustTierHeader: true });
   gate.injectHealth({ lagMs: 150 });
@@ -610,6 +627,7 @@ test('invalid options throw at construction naming the option', () => {
     [{ shed: { targetLagMs: -5 } }, RangeError, /shed\.targetLagMs/],
     [{ shed: { targetLagMs: 100, criticalLagMs: 50 } }, RangeError, /shed\.criticalLagMs/],
     [{ shed: { holdMs: Infinity } }, RangeError, /shed\.holdMs/],
+    [{ shed: { confirmMs: -1 } }, RangeError, /shed\.confirmMs/],
     [{ shed: { heapRatio: 1.5 } }, RangeError, /shed\.heapRatio/],
     [{ shed: { stallMs: 0 } }, RangeError, /shed\.stallMs/],
     [{ shed: { lagSignal: 'mean' } }, RangeError, /shed\.lagSignal/],

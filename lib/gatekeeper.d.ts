@@ -15,9 +15,9 @@ export interface RouteRule {
 
 /** The shed controller: how loop health turns into shedding. */
 export interface ShedOptions {
-  /** Lag (ms) at which the lowest tier starts to be throttled. Default 50. */
+  /** Lag (ms) at which the lowest tier starts to be throttled. Default 20. */
   targetLagMs?: number;
-  /** Lag (ms) at which every unprotected tier is shed. Default 200. */
+  /** Lag (ms) at which every unprotected tier is shed. Default 60. */
   criticalLagMs?: number;
   /** Thresholds are offsets above the measured idle lag baseline. Default false. */
   relative?: boolean;
@@ -32,6 +32,11 @@ export interface ShedOptions {
    *  criticalLagMs adds full pressure in this time (ms), a lag halfway there in twice that; it drains
    *  at the recovery rate once the lag is back below the target. 0 turns it off. Default 1000. */
   integralMs?: number;
+  /** Spike filter: while nothing is shed, a lag excursion above the target starts shedding only once
+   *  it has lasted this long (ms) and the lag is still rising past its highest reading so far — a loop
+   *  falling behind passes, one slow tick or its backlog draining away does not. 0: the first reading
+   *  above the target sheds. Heap and stall are not filtered. Default 30. */
+  confirmMs?: number;
   /** Heap used / limit above which the lowest tiers are shed; false ignores the heap. Default 0.9. */
   heapRatio?: number | false;
   /** A loop that has not ticked for this long (ms) is stalled: every unprotected tier is shed at once.
@@ -43,7 +48,7 @@ export interface ShedOptions {
   resolutionMs?: number;
   /** Sampler window for p99 (whole ms). Default 1000. */
   windowMs?: number;
-  /** Sampler EWMA time constant (whole ms). Default 100. */
+  /** Sampler EWMA time constant (whole ms). Default 50. */
   ewmaMs?: number;
   /** The controller moves at most this often (ms), on requests. Default 1. */
   updateIntervalMs?: number;

@@ -40,19 +40,20 @@ const DEFAULT_TIERS = Object.freeze([
 ]);
 
 const SHED_DEFAULTS = Object.freeze({
-  targetLagMs: 50,
-  criticalLagMs: 200,
+  targetLagMs: 20,
+  criticalLagMs: 60,
   relative: false,
   hysteresisMs: 10,
   holdMs: 1000,
   recoveryMs: 2000,
   integralMs: 1000,
+  confirmMs: 30,
   heapRatio: 0.9,
   stallMs: 500,
   lagSignal: 'ewma',
   resolutionMs: 10,
   windowMs: 1000,
-  ewmaMs: 100,
+  ewmaMs: 50,
   updateIntervalMs: 1,
   baselineTauMs: 10_000,
   maxBaselineMs: undefined, // = targetLagMs
@@ -93,6 +94,7 @@ function shedOptions(shed) {
   finite(o.holdMs, at('holdMs'));
   finite(o.recoveryMs, at('recoveryMs'));
   finite(o.integralMs, at('integralMs'));
+  finite(o.confirmMs, at('confirmMs'));
   if (o.heapRatio !== false) finite(o.heapRatio, at('heapRatio'), { min: 0, max: 0.999999, exclusiveMin: true });
   if (o.stallMs !== false) finite(o.stallMs, at('stallMs'), { min: 1, max: 3_600_000, integer: true });
   if (!['latest', 'ewma', 'p99', 'max'].includes(o.lagSignal)) throw new RangeError(`${at('lagSignal')} must be one of 'latest', 'ewma', 'p99', 'max', got ${JSON.stringify(o.lagSignal)}`);
@@ -253,6 +255,7 @@ class Gatekeeper {
         holdMs: s.holdMs,
         recoveryMs: s.recoveryMs,
         integralMs: s.integralMs,
+        confirmMs: s.confirmMs,
         heapRatio: s.heapRatio === false ? undefined : s.heapRatio,
         baselineTauMs: s.baselineTauMs,
         maxBaselineMs: s.maxBaselineMs,

@@ -386,8 +386,21 @@ impl Gate {
         d
     }
 
+    /// A reading of the gate as of `now_ns` (`idle_ns` as for `update_now`): the controller is moved
+    /// first, so a gate that has seen no request for a while reports the pressure and scales its hold
+    /// and recovery have brought it to by now, not those of its last request.
+    pub fn stats_at(&self, now_ns: u64, idle_ns: u64) -> GateStats {
+        let mut st = self.state.lock();
+        self.update(&mut st, now_ns, idle_ns);
+        Self::read_stats(&st)
+    }
+
+    /// A reading of the gate as of its last update.
     pub fn stats(&self) -> GateStats {
-        let st = self.state.lock();
+        Self::read_stats(&self.state.lock())
+    }
+
+    fn read_stats(st: &State) -> GateStats {
         GateStats {
             counters: st.counters.clone(),
             scales: st.applied.clone(),
@@ -439,7 +452,7 @@ mod tests {
 
     fn cfg() -> GateConfig {
         let mut c = GateConfig::new(2);
-        c.shed = ShedConfig { target_lag_ms: 50.0, critical_lag_ms: 150.0, hold_ms: 1000.0, recovery_ms: 2000.0, ..Default::default() };
+        c.shed = ShedConfig { target_lag_ms: 50.0, critical_lag_ms: 150.0, hold_ms: 1000.0, recovery_ms: 2000.0, confirm_ms: 0.0, ..Default::default() };
         c.update_interval_ms = 0.0;
         c
     }
@@ -627,6 +640,24 @@ mod tests {
         assert!((d.outcome.remaining - 24.05).abs() < 1e-9, "{}", d.outcome.remaining);
         decide(&g, Some(2), None, 2000);
         assert_eq!(g.stats().scales, vec![1.0, 1.0, 1.0]);
+    }
+
+    #[test]
+    fn stats_at_shows_the_decay_of_an_idle_gate() {
+        let (g, h) = gate();
+        h.record_tick(150.0, 150.0, 150.0);
+        decide(&g, Some(2), None, 0);
+        assert_eq!(g.stats().pressure, 1.0);
+        h.record_tick(0.0, 0.0, 0.0);
+        // No request since: stats() still reads the last update, stats_at moves the controller first
+        // (held to 1000 ms, then 1/2000 per ms).
+        assert_eq!(g.stats().pressure, 1.0);
+        let s = g.stats_at(1500 * MS, 0);
+        assert!((s.pressure - 0.75).abs() < 1e-9, "{}", s.pressure);
+        assert_eq!(s.scales, vec![1.0, 0.5, 0.0]);
+        let s = g.stats_at(3000 * MS, 0);
+        assert_eq!((s.pressure, s.scales), (0.0, vec![1.0, 1.0, 1.0]));
+        assert_eq!(g.ledger().refill_scale(2), 1.0, "the decay is applied to the ledger too");
     }
 
     #[test]

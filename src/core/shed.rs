@@ -21,6 +21,17 @@
 //!   (a tier whose budget is far above what it is offered, say) is pushed further until it does, so
 //!   the loop does not settle above its target under sustained overload; a short spike on a healthy
 //!   loop adds little, and it drains away.
+//!
+//! Spike filter: while nothing is being shed, the lag starts an episode (proportional or integral) only
+//! once its excursion above the target has lasted `confirm_ms` and the lag is still rising past the
+//! highest reading of that excursion. A loop that is falling behind (an overload: each loop iteration
+//! longer than the one before, and the gate's in-band estimate growing with every request) passes at
+//! once; one slow tick, or the backlog it leaves draining away on a loop that keeps up (the lag
+//! falling from its peak), does not start shedding. Heap pressure and a stall are not filtered, and
+//! once an episode runs every reading counts at once. Known limit: the peak is the excursion's whole
+//! peak, so a lag that settles above the target but below an earlier peak of the same excursion (and
+//! never dips `hysteresis_ms` below the target) does not start shedding; a peak that forgets readings
+//! older than a window would close that, not measured yet.
 use std::fmt;
 
 /// Which lag figure of a health sample the controller reads.
@@ -66,6 +77,9 @@ pub struct ShedConfig {
     /// Integral time (ms): a lag held at `critical_lag_ms` adds full pressure in this time, a lag
     /// halfway between target and critical half of it, and so on. 0 turns the integral term off.
     pub integral_ms: f64,
+    /// Spike filter (ms): how long a lag excursion above the target must last, still rising, before it
+    /// starts shedding (see the module notes). 0: the first reading above the target sheds.
+    pub confirm_ms: f64,
     /// Heap used/limit above which heap pressure sheds; `None` ignores the heap.
     pub heap_ratio: Option<f64>,
     /// Time constant (ms) of the idle-baseline average (relative mode).
@@ -80,13 +94,14 @@ pub struct ShedConfig {
 impl Default for ShedConfig {
     fn default() -> Self {
         ShedConfig {
-            target_lag_ms: 50.0,
-            critical_lag_ms: 200.0,
+            target_lag_ms: 20.0,
+            critical_lag_ms: 60.0,
             relative: false,
             hysteresis_ms: 10.0,
             hold_ms: 1000.0,
             recovery_ms: 2000.0,
             integral_ms: 1000.0,
+            confirm_ms: 30.0,
             heap_ratio: Some(0.9),
             baseline_tau_ms: 10_000.0,
             max_baseline_ms: 50.0,
@@ -129,6 +144,7 @@ impl ShedConfig {
         finite_non_negative(self.hold_ms, "holdMs")?;
         finite_non_negative(self.recovery_ms, "recoveryMs")?;
         finite_non_negative(self.integral_ms, "integralMs")?;
+        finite_non_negative(self.confirm_ms, "confirmMs")?;
         if let Some(r) = self.heap_ratio {
             if !(r.is_finite() && r > 0.0 && r < 1.0) {
                 return Err(ShedConfigError { field: "heapRatio", reason: "must be a number in (0, 1)" });
@@ -199,6 +215,8 @@ pub struct ShedController {
     last_ns: Option<u64>,
     baseline_ms: Option<f64>,
     episodes: u64,
+    /// The current lag excursion above the target while nothing is shed: (start, highest lag).
+    excursion: Option<(u64, f64)>,
 }
 
 const NS_PER_MS: f64 = 1_000_000.0;
@@ -230,6 +248,7 @@ impl ShedController {
             last_ns: None,
             baseline_ms: None,
             episodes: 0,
+            excursion: None,
         })
     }
 
@@ -315,6 +334,30 @@ impl ShedController {
         self.baseline_ms = Some(next.clamp(0.0, self.cfg.max_baseline_ms));
     }
 
+    /// The spike filter: whether `lag` (above or below the target `t`) may start an episode now.
+    fn confirmed(&mut self, lag: f64, t: f64, now_ns: u64) -> bool {
+        if lag <= t {
+            if lag < t - self.cfg.hysteresis_ms {
+                self.excursion = None;
+            }
+            return false;
+        }
+        if self.cfg.confirm_ms == 0.0 {
+            return true;
+        }
+        match &mut self.excursion {
+            None => {
+                self.excursion = Some((now_ns, lag));
+                false
+            }
+            Some((since, peak)) => {
+                let rising = lag > *peak;
+                *peak = peak.max(lag);
+                rising && (now_ns - *since) as f64 >= self.cfg.confirm_ms * NS_PER_MS
+            }
+        }
+    }
+
     /// Feeds one health reading taken at `now_ns`; returns true when any tier's scale changed.
     pub fn update(&mut self, input: &ShedInput, now_ns: u64) -> bool {
         // A clock that goes back is read as one that stood still.
@@ -328,7 +371,15 @@ impl ShedController {
         let (t, c) = self.thresholds_ms();
         let lag = if input.lag_ms.is_nan() { 0.0 } else { input.lag_ms };
         let (heap_demand, heap_release) = self.heap(input.heap_ratio);
-        let lag_demand = ramp(lag, t, c);
+        // While nothing is shed, only a confirmed excursion counts (the spike filter); during an
+        // episode every reading does, and the filter starts afresh once it has ended.
+        let lag_counts = if self.pressure > 0.0 {
+            self.excursion = None;
+            true
+        } else {
+            self.confirmed(lag, t, now_ns)
+        };
+        let lag_demand = if lag_counts { ramp(lag, t, c) } else { 0.0 };
         let lag_release = ramp(lag + self.cfg.hysteresis_ms, t, c);
         let demand = lag_demand.max(heap_demand);
         let release = lag_release.max(heap_release);
@@ -363,7 +414,7 @@ impl ShedController {
         // at most 100 ms of it.
         if self.cfg.integral_ms > 0.0 {
             let dt = dt_ms.min(100.0);
-            if lag > t {
+            if lag > t && lag_counts {
                 let excess = ((lag - t) / (c - t)).min(1.0);
                 self.integral = (self.integral + excess * dt / self.cfg.integral_ms).min(1.0);
             } else if lag < t - self.cfg.hysteresis_ms && self.integral > 0.0 {
@@ -418,6 +469,7 @@ impl ShedController {
         self.hold_until_ns = 0;
         self.last_ns = None;
         self.baseline_ms = None;
+        self.excursion = None;
         self.apply();
     }
 }
@@ -439,7 +491,7 @@ mod tests {
 
     /// Proportional only (no integral term) unless a test turns it on.
     fn cfg() -> ShedConfig {
-        ShedConfig { target_lag_ms: 50.0, critical_lag_ms: 150.0, hysteresis_ms: 10.0, hold_ms: 1000.0, recovery_ms: 2000.0, integral_ms: 0.0, ..Default::default() }
+        ShedConfig { target_lag_ms: 50.0, critical_lag_ms: 150.0, hysteresis_ms: 10.0, hold_ms: 1000.0, recovery_ms: 2000.0, integral_ms: 0.0, confirm_ms: 0.0, ..Default::default() }
     }
 
     fn approx(a: f64, b: f64) -> bool {
@@ -670,6 +722,93 @@ mod tests {
         assert_eq!(c.episodes(), 1, "one episode: pressure never reached zero");
     }
 
+    fn filtered() -> ShedConfig {
+        ShedConfig { confirm_ms: 30.0, integral_ms: 1000.0, ..cfg() }
+    }
+
+    #[test]
+    fn one_slow_tick_and_its_draining_backlog_do_not_start_shedding() {
+        let mut c = three_tiers(filtered());
+        c.update(&lag(2.0), 0);
+        // One 120 ms tick, read for 40 ms, then the backlog drains: the lag falls from its peak.
+        for (t, l) in [(10, 120.0), (20, 120.0), (50, 120.0), (60, 90.0), (100, 70.0), (130, 55.0), (150, 20.0)] {
+            c.update(&lag(l), t * MS);
+            assert_eq!(c.pressure(), 0.0, "at {t} ms");
+        }
+        assert_eq!(c.episodes(), 0);
+        assert_eq!(c.scales(), &[1.0, 1.0, 1.0]);
+    }
+
+    #[test]
+    fn a_lag_still_rising_after_confirm_ms_sheds_at_once() {
+        let mut c = three_tiers(filtered());
+        c.update(&lag(2.0), 0);
+        // A loop falling behind: the lag keeps rising past its peak (the in-band estimate grows with
+        // every request of a long loop iteration).
+        c.update(&lag(60.0), 10 * MS);
+        c.update(&lag(70.0), 20 * MS);
+        c.update(&lag(80.0), 39 * MS);
+        assert_eq!(c.pressure(), 0.0, "29 ms into the excursion: not yet");
+        c.update(&lag(80.0), 40 * MS);
+        assert_eq!(c.pressure(), 0.0, "30 ms in, but not rising past 80");
+        c.update(&lag(100.0), 41 * MS);
+        assert!(approx(c.pressure(), 0.5), "{}", c.pressure());
+        assert_eq!(c.episodes(), 1);
+        // Once shedding, every reading counts at once (no filter): a rise is applied immediately.
+        c.update(&lag(140.0), 42 * MS);
+        assert!(approx(c.pressure(), 0.9));
+    }
+
+    #[test]
+    fn the_excursion_ends_once_the_lag_is_below_the_target_by_the_hysteresis() {
+        let mut c = three_tiers(filtered());
+        c.update(&lag(60.0), 0);
+        // Dips to between target - hysteresis and the target keep the excursion ...
+        c.update(&lag(45.0), 20 * MS);
+        c.update(&lag(61.0), 30 * MS);
+        assert!(c.pressure() > 0.0, "the excursion began at 0 ms and is rising at 30 ms");
+        let mut c = three_tiers(filtered());
+        c.update(&lag(60.0), 0);
+        // ... a drop below 40 ms ends it, and the next one starts afresh.
+        c.update(&lag(39.0), 20 * MS);
+        c.update(&lag(61.0), 30 * MS);
+        c.update(&lag(62.0), 50 * MS);
+        assert_eq!(c.pressure(), 0.0, "20 ms into the new excursion");
+        c.update(&lag(63.0), 60 * MS);
+        assert!(c.pressure() > 0.0);
+    }
+
+    #[test]
+    fn an_unconfirmed_excursion_adds_nothing_to_the_integral() {
+        let mut c = three_tiers(filtered());
+        // A lag steady at 100 ms for 1 s (never rising past its first reading): the integral would
+        // have reached 0.5; filtered, nothing.
+        for i in 0..=100 {
+            c.update(&lag(100.0), i * 10 * MS);
+        }
+        assert_eq!(c.pressure(), 0.0);
+        // One reading past the peak, and the proportional part applies.
+        c.update(&lag(100.5), 1001 * MS);
+        assert!(approx(c.pressure(), 0.505));
+    }
+
+    #[test]
+    fn the_filter_applies_afresh_after_an_episode_but_not_to_heap_or_stall() {
+        let mut c = three_tiers(ShedConfig { hold_ms: 0.0, recovery_ms: 0.0, heap_ratio: Some(0.8), ..filtered() });
+        c.update(&lag(60.0), 0);
+        c.update(&lag(70.0), 30 * MS);
+        assert!(c.pressure() > 0.0);
+        c.update(&lag(0.0), 40 * MS);
+        assert_eq!(c.pressure(), 0.0);
+        c.update(&lag(90.0), 50 * MS);
+        assert_eq!(c.pressure(), 0.0, "a new excursion is filtered again");
+        c.update(&ShedInput { stalled: true, ..lag(0.0) }, 60 * MS);
+        assert_eq!(c.pressure(), 1.0, "a stall is not filtered");
+        c.update(&lag(0.0), 70 * MS);
+        c.update(&ShedInput { heap_ratio: 0.85, ..lag(0.0) }, 80 * MS);
+        assert!(c.pressure() > 0.5, "nor is the heap");
+    }
+
     #[test]
     fn a_stall_sheds_every_unprotected_tier_at_once() {
         let mut c = three_tiers(cfg());
@@ -846,6 +985,7 @@ mod tests {
         assert_eq!(bad(ShedConfig { heap_ratio: Some(1.0), ..cfg() }), "heapRatio");
         assert_eq!(bad(ShedConfig { heap_ratio: Some(0.0), ..cfg() }), "heapRatio");
         assert_eq!(bad(ShedConfig { idle_elu: 2.0, ..cfg() }), "idleElu");
+        assert_eq!(bad(ShedConfig { confirm_ms: -1.0, ..cfg() }), "confirmMs");
         let e = ShedController::new(ShedConfig { critical_lag_ms: 10.0, ..cfg() }, &[false]).unwrap_err();
         assert_eq!(e.to_string(), "criticalLagMs must be greater than targetLagMs");
     }

@@ -66,6 +66,7 @@ pub struct GateOptions {
     pub hold_ms: f64,
     pub recovery_ms: f64,
     pub integral_ms: f64,
+    pub confirm_ms: f64,
     pub heap_ratio: Option<f64>,
     pub baseline_tau_ms: f64,
     pub max_baseline_ms: f64,
@@ -183,6 +184,7 @@ fn config(o: &GateOptions) -> Result<GateConfig> {
             hold_ms: o.hold_ms,
             recovery_ms: o.recovery_ms,
             integral_ms: o.integral_ms,
+            confirm_ms: o.confirm_ms,
             heap_ratio: o.heap_ratio,
             baseline_tau_ms: o.baseline_tau_ms,
             max_baseline_ms: o.max_baseline_ms,
@@ -248,7 +250,9 @@ impl GateHandle {
 
     #[napi]
     pub fn stats(&self) -> GateStats {
-        let s = self.gate.stats();
+        // Moved first: on an idle server no request moves the controller, and stats() must show the
+        // decay its hold and recovery have made since the last request.
+        let s = self.gate.stats_at(gate_now_ns(), unsafe { idle_ns(self.loop_) });
         let ledger = self.gate.ledger();
         let tiers = s
             .counters
