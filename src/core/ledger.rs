@@ -7,6 +7,19 @@
 //!   other way round), so no other debit of that key can slip in between the check and the debit.
 //! * Tokens are fractional and refilled continuously from a monotonic nanosecond clock, clamped to the
 //!   capacity. A cost above the capacity never succeeds.
+//! * The clock is CLOCK_MONOTONIC_COARSE where that is safe (`coarse_is_safe`), else CLOCK_MONOTONIC.
+//!   Reading the precise clock costs 20–50 ns here (most of a keyed debit); the coarse one ~5 ns, but it
+//!   lags the true time by less than one tick T (4 ms here). A bucket credits `(now − last_ns) × rate`
+//!   from its stored timestamp and never moves it backwards, so the credits telescope: whatever the
+//!   readings, a bucket has been credited exactly `(latest reading − first) × rate`, clamped; nothing
+//!   is lost or created by a lagging reading, only credited at a later call. Put differently, the ledger
+//!   on the coarse clock behaves exactly like the precise one for requests arriving at their tick's start.
+//!   What moving a request up to T earlier can change is bounded by one tick's refill, `rate × T`: a
+//!   request short of at most that many tokens may be refused up to T before the precise clock would
+//!   admit it, and a window of length W may grant up to `capacity + rate × (W + T)` instead of
+//!   `capacity + rate × W`. The coarse clock is therefore used only when `rate × T` is at most
+//!   1/`COARSE_SHARE` of the capacity for every pool and per-key bucket, and every retry-after and reset
+//!   the ledger reports is lengthened by T, so that a client retrying after it finds the tokens there.
 //! * `set_refill_scale` (0..=1) scales the refill of a tier pool: the lever the shed controller pulls.
 //!   Keyed buckets are quotas and keep their own rate.
 //! * The pool scales across threads: each thread debits a small lease of the pool's tokens held in its
@@ -19,7 +32,7 @@
 //!   loses nothing); failing both, the least recently touched bucket of the scan. Each insert also
 //!   sweeps two entries for idleness, so memory drains back without any timer.
 use crate::core::bucket::Bucket;
-use crate::core::clock::{Clock, MonotonicClock};
+use crate::core::clock::{Clock, CoarseClock, MonotonicClock};
 use crate::core::spinlock::SpinLock;
 use hashbrown::{DefaultHashBuilder, HashTable};
 use parking_lot::Mutex;
@@ -236,11 +249,14 @@ pub struct Ledger {
     tiers: Box<[Tier]>,
     configs: Vec<TierConfig>,
     clock: LedgerClock,
+    /// The clock's resolution in ms, added to every wait the ledger reports (0 for an exact clock).
+    late_ms: f64,
 }
 
-/// The process clock, called directly (inlined on the hot path), or an injected one.
+/// The process clocks, called directly (inlined on the hot path), or an injected one.
 enum LedgerClock {
     Monotonic,
+    Coarse(CoarseClock),
     Custom(Arc<dyn Clock>),
 }
 
@@ -249,9 +265,32 @@ impl LedgerClock {
     fn now_ns(&self) -> u64 {
         match self {
             LedgerClock::Monotonic => MonotonicClock.now_ns(),
+            LedgerClock::Coarse(c) => c.now_ns(),
             LedgerClock::Custom(c) => c.now_ns(),
         }
     }
+
+    fn resolution_ns(&self) -> u64 {
+        match self {
+            LedgerClock::Monotonic => 0,
+            LedgerClock::Coarse(c) => c.resolution_ns(),
+            LedgerClock::Custom(c) => c.resolution_ns(),
+        }
+    }
+}
+
+/// One tick's refill may be at most this fraction (1/COARSE_SHARE) of a bucket's capacity for the ledger
+/// to read the coarse clock (module notes).
+const COARSE_SHARE: f64 = 64.0;
+
+/// Whether a clock lagging by up to `resolution_ns` changes every bucket of `tiers` by at most
+/// 1/`COARSE_SHARE` of its capacity (module notes).
+fn coarse_is_safe(tiers: &[TierConfig], resolution_ns: u64) -> bool {
+    let tick_s = resolution_ns as f64 / 1e9;
+    let ok = |capacity: f64, rate: f64| rate * tick_s <= capacity / COARSE_SHARE;
+    tiers.iter().all(|t| {
+        ok(t.capacity, t.refill_per_sec) && t.per_key.as_ref().map_or(true, |k| ok(k.capacity, k.refill_per_sec))
+    })
 }
 
 /// A number as JavaScript prints it (`Infinity`, not `inf`), for messages a JS user reads.
@@ -561,9 +600,14 @@ fn add_f64(a: &AtomicU64, v: f64) {
 }
 
 impl Ledger {
-    /// A ledger on the process's monotonic clock (`MonotonicClock`).
+    /// A ledger on the process's monotonic clock: `CoarseClock` where its tick is safe for these tiers
+    /// (module notes), else `MonotonicClock`.
     pub fn new(tiers: Vec<TierConfig>) -> Result<Ledger, ConfigError> {
-        Ledger::build(tiers, LedgerClock::Monotonic)
+        let clock = match CoarseClock::new() {
+            Some(c) if coarse_is_safe(&tiers, c.resolution_ns()) => LedgerClock::Coarse(c),
+            _ => LedgerClock::Monotonic,
+        };
+        Ledger::build(tiers, clock)
     }
 
     /// A ledger whose own time (`now_ns`, `set_refill_scale`, `snapshot`, `reset`) comes from `clock`.
@@ -587,7 +631,19 @@ impl Ledger {
                 keys: t.per_key.clone().map(KeyMap::new),
             })
             .collect();
-        Ok(Ledger { tiers: built, configs: tiers, clock })
+        let late_ms = clock.resolution_ns() as f64 / 1e6;
+        Ok(Ledger { tiers: built, configs: tiers, clock, late_ms })
+    }
+
+    /// How far the ledger's clock may lag the true time, in ns (0: exact).
+    pub fn clock_resolution_ns(&self) -> u64 {
+        self.clock.resolution_ns()
+    }
+
+    /// A wait computed from a clock reading, lengthened by the clock's lag so that it is not too short.
+    #[inline]
+    fn late(&self, wait_ms: f64) -> f64 {
+        if wait_ms > 0.0 { wait_ms + self.late_ms } else { wait_ms }
     }
 
     /// The ledger's clock reading, the `now_ns` its JS binding passes to `consume`.
@@ -673,7 +729,7 @@ impl Ledger {
                     reset_ms: 0.0,
                 };
                 if cost > cfg.capacity || kb.tokens < cost {
-                    out.retry_after_ms = kb.wait_ms(cost, cfg.capacity, cfg.refill_per_sec);
+                    out.retry_after_ms = self.late(kb.wait_ms(cost, cfg.capacity, cfg.refill_per_sec));
                 } else {
                     match t.debit(cost, || now_ns) {
                         Ok(()) => {
@@ -684,12 +740,12 @@ impl Ledger {
                         }
                         Err(retry) => {
                             out.limited_by = Limit::Tier;
-                            out.retry_after_ms = retry;
+                            out.retry_after_ms = self.late(retry);
                         }
                     }
                 }
                 if DETAIL {
-                    out.reset_ms = kb.reset_ms(cfg.capacity, cfg.refill_per_sec);
+                    out.reset_ms = self.late(kb.reset_ms(cfg.capacity, cfg.refill_per_sec));
                 }
                 out
             }
@@ -703,7 +759,7 @@ impl Ledger {
                 });
                 let (allowed, retry_after_ms) = match t.debit(cost, clock) {
                     Ok(()) => (true, 0.0),
-                    Err(retry) => (false, retry),
+                    Err(retry) => (false, self.late(retry)),
                 };
                 let mut out = Outcome {
                     allowed,
@@ -717,7 +773,7 @@ impl Ledger {
                     let now_ns = clock();
                     let (tokens, rate) = t.view(now_ns);
                     out.remaining = tokens;
-                    out.reset_ms = Bucket { tokens, last_ns: now_ns }.reset_ms(t.capacity, rate);
+                    out.reset_ms = self.late(Bucket { tokens, last_ns: now_ns }.reset_ms(t.capacity, rate));
                 }
                 out
             }
@@ -1189,6 +1245,81 @@ mod tests {
         assert_eq!(reads(), base + 1, "debits from the lease never read the clock");
         assert!(l.try_consume_now(1, Some(b"u"), 1.0));
         assert_eq!(reads(), base + 2, "a keyed debit reads it once");
+    }
+
+    /// A clock that reads the true time (set by the test) rounded down to its 4 ms tick, as
+    /// CLOCK_MONOTONIC_COARSE does.
+    struct Ticking(ManualClock);
+    const TICK: u64 = 4 * MS;
+    impl Clock for Ticking {
+        fn now_ns(&self) -> u64 {
+            self.0.now_ns() / TICK * TICK
+        }
+        fn resolution_ns(&self) -> u64 {
+            TICK
+        }
+    }
+
+    #[test]
+    fn coarse_clock_only_where_one_tick_is_a_small_share() {
+        // 250 tokens/s for 4 ms is one token: at most capacity / 64.
+        assert!(coarse_is_safe(&[tier("t", 64.0, 250.0)], TICK));
+        assert!(!coarse_is_safe(&[tier("t", 63.0, 250.0)], TICK));
+        assert!(!coarse_is_safe(&[tier("a", 1e6, 1.0), keyed("b", 1e6, 1.0, 10.0, 1000.0, 10)], TICK));
+        let l = Ledger::new(vec![keyed("t", 1e15, 1e15, 1e15, 1e15, 10)]).unwrap();
+        assert_eq!(l.clock_resolution_ns(), CoarseClock::new().map_or(0, |c| c.resolution_ns()));
+        let l = Ledger::new(vec![tier("smooth", 1.0, 1000.0)]).unwrap();
+        assert_eq!(l.clock_resolution_ns(), 0, "1 ms of burst: the precise clock");
+    }
+
+    #[test]
+    fn a_coarse_clock_delays_refill_by_at_most_a_tick_and_loses_nothing() {
+        // A key of 64 tokens refilled at 250/s (one token per 4 ms tick), asked for one token every
+        // 125 µs (32 asks per token: always short) for 10 s, on a precise and on a ticking clock.
+        let k = || vec![keyed("t", 1e9, 0.0, 64.0, 250.0, 10)];
+        let precise = Arc::new(ManualClock::new(0));
+        let ticking = Arc::new(Ticking(ManualClock::new(0)));
+        let lp = Ledger::with_clock(k(), precise.clone()).unwrap();
+        let lc = Ledger::with_clock(k(), ticking.clone()).unwrap();
+        let (mut gp, mut gc) = (0u64, 0u64);
+        for step in 0..80_000u64 {
+            let t = step * 125_000;
+            precise.set_ns(t);
+            ticking.0.set_ns(t);
+            gp += u64::from(lp.try_consume(0, Some(b"k"), 1.0, lp.now_ns()));
+            gc += u64::from(lc.try_consume(0, Some(b"k"), 1.0, lc.now_ns()));
+            // The coarse ledger is behind by at most one tick's refill (one token), never ahead.
+            assert!(gc <= gp && gp <= gc + 1, "at {t} ns: precise {gp}, coarse {gc}");
+        }
+        // Both granted the burst plus every whole token of refill (the last ask is at 9.999875 s): the
+        // lag cost no token.
+        assert_eq!(gp, 64 + 2499);
+        assert!(gc == gp || gc + 1 == gp, "{gc}");
+        precise.set_ns(10 * SEC);
+        ticking.0.set_ns(10 * SEC);
+        assert_eq!(lp.key_tokens(0, b"k", lp.now_ns()), lc.key_tokens(0, b"k", lc.now_ns()).map(|v| v - (gp - gc) as f64));
+    }
+
+    #[test]
+    fn a_coarse_clock_lengthens_retry_after_and_reset_so_that_they_hold() {
+        let clock = Arc::new(Ticking(ManualClock::new(0)));
+        let l = Ledger::with_clock(vec![keyed("t", 1e9, 0.0, 64.0, 250.0, 10)], clock.clone()).unwrap();
+        for (i, phase) in [0, MS, 2_500_000, TICK - 1].into_iter().enumerate() {
+            let key = [i as u8];
+            let t0 = 10 * SEC + phase;
+            clock.0.set_ns(t0);
+            assert!(l.consume(0, Some(&key), 64.0, l.now_ns()).allowed);
+            let o = l.consume(0, Some(&key), 1.5, l.now_ns());
+            assert!(!o.allowed);
+            // 1.5 tokens take 6 ms at 250/s; the reading may be up to a tick old, so one tick more.
+            // (Without it, asking again 6 ms after a drain at phase 0 reads 4 ms: one token, refused.)
+            assert_eq!((o.retry_after_ms, o.reset_ms), (10.0, 260.0));
+            // Asking again once retry-after has passed on the true clock succeeds, whatever the phase.
+            clock.0.set_ns(t0 + (o.retry_after_ms * 1e6) as u64);
+            assert!(l.consume(0, Some(&key), 1.5, l.now_ns()).allowed, "phase {phase}");
+        }
+        let o = l.consume(0, Some(b"full"), 1.0, l.now_ns());
+        assert_eq!((o.retry_after_ms, o.reset_ms), (0.0, 4.0 + 4.0), "a wait of 0 stays 0");
     }
 
     #[test]
