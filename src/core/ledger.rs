@@ -7,19 +7,20 @@
 //!   other way round), so no other debit of that key can slip in between the check and the debit.
 //! * Tokens are fractional and refilled continuously from a monotonic nanosecond clock, clamped to the
 //!   capacity. A cost above the capacity never succeeds.
-//! * The clock is CLOCK_MONOTONIC_COARSE where that is safe (`coarse_is_safe`), else CLOCK_MONOTONIC.
-//!   Reading the precise clock costs 20–50 ns here (most of a keyed debit); the coarse one ~5 ns, but it
-//!   lags the true time by less than one tick T (4 ms here). A bucket credits `(now − last_ns) × rate`
-//!   from its stored timestamp and never moves it backwards, so the credits telescope: whatever the
-//!   readings, a bucket has been credited exactly `(latest reading − first) × rate`, clamped; nothing
-//!   is lost or created by a lagging reading, only credited at a later call. Put differently, the ledger
-//!   on the coarse clock behaves exactly like the precise one for requests arriving at their tick's start.
-//!   What moving a request up to T earlier can change is bounded by one tick's refill, `rate × T`: a
-//!   request short of at most that many tokens may be refused up to T before the precise clock would
-//!   admit it, and a window of length W may grant up to `capacity + rate × (W + T)` instead of
-//!   `capacity + rate × W`. The coarse clock is therefore used only when `rate × T` is at most
-//!   1/`COARSE_SHARE` of the capacity for every pool and per-key bucket, and every retry-after and reset
-//!   the ledger reports is lengthened by T, so that a client retrying after it finds the tokens there.
+//! * `try_consume_now`, the boolean hot path, reads CLOCK_MONOTONIC_COARSE where that is safe
+//!   (`coarse_is_safe`); everything else (`consume` with its headers, snapshots, scale changes) reads
+//!   CLOCK_MONOTONIC. The precise clock costs 20–50 ns a read here (most of a keyed debit), the coarse
+//!   one ~5 ns, but it lags the true time by up to one tick T (4 ms here). That lag loses no token: a
+//!   bucket credits `(now − last_ns) × rate` from its stored timestamp and never moves it backwards, so
+//!   whatever mix of readings it sees, it has been credited exactly `(latest reading − first) × rate`
+//!   (clamped); a lagging reading only leaves the rest for the next call. Nor does it refuse anything
+//!   the precise clock would admit: a refusal short of at most two ticks' refill is asked again at the
+//!   precise time (a refusal further short stands either way). What remains is that an admitted
+//!   debit may be stamped up to T early, so a bucket full at that moment is credited up to `rate × T`
+//!   more than the precise clock would give it: a window of length W may grant up to
+//!   `capacity + rate × (W + T)` instead of `capacity + rate × W`. Hence the coarse clock only where
+//!   `rate × T` is at most 1/`COARSE_SHARE` of the capacity of every pool and per-key bucket. Eviction's
+//!   "least recently touched" is likewise resolved to a tick.
 //! * `set_refill_scale` (0..=1) scales the refill of a tier pool: the lever the shed controller pulls.
 //!   Keyed buckets are quotas and keep their own rate.
 //! * The pool scales across threads: each thread debits a small lease of the pool's tokens held in its
@@ -248,9 +249,11 @@ struct Tier {
 pub struct Ledger {
     tiers: Box<[Tier]>,
     configs: Vec<TierConfig>,
+    /// The precise clock.
     clock: LedgerClock,
-    /// The clock's resolution in ms, added to every wait the ledger reports (0 for an exact clock).
-    late_ms: f64,
+    /// The coarse clock `try_consume_now` reads first, where it is safe (module notes), and its tick.
+    coarse: Option<LedgerClock>,
+    tick_ms: f64,
 }
 
 /// The process clocks, called directly (inlined on the hot path), or an injected one.
@@ -600,22 +603,24 @@ fn add_f64(a: &AtomicU64, v: f64) {
 }
 
 impl Ledger {
-    /// A ledger on the process's monotonic clock: `CoarseClock` where its tick is safe for these tiers
-    /// (module notes), else `MonotonicClock`.
+    /// A ledger on the process's monotonic clock (`MonotonicClock`), with `CoarseClock` for
+    /// `try_consume_now` where its tick is safe for these tiers (module notes).
     pub fn new(tiers: Vec<TierConfig>) -> Result<Ledger, ConfigError> {
-        let clock = match CoarseClock::new() {
-            Some(c) if coarse_is_safe(&tiers, c.resolution_ns()) => LedgerClock::Coarse(c),
-            _ => LedgerClock::Monotonic,
-        };
-        Ledger::build(tiers, clock)
+        Ledger::build(tiers, LedgerClock::Monotonic, CoarseClock::new().map(LedgerClock::Coarse))
     }
 
     /// A ledger whose own time (`now_ns`, `set_refill_scale`, `snapshot`, `reset`) comes from `clock`.
     pub fn with_clock(tiers: Vec<TierConfig>, clock: Arc<dyn Clock>) -> Result<Ledger, ConfigError> {
-        Ledger::build(tiers, LedgerClock::Custom(clock))
+        Ledger::build(tiers, LedgerClock::Custom(clock), None)
     }
 
-    fn build(tiers: Vec<TierConfig>, clock: LedgerClock) -> Result<Ledger, ConfigError> {
+    /// `with_clock` plus a coarse clock for `try_consume_now`, used where its `resolution_ns` is safe for
+    /// these tiers: for tests of the coarse path.
+    pub fn with_clocks(tiers: Vec<TierConfig>, clock: Arc<dyn Clock>, coarse: Arc<dyn Clock>) -> Result<Ledger, ConfigError> {
+        Ledger::build(tiers, LedgerClock::Custom(clock), Some(LedgerClock::Custom(coarse)))
+    }
+
+    fn build(tiers: Vec<TierConfig>, clock: LedgerClock, coarse: Option<LedgerClock>) -> Result<Ledger, ConfigError> {
         validate(&tiers)?;
         let now = clock.now_ns();
         let built = tiers
@@ -631,19 +636,14 @@ impl Ledger {
                 keys: t.per_key.clone().map(KeyMap::new),
             })
             .collect();
-        let late_ms = clock.resolution_ns() as f64 / 1e6;
-        Ok(Ledger { tiers: built, configs: tiers, clock, late_ms })
+        let coarse = coarse.filter(|c| coarse_is_safe(&tiers, c.resolution_ns()));
+        let tick_ms = coarse.as_ref().map_or(0.0, |c| c.resolution_ns() as f64 / 1e6);
+        Ok(Ledger { tiers: built, configs: tiers, clock, coarse, tick_ms })
     }
 
-    /// How far the ledger's clock may lag the true time, in ns (0: exact).
-    pub fn clock_resolution_ns(&self) -> u64 {
-        self.clock.resolution_ns()
-    }
-
-    /// A wait computed from a clock reading, lengthened by the clock's lag so that it is not too short.
-    #[inline]
-    fn late(&self, wait_ms: f64) -> f64 {
-        if wait_ms > 0.0 { wait_ms + self.late_ms } else { wait_ms }
+    /// The tick of the coarse clock `try_consume_now` reads first, in ns; 0 if it reads the precise one.
+    pub fn coarse_tick_ns(&self) -> u64 {
+        self.coarse.as_ref().map_or(0, LedgerClock::resolution_ns)
     }
 
     /// The ledger's clock reading, the `now_ns` its JS binding passes to `consume`.
@@ -696,9 +696,19 @@ impl Ledger {
     }
 
     /// `try_consume` at the ledger's own clock, read only if the debit needs the time: a tier-only
-    /// debit served from this thread's lease does not (saves a clock read, ~10 ns here).
+    /// debit served from this thread's lease does not (saves a clock read). The coarse clock first,
+    /// where there is one (module notes).
     #[inline]
     pub fn try_consume_now(&self, tier: usize, key: Option<&[u8]>, cost: f64) -> bool {
+        if let Some(coarse) = &self.coarse {
+            let o = self.debit::<false>(tier, key, cost, || coarse.now_ns());
+            // Refused, but short of no more than a tick's refill (two, for a late timer interrupt): the
+            // lagging reading may be why. Ask again at the precise time, so that the coarse clock never
+            // refuses what the precise one admits.
+            if o.allowed || o.retry_after_ms > 2.0 * self.tick_ms {
+                return o.allowed;
+            }
+        }
         self.debit::<false>(tier, key, cost, || self.clock.now_ns()).allowed
     }
 
@@ -729,7 +739,7 @@ impl Ledger {
                     reset_ms: 0.0,
                 };
                 if cost > cfg.capacity || kb.tokens < cost {
-                    out.retry_after_ms = self.late(kb.wait_ms(cost, cfg.capacity, cfg.refill_per_sec));
+                    out.retry_after_ms = kb.wait_ms(cost, cfg.capacity, cfg.refill_per_sec);
                 } else {
                     match t.debit(cost, || now_ns) {
                         Ok(()) => {
@@ -740,12 +750,12 @@ impl Ledger {
                         }
                         Err(retry) => {
                             out.limited_by = Limit::Tier;
-                            out.retry_after_ms = self.late(retry);
+                            out.retry_after_ms = retry;
                         }
                     }
                 }
                 if DETAIL {
-                    out.reset_ms = self.late(kb.reset_ms(cfg.capacity, cfg.refill_per_sec));
+                    out.reset_ms = kb.reset_ms(cfg.capacity, cfg.refill_per_sec);
                 }
                 out
             }
@@ -759,7 +769,7 @@ impl Ledger {
                 });
                 let (allowed, retry_after_ms) = match t.debit(cost, clock) {
                     Ok(()) => (true, 0.0),
-                    Err(retry) => (false, self.late(retry)),
+                    Err(retry) => (false, retry),
                 };
                 let mut out = Outcome {
                     allowed,
@@ -773,7 +783,7 @@ impl Ledger {
                     let now_ns = clock();
                     let (tokens, rate) = t.view(now_ns);
                     out.remaining = tokens;
-                    out.reset_ms = self.late(Bucket { tokens, last_ns: now_ns }.reset_ms(t.capacity, rate));
+                    out.reset_ms = Bucket { tokens, last_ns: now_ns }.reset_ms(t.capacity, rate);
                 }
                 out
             }
@@ -1249,7 +1259,7 @@ mod tests {
 
     /// A clock that reads the true time (set by the test) rounded down to its 4 ms tick, as
     /// CLOCK_MONOTONIC_COARSE does.
-    struct Ticking(ManualClock);
+    struct Ticking(Arc<ManualClock>);
     const TICK: u64 = 4 * MS;
     impl Clock for Ticking {
         fn now_ns(&self) -> u64 {
@@ -1260,66 +1270,61 @@ mod tests {
         }
     }
 
+    /// A ledger with a precise and a ticking clock over one true time.
+    fn coarse_ledger(tiers: Vec<TierConfig>) -> (Ledger, Arc<ManualClock>) {
+        let clock = Arc::new(ManualClock::new(0));
+        let l = Ledger::with_clocks(tiers, clock.clone(), Arc::new(Ticking(clock.clone()))).unwrap();
+        (l, clock)
+    }
+
     #[test]
     fn coarse_clock_only_where_one_tick_is_a_small_share() {
         // 250 tokens/s for 4 ms is one token: at most capacity / 64.
         assert!(coarse_is_safe(&[tier("t", 64.0, 250.0)], TICK));
         assert!(!coarse_is_safe(&[tier("t", 63.0, 250.0)], TICK));
         assert!(!coarse_is_safe(&[tier("a", 1e6, 1.0), keyed("b", 1e6, 1.0, 10.0, 1000.0, 10)], TICK));
+        assert_eq!(coarse_ledger(vec![tier("t", 64.0, 250.0)]).0.coarse_tick_ns(), TICK);
+        assert_eq!(coarse_ledger(vec![tier("t", 63.0, 250.0)]).0.coarse_tick_ns(), 0);
         let l = Ledger::new(vec![keyed("t", 1e15, 1e15, 1e15, 1e15, 10)]).unwrap();
-        assert_eq!(l.clock_resolution_ns(), CoarseClock::new().map_or(0, |c| c.resolution_ns()));
-        let l = Ledger::new(vec![tier("smooth", 1.0, 1000.0)]).unwrap();
-        assert_eq!(l.clock_resolution_ns(), 0, "1 ms of burst: the precise clock");
+        assert_eq!(l.coarse_tick_ns(), CoarseClock::new().map_or(0, |c| c.resolution_ns()));
+        assert_eq!(Ledger::new(vec![tier("smooth", 1.0, 1000.0)]).unwrap().coarse_tick_ns(), 0, "1 ms of burst");
     }
 
     #[test]
-    fn a_coarse_clock_delays_refill_by_at_most_a_tick_and_loses_nothing() {
+    fn the_coarse_clock_loses_no_token_and_refuses_nothing_the_precise_one_admits() {
         // A key of 64 tokens refilled at 250/s (one token per 4 ms tick), asked for one token every
-        // 125 µs (32 asks per token: always short) for 10 s, on a precise and on a ticking clock.
+        // 125 µs (32 asks per token: always short) for 10 s; the same on a precise-only ledger.
         let k = || vec![keyed("t", 1e9, 0.0, 64.0, 250.0, 10)];
         let precise = Arc::new(ManualClock::new(0));
-        let ticking = Arc::new(Ticking(ManualClock::new(0)));
         let lp = Ledger::with_clock(k(), precise.clone()).unwrap();
-        let lc = Ledger::with_clock(k(), ticking.clone()).unwrap();
+        let (lc, clock) = coarse_ledger(k());
         let (mut gp, mut gc) = (0u64, 0u64);
         for step in 0..80_000u64 {
             let t = step * 125_000;
             precise.set_ns(t);
-            ticking.0.set_ns(t);
-            gp += u64::from(lp.try_consume(0, Some(b"k"), 1.0, lp.now_ns()));
-            gc += u64::from(lc.try_consume(0, Some(b"k"), 1.0, lc.now_ns()));
-            // The coarse ledger is behind by at most one tick's refill (one token), never ahead.
-            assert!(gc <= gp && gp <= gc + 1, "at {t} ns: precise {gp}, coarse {gc}");
+            clock.set_ns(t);
+            gp += u64::from(lp.try_consume_now(0, Some(b"k"), 1.0));
+            gc += u64::from(lc.try_consume_now(0, Some(b"k"), 1.0));
+            assert_eq!(gc, gp, "at {t} ns");
         }
-        // Both granted the burst plus every whole token of refill (the last ask is at 9.999875 s): the
-        // lag cost no token.
+        // The burst plus every whole token of refill (the last ask is at 9.999875 s).
         assert_eq!(gp, 64 + 2499);
-        assert!(gc == gp || gc + 1 == gp, "{gc}");
-        precise.set_ns(10 * SEC);
-        ticking.0.set_ns(10 * SEC);
-        assert_eq!(lp.key_tokens(0, b"k", lp.now_ns()), lc.key_tokens(0, b"k", lc.now_ns()).map(|v| v - (gp - gc) as f64));
+        assert_eq!(lc.key_tokens(0, b"k", 10 * SEC), lp.key_tokens(0, b"k", 10 * SEC));
     }
 
     #[test]
-    fn a_coarse_clock_lengthens_retry_after_and_reset_so_that_they_hold() {
-        let clock = Arc::new(Ticking(ManualClock::new(0)));
-        let l = Ledger::with_clock(vec![keyed("t", 1e9, 0.0, 64.0, 250.0, 10)], clock.clone()).unwrap();
-        for (i, phase) in [0, MS, 2_500_000, TICK - 1].into_iter().enumerate() {
-            let key = [i as u8];
-            let t0 = 10 * SEC + phase;
-            clock.0.set_ns(t0);
-            assert!(l.consume(0, Some(&key), 64.0, l.now_ns()).allowed);
-            let o = l.consume(0, Some(&key), 1.5, l.now_ns());
-            assert!(!o.allowed);
-            // 1.5 tokens take 6 ms at 250/s; the reading may be up to a tick old, so one tick more.
-            // (Without it, asking again 6 ms after a drain at phase 0 reads 4 ms: one token, refused.)
-            assert_eq!((o.retry_after_ms, o.reset_ms), (10.0, 260.0));
-            // Asking again once retry-after has passed on the true clock succeeds, whatever the phase.
-            clock.0.set_ns(t0 + (o.retry_after_ms * 1e6) as u64);
-            assert!(l.consume(0, Some(&key), 1.5, l.now_ns()).allowed, "phase {phase}");
-        }
-        let o = l.consume(0, Some(b"full"), 1.0, l.now_ns());
-        assert_eq!((o.retry_after_ms, o.reset_ms), (0.0, 4.0 + 4.0), "a wait of 0 stays 0");
+    fn the_coarse_clock_stamps_an_admitted_debit_at_most_a_tick_early() {
+        // The bound the module notes state: a full bucket debited 3 ms into a tick is stamped at the
+        // tick, so it is credited those 3 ms again: 0.75 tokens at 250/s, under one tick's refill.
+        let (l, clock) = coarse_ledger(vec![keyed("t", 1e9, 0.0, 64.0, 250.0, 10)]);
+        clock.set_ns(3 * MS);
+        assert!(l.try_consume_now(0, Some(b"k"), 64.0));
+        assert_eq!(l.key_tokens(0, b"k", 3 * MS), Some(0.75));
+        // Just before the next tick the coarse reading says 0 tokens, the precise one just under 1: a
+        // whole token is refused by both, 0.9 admitted at the precise reading.
+        clock.set_ns(TICK - 1);
+        assert!(!l.try_consume_now(0, Some(b"k"), 1.0));
+        assert!(l.try_consume_now(0, Some(b"k"), 0.9));
     }
 
     #[test]
