@@ -364,6 +364,8 @@ unsafe fn debit<const DETAIL: bool>(
         }
     };
     let cost = cost_arg(env, argc, argv[2]).ok()?;
+    // `consume` reports waits, so it reads the precise clock; `tryConsume` lets the ledger read the
+    // coarse one where that is safe (core::ledger notes).
     if DETAIL {
         Some(ledger.consume(tier, key, cost, ledger.now_ns()))
     } else {
