@@ -46,7 +46,7 @@ fn raw_ns(id: libc::clockid_t) -> u64 {
 /// and origin as `MonotonicClock`. A vDSO read of a value the kernel already stored (~3–6 ns here, against
 /// 20–50 ns for CLOCK_MONOTONIC, which reads the TSC and scales it through the VM's clocksource), at the
 /// cost of resolution: readings lag the true time by less than one tick (`resolution_ns`, 4 ms here with
-/// HZ=250). The ledger uses it only where that lag provably costs no tokens (see `core::ledger`).
+/// HZ=250). The ledger's `try_consume_now` reads it where that lag is harmless (see `core::ledger`).
 #[derive(Clone, Copy, Debug)]
 pub struct CoarseClock {
     resolution_ns: u64,

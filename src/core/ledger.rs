@@ -15,7 +15,7 @@
 //!   whatever mix of readings it sees, it has been credited exactly `(latest reading − first) × rate`
 //!   (clamped); a lagging reading only leaves the rest for the next call. Nor does it refuse anything
 //!   the precise clock would admit: a refusal short of at most two ticks' refill is asked again at the
-//!   precise time (a refusal further short stands either way). What remains is that an admitted
+//!   precise time (one further short stands either way, as long as the lag is under two ticks). What remains is that an admitted
 //!   debit may be stamped up to T early, so a bucket full at that moment is credited up to `rate × T`
 //!   more than the precise clock would give it: a window of length W may grant up to
 //!   `capacity + rate × (W + T)` instead of `capacity + rate × W`. Hence the coarse clock only where
