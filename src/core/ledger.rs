@@ -7,6 +7,20 @@
 //!   other way round), so no other debit of that key can slip in between the check and the debit.
 //! * Tokens are fractional and refilled continuously from a monotonic nanosecond clock, clamped to the
 //!   capacity. A cost above the capacity never succeeds.
+//! * `try_consume_now`, the boolean hot path, reads CLOCK_MONOTONIC_COARSE where that is safe
+//!   (`coarse_is_safe`); everything else (`consume` with its headers, snapshots, scale changes) reads
+//!   CLOCK_MONOTONIC. The precise clock costs 20–50 ns a read here (most of a keyed debit), the coarse
+//!   one ~5 ns, but it lags the true time by up to one tick T (4 ms here). That lag loses no token: a
+//!   bucket credits `(now − last_ns) × rate` from its stored timestamp and never moves it backwards, so
+//!   whatever mix of readings it sees, it has been credited exactly `(latest reading − first) × rate`
+//!   (clamped); a lagging reading only leaves the rest for the next call. Nor does it refuse anything
+//!   the precise clock would admit: a refusal short of at most two ticks' refill is asked again at the
+//!   precise time (one further short stands either way, as long as the lag is under two ticks). What remains is that an admitted
+//!   debit may be stamped up to T early, so a bucket full at that moment is credited up to `rate × T`
+//!   more than the precise clock would give it: a window of length W may grant up to
+//!   `capacity + rate × (W + T)` instead of `capacity + rate × W`. Hence the coarse clock only where
+//!   `rate × T` is at most 1/`COARSE_SHARE` of the capacity of every pool and per-key bucket. Eviction's
+//!   "least recently touched" is likewise resolved to a tick.
 //! * `set_refill_scale` (0..=1) scales the refill of a tier pool: the lever the shed controller pulls.
 //!   Keyed buckets are quotas and keep their own rate.
 //! * The pool scales across threads: each thread debits a small lease of the pool's tokens held in its
@@ -19,7 +33,7 @@
 //!   loses nothing); failing both, the least recently touched bucket of the scan. Each insert also
 //!   sweeps two entries for idleness, so memory drains back without any timer.
 use crate::core::bucket::Bucket;
-use crate::core::clock::{Clock, MonotonicClock};
+use crate::core::clock::{Clock, CoarseClock, MonotonicClock};
 use crate::core::spinlock::SpinLock;
 use hashbrown::{DefaultHashBuilder, HashTable};
 use parking_lot::Mutex;
@@ -235,12 +249,17 @@ struct Tier {
 pub struct Ledger {
     tiers: Box<[Tier]>,
     configs: Vec<TierConfig>,
+    /// The precise clock.
     clock: LedgerClock,
+    /// The coarse clock `try_consume_now` reads first, where it is safe (module notes), and its tick.
+    coarse: Option<LedgerClock>,
+    tick_ms: f64,
 }
 
-/// The process clock, called directly (inlined on the hot path), or an injected one.
+/// The process clocks, called directly (inlined on the hot path), or an injected one.
 enum LedgerClock {
     Monotonic,
+    Coarse(CoarseClock),
     Custom(Arc<dyn Clock>),
 }
 
@@ -249,9 +268,32 @@ impl LedgerClock {
     fn now_ns(&self) -> u64 {
         match self {
             LedgerClock::Monotonic => MonotonicClock.now_ns(),
+            LedgerClock::Coarse(c) => c.now_ns(),
             LedgerClock::Custom(c) => c.now_ns(),
         }
     }
+
+    fn resolution_ns(&self) -> u64 {
+        match self {
+            LedgerClock::Monotonic => 0,
+            LedgerClock::Coarse(c) => c.resolution_ns(),
+            LedgerClock::Custom(c) => c.resolution_ns(),
+        }
+    }
+}
+
+/// One tick's refill may be at most this fraction (1/COARSE_SHARE) of a bucket's capacity for the ledger
+/// to read the coarse clock (module notes).
+const COARSE_SHARE: f64 = 64.0;
+
+/// Whether a clock lagging by up to `resolution_ns` changes every bucket of `tiers` by at most
+/// 1/`COARSE_SHARE` of its capacity (module notes).
+fn coarse_is_safe(tiers: &[TierConfig], resolution_ns: u64) -> bool {
+    let tick_s = resolution_ns as f64 / 1e9;
+    let ok = |capacity: f64, rate: f64| rate * tick_s <= capacity / COARSE_SHARE;
+    tiers.iter().all(|t| {
+        ok(t.capacity, t.refill_per_sec) && t.per_key.as_ref().map_or(true, |k| ok(k.capacity, k.refill_per_sec))
+    })
 }
 
 /// A number as JavaScript prints it (`Infinity`, not `inf`), for messages a JS user reads.
@@ -561,17 +603,24 @@ fn add_f64(a: &AtomicU64, v: f64) {
 }
 
 impl Ledger {
-    /// A ledger on the process's monotonic clock (`MonotonicClock`).
+    /// A ledger on the process's monotonic clock (`MonotonicClock`), with `CoarseClock` for
+    /// `try_consume_now` where its tick is safe for these tiers (module notes).
     pub fn new(tiers: Vec<TierConfig>) -> Result<Ledger, ConfigError> {
-        Ledger::build(tiers, LedgerClock::Monotonic)
+        Ledger::build(tiers, LedgerClock::Monotonic, CoarseClock::new().map(LedgerClock::Coarse))
     }
 
     /// A ledger whose own time (`now_ns`, `set_refill_scale`, `snapshot`, `reset`) comes from `clock`.
     pub fn with_clock(tiers: Vec<TierConfig>, clock: Arc<dyn Clock>) -> Result<Ledger, ConfigError> {
-        Ledger::build(tiers, LedgerClock::Custom(clock))
+        Ledger::build(tiers, LedgerClock::Custom(clock), None)
     }
 
-    fn build(tiers: Vec<TierConfig>, clock: LedgerClock) -> Result<Ledger, ConfigError> {
+    /// `with_clock` plus a coarse clock for `try_consume_now`, used where its `resolution_ns` is safe for
+    /// these tiers: for tests of the coarse path.
+    pub fn with_clocks(tiers: Vec<TierConfig>, clock: Arc<dyn Clock>, coarse: Arc<dyn Clock>) -> Result<Ledger, ConfigError> {
+        Ledger::build(tiers, LedgerClock::Custom(clock), Some(LedgerClock::Custom(coarse)))
+    }
+
+    fn build(tiers: Vec<TierConfig>, clock: LedgerClock, coarse: Option<LedgerClock>) -> Result<Ledger, ConfigError> {
         validate(&tiers)?;
         let now = clock.now_ns();
         let built = tiers
@@ -587,7 +636,14 @@ impl Ledger {
                 keys: t.per_key.clone().map(KeyMap::new),
             })
             .collect();
-        Ok(Ledger { tiers: built, configs: tiers, clock })
+        let coarse = coarse.filter(|c| coarse_is_safe(&tiers, c.resolution_ns()));
+        let tick_ms = coarse.as_ref().map_or(0.0, |c| c.resolution_ns() as f64 / 1e6);
+        Ok(Ledger { tiers: built, configs: tiers, clock, coarse, tick_ms })
+    }
+
+    /// The tick of the coarse clock `try_consume_now` reads first, in ns; 0 if it reads the precise one.
+    pub fn coarse_tick_ns(&self) -> u64 {
+        self.coarse.as_ref().map_or(0, LedgerClock::resolution_ns)
     }
 
     /// The ledger's clock reading, the `now_ns` its JS binding passes to `consume`.
@@ -640,9 +696,19 @@ impl Ledger {
     }
 
     /// `try_consume` at the ledger's own clock, read only if the debit needs the time: a tier-only
-    /// debit served from this thread's lease does not (saves a clock read, ~10 ns here).
+    /// debit served from this thread's lease does not (saves a clock read). The coarse clock first,
+    /// where there is one (module notes).
     #[inline]
     pub fn try_consume_now(&self, tier: usize, key: Option<&[u8]>, cost: f64) -> bool {
+        if let Some(coarse) = &self.coarse {
+            let o = self.debit::<false>(tier, key, cost, || coarse.now_ns());
+            // Refused, but short of no more than a tick's refill (two, for a late timer interrupt): the
+            // lagging reading may be why. Ask again at the precise time, so that the coarse clock never
+            // refuses what the precise one admits.
+            if o.allowed || o.retry_after_ms > 2.0 * self.tick_ms {
+                return o.allowed;
+            }
+        }
         self.debit::<false>(tier, key, cost, || self.clock.now_ns()).allowed
     }
 
@@ -1189,6 +1255,76 @@ mod tests {
         assert_eq!(reads(), base + 1, "debits from the lease never read the clock");
         assert!(l.try_consume_now(1, Some(b"u"), 1.0));
         assert_eq!(reads(), base + 2, "a keyed debit reads it once");
+    }
+
+    /// A clock that reads the true time (set by the test) rounded down to its 4 ms tick, as
+    /// CLOCK_MONOTONIC_COARSE does.
+    struct Ticking(Arc<ManualClock>);
+    const TICK: u64 = 4 * MS;
+    impl Clock for Ticking {
+        fn now_ns(&self) -> u64 {
+            self.0.now_ns() / TICK * TICK
+        }
+        fn resolution_ns(&self) -> u64 {
+            TICK
+        }
+    }
+
+    /// A ledger with a precise and a ticking clock over one true time.
+    fn coarse_ledger(tiers: Vec<TierConfig>) -> (Ledger, Arc<ManualClock>) {
+        let clock = Arc::new(ManualClock::new(0));
+        let l = Ledger::with_clocks(tiers, clock.clone(), Arc::new(Ticking(clock.clone()))).unwrap();
+        (l, clock)
+    }
+
+    #[test]
+    fn coarse_clock_only_where_one_tick_is_a_small_share() {
+        // 250 tokens/s for 4 ms is one token: at most capacity / 64.
+        assert!(coarse_is_safe(&[tier("t", 64.0, 250.0)], TICK));
+        assert!(!coarse_is_safe(&[tier("t", 63.0, 250.0)], TICK));
+        assert!(!coarse_is_safe(&[tier("a", 1e6, 1.0), keyed("b", 1e6, 1.0, 10.0, 1000.0, 10)], TICK));
+        assert_eq!(coarse_ledger(vec![tier("t", 64.0, 250.0)]).0.coarse_tick_ns(), TICK);
+        assert_eq!(coarse_ledger(vec![tier("t", 63.0, 250.0)]).0.coarse_tick_ns(), 0);
+        let l = Ledger::new(vec![keyed("t", 1e15, 1e15, 1e15, 1e15, 10)]).unwrap();
+        assert_eq!(l.coarse_tick_ns(), CoarseClock::new().map_or(0, |c| c.resolution_ns()));
+        assert_eq!(Ledger::new(vec![tier("smooth", 1.0, 1000.0)]).unwrap().coarse_tick_ns(), 0, "1 ms of burst");
+    }
+
+    #[test]
+    fn the_coarse_clock_loses_no_token_and_refuses_nothing_the_precise_one_admits() {
+        // A key of 64 tokens refilled at 250/s (one token per 4 ms tick), asked for one token every
+        // 125 µs (32 asks per token: always short) for 10 s; the same on a precise-only ledger.
+        let k = || vec![keyed("t", 1e9, 0.0, 64.0, 250.0, 10)];
+        let precise = Arc::new(ManualClock::new(0));
+        let lp = Ledger::with_clock(k(), precise.clone()).unwrap();
+        let (lc, clock) = coarse_ledger(k());
+        let (mut gp, mut gc) = (0u64, 0u64);
+        for step in 0..80_000u64 {
+            let t = step * 125_000;
+            precise.set_ns(t);
+            clock.set_ns(t);
+            gp += u64::from(lp.try_consume_now(0, Some(b"k"), 1.0));
+            gc += u64::from(lc.try_consume_now(0, Some(b"k"), 1.0));
+            assert_eq!(gc, gp, "at {t} ns");
+        }
+        // The burst plus every whole token of refill (the last ask is at 9.999875 s).
+        assert_eq!(gp, 64 + 2499);
+        assert_eq!(lc.key_tokens(0, b"k", 10 * SEC), lp.key_tokens(0, b"k", 10 * SEC));
+    }
+
+    #[test]
+    fn the_coarse_clock_stamps_an_admitted_debit_at_most_a_tick_early() {
+        // The bound the module notes state: a full bucket debited 3 ms into a tick is stamped at the
+        // tick, so it is credited those 3 ms again: 0.75 tokens at 250/s, under one tick's refill.
+        let (l, clock) = coarse_ledger(vec![keyed("t", 1e9, 0.0, 64.0, 250.0, 10)]);
+        clock.set_ns(3 * MS);
+        assert!(l.try_consume_now(0, Some(b"k"), 64.0));
+        assert_eq!(l.key_tokens(0, b"k", 3 * MS), Some(0.75));
+        // Just before the next tick the coarse reading says 0 tokens, the precise one just under 1: a
+        // whole token is refused by both, 0.9 admitted at the precise reading.
+        clock.set_ns(TICK - 1);
+        assert!(!l.try_consume_now(0, Some(b"k"), 1.0));
+        assert!(l.try_consume_now(0, Some(b"k"), 0.9));
     }
 
     #[test]

@@ -257,7 +257,8 @@ fn type_name(t: sys::napi_valuetype) -> &'static str {
 #[inline(always)]
 unsafe fn tier_arg(env: sys::napi_env, ledger: &Ledger, v: sys::napi_value) -> std::result::Result<usize, ()> {
     if let Some(n) = raw::get_f64(env, v) {
-        if n >= 0.0 && n < ledger.tier_count() as f64 && n.fract() == 0.0 {
+        // `(n as usize) as f64 == n` is the integer test (`fract` is a libm call, not inlined).
+        if n >= 0.0 && n < ledger.tier_count() as f64 && (n as usize) as f64 == n {
             return Ok(n as usize);
         }
         raw::throw_range_error(
@@ -363,6 +364,8 @@ unsafe fn debit<const DETAIL: bool>(
         }
     };
     let cost = cost_arg(env, argc, argv[2]).ok()?;
+    // `consume` reports waits, so it reads the precise clock; `tryConsume` lets the ledger read the
+    // coarse one where that is safe (core::ledger notes).
     if DETAIL {
         Some(ledger.consume(tier, key, cost, ledger.now_ns()))
     } else {
