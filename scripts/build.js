@@ -1,14 +1,24 @@
 'use strict';
 // Builds the native addon from source with cargo and places it where lib/native.js looks first.
-// Runs as the package's `install` script: in a source checkout (src/lib.rs present) it always builds;
-// an installed copy without sources relies on its prebuilt platform package and does nothing here.
+// Runs as the package's `install` script. In a git checkout it always builds (the sources may have
+// changed); an installed copy builds only when no prebuilt platform package (npm/<triple>) loads.
 const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
 const { platformTriple } = require('../lib/platform');
 
 const root = path.join(__dirname, '..');
-if (!fs.existsSync(path.join(root, 'src', 'lib.rs'))) process.exit(0);
+const inCheckout = fs.existsSync(path.join(root, '.git'));
+if (!inCheckout && hasPrebuilt()) process.exit(0);
+
+function hasPrebuilt() {
+  try {
+    require(`tiergate-${platformTriple()}`);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 const profile = process.argv.includes('--debug') ? 'debug' : 'release';
 const args = ['build', '--lib'];
