@@ -175,3 +175,11 @@ export declare class AdaptiveLimit {
   /** Records one latency sample; true when the limit changed. */
   sample(rttMs: number, inFlight: number, nowMs: number): boolean;
 }
+
+// `fastify.register(concurrencyGatePlugin, options)` decorates the instance with the guard (harmless
+// without Fastify installed).
+declare module 'fastify' {
+  interface FastifyInstance {
+    concurrencyGate: ConcurrencyGate;
+  }
+}
