@@ -67,6 +67,17 @@ test('the Fastify plugin reports an invalid option through register()', async ()
   await assert.rejects(fastify.ready(), /maxConcurrent must be >= 1/);
 });
 
+test("the Fastify plugins ignore Fastify's own register options (prefix, logLevel)", async () => {
+  const { tiergatePlugin } = require('..');
+  const fastify = require('fastify')({ logger: false });
+  fastify.register(concurrencyGatePlugin, { maxConcurrent: 1, prefix: '/api', logLevel: 'warn' });
+  fastify.register(tiergatePlugin, { shed: false, prefix: '/api', logLevel: 'warn' });
+  await fastify.ready();
+  assert.equal(fastify.concurrencyGate.stats().limit, 1);
+  assert.deepEqual(fastify.tiergate.tiers, ['critical', 'standard', 'background']);
+  await fastify.close();
+});
+
 test('AdaptiveLimit: steady latency under full use grows the limit to max', () => {
   const l = new AdaptiveLimit({ min: 2, max: 40, initial: 10, windowMs: 10, minSamples: 5 });
   let t = 0;

@@ -2,6 +2,7 @@
 // The concurrency gate against real servers: node:http, Express 5, Express 4 and Fastify 5.
 const test = require('node:test');
 const assert = require('node:assert/strict');
+const http = require('node:http');
 const { FRAMEWORKS, startServer, request, waitFor, heldHandler, sleep } = require('./queue-helpers');
 const { concurrencyGate } = require('..');
 
@@ -195,7 +196,7 @@ test('displace: false rejects the higher tier instead', async () => {
   }
 });
 
-for (const [kind, status] of [['http', undefined], ['express', 503], ['express4', 408], ['fastify', 503]]) {
+for (const [kind, status] of [['http', undefined], ['express', 503], ['express4', 408], ['fastify', 503], ['http', 504]]) {
   test(`${kind}: a request queued longer than queueTimeoutMs gets ${status ?? 'the default 408'} and never runs`, async () => {
     const held = heldHandler();
     const opts = { maxConcurrent: 1, maxQueue: 5, queueTimeoutMs: 80 };
@@ -207,8 +208,11 @@ for (const [kind, status] of [['http', undefined], ['express', 503], ['express4'
       const r = await late;
       assert.equal(r.status, status ?? 408);
       assert.ok(r.ms >= 75, `waited ${r.ms} ms`);
-      assert.equal(JSON.parse(r.body).type, 'urn:tiergate:problem:queue-timeout');
-      if ((status ?? 408) === 503) assert.match(r.headers['retry-after'], /^\d+$/);
+      const body = JSON.parse(r.body);
+      assert.equal(body.type, 'urn:tiergate:problem:queue-timeout');
+      assert.deepEqual([body.status, body.title], [status ?? 408, http.STATUS_CODES[status ?? 408]]);
+      // 408 closes the connection; any other status tells the client when to come back.
+      if ((status ?? 408) !== 408) assert.match(r.headers['retry-after'], /^\d+$/);
       else assert.equal(r.headers['retry-after'], undefined);
       const s = srv.gate.stats();
       assert.equal(s.timedOut, 1);

@@ -71,6 +71,16 @@ function httpHandler(guard, handler) {
   };
 }
 
+/** Keys Fastify itself may leave in a plugin's options (register options, not the guard's). */
+const FASTIFY_REGISTER_KEYS = new Set(['prefix', 'logLevel', 'logSerializers']);
+
+function withoutRegisterKeys(options) {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) return options;
+  const out = {};
+  for (const k of Object.keys(options)) if (!FASTIFY_REGISTER_KEYS.has(k)) out[k] = options[k];
+  return out;
+}
+
 /**
  * A Fastify 4/5 plugin from a guard factory: `fastify.register(plugin, options)`. Registered without
  * encapsulation (like fastify-plugin does) so it guards every route of the instance it is registered on.
@@ -79,7 +89,7 @@ function fastifyPlugin(makeGuard, name) {
   function plugin(fastify, options, done) {
     let guard;
     try {
-      guard = makeGuard(options);
+      guard = makeGuard(withoutRegisterKeys(options));
     } catch (err) {
       return done(err);
     }

@@ -222,3 +222,11 @@ export declare function mintTierToken(secret: string | Buffer, tier: string, whe
 
 /** The diagnostics_channel every decision is published on: 'tiergate:decision'. */
 export declare const DECISION_CHANNEL: 'tiergate:decision';
+
+// `fastify.register(tiergatePlugin, options)` decorates the instance with the gate. Augmenting a module
+// that is not installed is no error, so Express-only projects are unaffected.
+declare module 'fastify' {
+  interface FastifyInstance {
+    tiergate: Gatekeeper;
+  }
+}

@@ -69,8 +69,6 @@ const SHED_FIELDS = new Set(Object.keys(SHED_DEFAULTS));
 const RETRY_AFTER_FIELDS = new Set(['minSec', 'maxSec']);
 const HEALTH_NUMBERS = ['lagMs', 'ewmaLagMs', 'p99LagMs', 'elu', 'heapUsed', 'heapLimit'];
 const HEALTH_FIELDS = new Set([...HEALTH_NUMBERS, 'stalled']);
-/** Keys Fastify may leave in a plugin's options (register options, not ours). */
-const FASTIFY_KEYS = new Set(['prefix', 'logLevel', 'logSerializers']);
 
 function secretBuffer(s, at) {
   const buf = typeof s === 'string' ? Buffer.from(s, 'utf8') : Buffer.isBuffer(s) || s instanceof Uint8Array ? Buffer.from(s) : null;
@@ -496,15 +494,8 @@ gatekeeper.http = function http(options, handler) {
   return expose(httpHandler(gk, handler), gk);
 };
 
-function stripFastifyKeys(options) {
-  if (!isObject(options)) return options;
-  const out = {};
-  for (const k of Object.keys(options)) if (!FASTIFY_KEYS.has(k)) out[k] = options[k];
-  return out;
-}
-
 /** Fastify 5: `fastify.register(tiergatePlugin, options)`; the gate is `fastify.tiergate`. */
-const tiergatePlugin = fastifyPlugin((options) => new Gatekeeper(stripFastifyKeys(options)), 'tiergate');
+const tiergatePlugin = fastifyPlugin((options) => new Gatekeeper(options), 'tiergate');
 
 /**
  * Mints a signed tier token for the tier header: `t1.<tier>.<expires>.<mac>`, HMAC-SHA256 with

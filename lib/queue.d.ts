@@ -53,9 +53,9 @@ export interface ConcurrencyGateOptions {
   maxQueue?: number;
   /** Longest wait in the queue. Default 10000 ms. */
   queueTimeoutMs?: number;
-  /** Status answered when a queued request waited too long. Default 408. */
+  /** Status answered when a queued request waited too long (4xx/5xx; any but 408 carries Retry-After). Default 408. */
   timeoutStatus?: number;
-  /** Jitter range of a 503's Retry-After, whole seconds. Default { minSec: 1, maxSec: 3 } (as the gatekeeper). */
+  /** Jitter range of Retry-After (503s, and timeouts not answered 408), whole seconds. Default { minSec: 1, maxSec: 3 } (as the gatekeeper). */
   retryAfter?: { minSec?: number; maxSec?: number };
   /** Tiers, highest priority first. Default critical (protected), standard, background. */
   tiers?: QueueTier[];
@@ -174,4 +174,12 @@ export declare class AdaptiveLimit {
   readonly updates: number;
   /** Records one latency sample; true when the limit changed. */
   sample(rttMs: number, inFlight: number, nowMs: number): boolean;
+}
+
+// `fastify.register(concurrencyGatePlugin, options)` decorates the instance with the guard (harmless
+// without Fastify installed).
+declare module 'fastify' {
+  interface FastifyInstance {
+    concurrencyGate: ConcurrencyGate;
+  }
 }

@@ -8,6 +8,7 @@
 // polling. Queued requests hold a Promise, one small list node and one shared 'close' listener; the
 // counters are plain JS numbers (a queue of JS continuations gains nothing from a native crossing).
 
+const { STATUS_CODES } = require('node:http');
 const { performance } = require('node:perf_hooks');
 const { expressMiddleware, httpHandler, fastifyPlugin, isGone } = require('./adapters');
 const { AdaptiveLimit } = require('./adaptive-limit');
@@ -259,7 +260,7 @@ function buildGate(options) {
       const status = reason === 'queue-timeout' || reason === 'queue-wait' ? timeoutStatus : 503;
       const body = JSON.stringify({
         type: `urn:tiergate:problem:${reason}`,
-        title: status === 408 ? 'Request Timeout' : 'Service Unavailable',
+        title: STATUS_CODES[status] || 'Request Rejected', // timeoutStatus may be any 4xx/5xx
         status,
         detail: DETAILS[reason],
         tier: tier.name,

@@ -1,0 +1,21 @@
+// Typed usage of the Fastify plugins as the README shows them, checked by `tsc --noEmit` (see
+// __test__/types.test.js): register() accepts them and the decorations they add are typed.
+import Fastify from 'fastify';
+import { tiergatePlugin, concurrencyGatePlugin } from '../../index';
+import type { GatekeeperStats, ConcurrencyGateStats } from '../../index';
+
+const fastify = Fastify();
+fastify.register(tiergatePlugin, {
+  tiers: [
+    { name: 'critical', protected: true, capacity: 2000, refillPerSec: 2000 },
+    { name: 'standard', capacity: 1000, refillPerSec: 1000 },
+    { name: 'background', capacity: 500, refillPerSec: 500 },
+  ],
+  routes: [{ method: 'POST', path: '/checkout', tier: 'critical' }, { path: '/reports/', tier: 'background' }],
+  tierSecret: process.env.TIER_SECRET,
+});
+fastify.register(concurrencyGatePlugin, { maxConcurrent: 16, maxQueue: 200 });
+fastify.get('/stats', async () => fastify.tiergate.stats());
+const gk: GatekeeperStats = fastify.tiergate.stats();
+const q: ConcurrencyGateStats = fastify.concurrencyGate.stats();
+void [gk, q];
