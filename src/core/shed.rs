@@ -15,6 +15,12 @@
 //!   immediately); a fall only once the signal has dropped `hysteresis_ms` below the level that set
 //!   it, no earlier than `hold_ms` after it was last justified, and then gradually: at most
 //!   `1 / recovery_ms` per millisecond (full shed to none in `recovery_ms`), the lowest tier last.
+//!   A relapse — the pressure had brought the lag under the target, and the recovery lets it back
+//!   above by more than `hysteresis_ms` — halves what the proportional part admits (multiplicative
+//!   shed), holds again, and makes the rest of the episode's recovery below that level
+//!   `RELAPSE_SLOWDOWN` times slower: a sustained overload settles near the pressure it needs
+//!   instead of swinging between full shedding and a loop overloaded again (a ~1.7 s swing up to
+//!   60-90 ms of lag in bench:overload before this).
 //! - The integral part grows while the lag is above the target, by the lag's excess (as a fraction of
 //!   the target..critical range) per `integral_ms`, and drains at the recovery rate while the lag is
 //!   more than `hysteresis_ms` below the target. A partial throttle that does not bring the lag down
@@ -217,7 +223,16 @@ pub struct ShedController {
     episodes: u64,
     /// The current lag excursion above the target while nothing is shed: (start, highest lag).
     excursion: Option<(u64, f64)>,
+    /// The proportional level set when a recovery last let the lag back above the target in this
+    /// episode: below it the recovery runs `RELAPSE_SLOWDOWN` times slower.
+    relapse: Option<f64>,
+    /// The lag has been under the target since the proportional part last rose.
+    was_under: bool,
 }
+
+/// How much slower a recovery goes below the level of its last relapse: near the pressure the
+/// overload needs, creep rather than swing back into it.
+const RELAPSE_SLOWDOWN: f64 = 4.0;
 
 const NS_PER_MS: f64 = 1_000_000.0;
 
@@ -249,6 +264,8 @@ impl ShedController {
             baseline_ms: None,
             episodes: 0,
             excursion: None,
+            relapse: None,
+            was_under: false,
         })
     }
 
@@ -387,24 +404,46 @@ impl ShedController {
 
         // Proportional part.
         let mut prop_cause = None;
+        if self.prop > 0.0 && lag < t {
+            self.was_under = true;
+        }
         if input.stalled {
             self.prop = 1.0;
+            self.was_under = false;
             prop_cause = Some(Cause::Stall);
             self.hold_until_ns = hold(now_ns);
         } else if demand > self.prop {
             self.prop = demand;
+            self.was_under = false;
             prop_cause = Some(if heap_demand > lag_demand { Cause::Heap } else { Cause::Lag });
             self.hold_until_ns = hold(now_ns);
         } else if self.prop > 0.0 && release >= self.prop {
             // Still justified: keep holding.
             self.hold_until_ns = hold(now_ns);
+        } else if self.prop > 0.0 && now_ns >= self.hold_until_ns && lag > t + self.cfg.hysteresis_ms && self.was_under {
+            // The pressure had brought the lag under the target, and the recovery has let it back
+            // above by more than the hysteresis: the level it reached admits too much. Halve what is
+            // admitted and hold again, rather than waiting until the lag has climbed to the level
+            // that set the pressure (under a sustained overload that wait was a ~1.7 s swing up to
+            // 60-90 ms of lag). The hysteresis keeps a loop that merely hovers at the target (0.8x
+            // of capacity) from turning a false start into a long episode.
+            self.prop = 1.0 - (1.0 - self.prop) / 2.0;
+            self.relapse = Some(self.prop);
+            self.was_under = false;
+            prop_cause = Some(Cause::Lag);
+            self.hold_until_ns = hold(now_ns);
         } else if self.prop > 0.0 && now_ns >= self.hold_until_ns {
             let since_ns = prev_ns.max(self.hold_until_ns);
             let elapsed_ms = now_ns.saturating_sub(since_ns) as f64 / NS_PER_MS;
-            let step = if self.cfg.recovery_ms == 0.0 { 1.0 } else { elapsed_ms / self.cfg.recovery_ms };
+            let mut step = if self.cfg.recovery_ms == 0.0 { 1.0 } else { elapsed_ms / self.cfg.recovery_ms };
+            if self.relapse.is_some_and(|r| self.prop <= r) {
+                step /= RELAPSE_SLOWDOWN;
+            }
             self.prop = release.max(self.prop - step);
             if self.prop <= 1e-9 {
                 self.prop = 0.0;
+                self.relapse = None;
+                self.was_under = false;
             } else if self.prop == release {
                 prop_cause = Some(if heap_release > lag_release { Cause::Heap } else { Cause::Lag });
             }
@@ -470,6 +509,8 @@ impl ShedController {
         self.last_ns = None;
         self.baseline_ms = None;
         self.excursion = None;
+        self.relapse = None;
+        self.was_under = false;
         self.apply();
     }
 }
@@ -703,6 +744,73 @@ mod tests {
             c.update(&lag(50.0), i * 100 * MS);
         }
         assert_eq!(c.pressure(), 0.0);
+    }
+
+    #[test]
+    fn a_recovery_that_lets_the_lag_back_over_the_target_halves_what_is_admitted() {
+        let mut c = three_tiers(cfg());
+        c.update(&lag(150.0), 0);
+        c.update(&lag(0.0), 500 * MS); // the pressure brought the lag under the target
+        c.update(&lag(0.0), 1400 * MS); // hold over at 1000 ms, 400 ms of recovery
+        assert!(approx(c.pressure(), 0.8));
+        // 65 ms: above target + hysteresis (60), below the release level: admitted 0.2 -> 0.1.
+        assert!(c.update(&lag(65.0), 1500 * MS));
+        assert!(approx(c.pressure(), 0.9));
+        assert!(approx(c.scale(1), 0.2));
+        assert_eq!(c.scale(2), 0.0);
+        assert_eq!(c.cause(), Cause::Lag);
+        assert_eq!(c.episodes(), 1);
+        // Held again for hold_ms from the cut.
+        c.update(&lag(0.0), 2500 * MS);
+        assert!(approx(c.pressure(), 0.9));
+        // Below the level of the relapse the recovery runs 4x slower: 400 ms take 0.05, not 0.2.
+        c.update(&lag(0.0), 2900 * MS);
+        assert!(approx(c.pressure(), 0.85));
+        // Recovered fully (0.85 * 8000 ms), the relapse is forgotten: the next episode recovers at
+        // the normal rate.
+        c.update(&lag(0.0), 9700 * MS);
+        assert_eq!(c.pressure(), 0.0);
+        c.update(&lag(150.0), 10_000 * MS);
+        c.update(&lag(0.0), 11_000 * MS);
+        c.update(&lag(0.0), 11_400 * MS);
+        assert!(approx(c.pressure(), 0.8));
+        assert_eq!(c.episodes(), 2);
+    }
+
+    #[test]
+    fn no_halving_within_the_hysteresis_or_for_a_lag_that_never_went_under() {
+        let mut c = three_tiers(cfg());
+        c.update(&lag(150.0), 0);
+        c.update(&lag(0.0), 500 * MS);
+        c.update(&lag(0.0), 1400 * MS);
+        // 60 ms is target + hysteresis, not above it: the recovery goes on (0.8 - 0.05).
+        c.update(&lag(60.0), 1500 * MS);
+        assert!(approx(c.pressure(), 0.75));
+        // A lag that stayed above the target since the pressure rose: plain recovery, no halving
+        // (ramp(65 + 10) = 0.25 is the floor).
+        let mut c = three_tiers(cfg());
+        c.update(&lag(150.0), 0);
+        c.update(&lag(65.0), 1400 * MS);
+        assert!(approx(c.pressure(), 0.8));
+        c.update(&lag(65.0), 1500 * MS);
+        assert!(approx(c.pressure(), 0.75));
+    }
+
+    #[test]
+    fn a_rise_after_the_lag_went_under_rearms_only_once_it_goes_under_again() {
+        let mut c = three_tiers(cfg());
+        c.update(&lag(150.0), 0);
+        c.update(&lag(0.0), 500 * MS);
+        c.update(&lag(0.0), 1400 * MS);
+        c.update(&lag(65.0), 1500 * MS); // halved: 0.9, held to 2500 ms
+        // Still above the target when the hold ends: recovery, not another halving.
+        c.update(&lag(65.0), 2500 * MS);
+        c.update(&lag(65.0), 2900 * MS);
+        assert!(approx(c.pressure(), 0.85), "0.9 - 400 ms at the slowed rate");
+        // Under the target, then back above: halved again.
+        c.update(&lag(40.0), 3000 * MS);
+        c.update(&lag(65.0), 3100 * MS);
+        assert!(approx(c.pressure(), 1.0 - (1.0 - (0.85 - 0.1 / 8.0)) / 2.0));
     }
 
     #[test]
