@@ -19,7 +19,7 @@ async function main() {
   const cap = (await measureCapacity({ workIters, concurrency: 8, durationMs: 1200, warmupMs: 300 })).reqPerSec;
   console.log(`measured capacity: ${Math.round(cap)} req/s; now offering ${Math.round(LOAD * cap)} req/s for ${SECONDS} s to each server`);
   console.log('(open loop: requests leave on schedule whatever the server does, 2 s client timeout)\n');
-  const configs = configurations(cap).filter((c) => c.id === 'none' || c.id === 'tiergate');
+  const configs = configurations(cap).filter((c) => c.id === 'none' || c.id === 'tiergate-defaults');
   const results = [];
   for (const cfg of configs) {
     process.stdout.write(`  running ${cfg.title} ... `);
