@@ -282,3 +282,18 @@ test('keys are compared by their full UTF-8 text, ASCII or not, short or long', 
   assert.equal(l.tryConsume(0, 'é'.repeat(512)), true, '1024 UTF-8 bytes is allowed');
   assert.throws(() => l.tryConsume(0, 'é'.repeat(513)), { name: 'RangeError', message: /key is 1026 bytes long/ });
 });
+
+test('an out-of-range tier id never reaches the core (a panic there would abort the process)', () => {
+  const l = ledger();
+  // A shadowed `tiers` must not widen the id check.
+  Object.defineProperty(l, 'tiers', { value: ['a', 'b', 'c', 'd', 'e'] });
+  assert.throws(() => l.setRefillScale(4, 0.5), RangeError);
+  assert.throws(() => l.reset(4), RangeError);
+  // The native handle checks ids itself, for callers that reach it directly.
+  const native = l[LEDGER_HANDLE].native;
+  assert.throws(() => native.setRefillScale(9, 1), /out of range/);
+  assert.throws(() => native.refillScale(9), /out of range/);
+  assert.throws(() => native.reset(9), /out of range/);
+  assert.throws(() => native.setRefillScale(0, 2), /between 0 and 1/);
+  assert.equal(native.refillScale(0), 1);
+});

@@ -164,7 +164,7 @@ class Ledger {
 function tierIndex(ledger, tier) {
   if (typeof tier === 'string') return ledger.tierId(tier);
   if (typeof tier !== 'number') throw new TypeError(`tier must be a tier name (string) or id (number), got ${typeName(tier)}`);
-  const n = ledger.tiers.length;
+  const n = ledger[LEDGER_HANDLE].names.length; // not `ledger.tiers`: a subclass or own property may shadow it
   if (!(Number.isInteger(tier) && tier >= 0 && tier < n)) {
     throw new RangeError(`tier ${tier} is not a tier id of this ledger (ids are 0 to ${n - 1})`);
   }

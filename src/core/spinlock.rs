@@ -5,6 +5,7 @@
 //! as ~10 ns per debit here. Waiters spin briefly, then yield the CPU, so a holder that is descheduled
 //! on a busy machine does not leave its waiters burning their time slices.
 use std::cell::UnsafeCell;
+use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -19,7 +20,12 @@ unsafe impl<T: Send> Sync for SpinLock<T> {}
 
 pub struct SpinGuard<'a, T> {
     lock: &'a SpinLock<T>,
+    /// Opts out of the automatic `Send`/`Sync` (which would follow from `&SpinLock<T>: Sync` with only
+    /// `T: Send`); `Sync` is granted below only when sharing `&T` is sound, as for `MutexGuard`.
+    _not_auto: PhantomData<*mut T>,
 }
+
+unsafe impl<T: Sync> Sync for SpinGuard<'_, T> {}
 
 impl<T> SpinLock<T> {
     pub const fn new(value: T) -> Self {
@@ -31,7 +37,7 @@ impl<T> SpinLock<T> {
         if self.locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
             self.lock_contended();
         }
-        SpinGuard { lock: self }
+        SpinGuard { lock: self, _not_auto: PhantomData }
     }
 
     #[cold]

@@ -152,10 +152,10 @@ impl Shared {
     /// `health`'s latest drift, or how overdue this thread's next tick is now if that is larger.
     fn lag_now_ms(&self, health: &LoopHealth) -> f64 {
         let latest = health.sample().latest_lag_ms;
-        if !self.running.load(Relaxed) {
+        if !self.running.load(Acquire) {
             return latest;
         }
-        let due = self.last_tick_ns.load(Relaxed) + self.interval_ns.load(Relaxed);
+        let due = self.last_tick_ns.load(Acquire) + self.interval_ns.load(Relaxed);
         let overdue = unsafe { uv_hrtime() }.saturating_sub(due) as f64 / MS as f64;
         latest.max(overdue)
     }
@@ -405,7 +405,9 @@ unsafe fn reconcile(ts: &mut ThreadSampler) {
                 ts.shared.pending_block_ns.store(0, Relaxed);
                 uv_prepare_start(ts.prepare, on_prepare);
             }
-            ts.shared.running.store(true, Relaxed);
+            // Release: a thread that sees `running` also sees the `last_tick_ns` stored above (else a
+            // watchdog on a weakly ordered CPU could read a stale tick and flag a false stall).
+            ts.shared.running.store(true, Release);
         }
         Some(_) => {}
     }
@@ -418,7 +420,7 @@ unsafe extern "C" fn on_tick(handle: *mut UvHandle) {
     ts.prev_tick_ns = now;
     let shared = &*ts.shared;
     let drift = elapsed.saturating_sub(shared.interval_ns.load(Relaxed));
-    shared.last_tick_ns.store(now, Relaxed);
+    shared.last_tick_ns.store(now, Release);
     shared.ticks.fetch_add(1, Relaxed);
     let idle = uv_metrics_idle_time(ts.loop_);
     let heap = read_heap(ts, now, false);
@@ -613,10 +615,10 @@ impl Watchdog {
             self.wake.wait_for(&mut list, period);
             let now = unsafe { uv_hrtime() };
             for shared in list.iter().filter_map(Weak::upgrade) {
-                if !shared.running.load(Relaxed) {
+                if !shared.running.load(Acquire) {
                     continue;
                 }
-                let due = shared.last_tick_ns.load(Relaxed) + shared.interval_ns.load(Relaxed);
+                let due = shared.last_tick_ns.load(Acquire) + shared.interval_ns.load(Relaxed);
                 let overdue = now.saturating_sub(due);
                 for sub in shared.subs.lock().iter() {
                     if sub.opts.stall_ms.is_some_and(|s| overdue > s * MS) {

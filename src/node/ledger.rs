@@ -156,14 +156,29 @@ impl LedgerHandle {
         (0..self.inner.tier_count()).map(|i| self.inner.tier_name(i).to_owned()).collect()
     }
 
-    #[napi]
-    pub fn set_refill_scale(&self, tier: u32, scale: f64) {
-        self.inner.set_refill_scale(tier as usize, scale);
+    /// An out-of-range tier would panic in the core, and a panic here aborts the process: every
+    /// method that takes a tier id checks it, whatever lib/ledger.js already checked.
+    fn tier(&self, tier: u32) -> Result<usize> {
+        let count = self.inner.tier_count();
+        if (tier as usize) < count {
+            Ok(tier as usize)
+        } else {
+            Err(Error::new(Status::InvalidArg, format!("tier id {tier} is out of range (the ledger has {count} tiers)")))
+        }
     }
 
     #[napi]
-    pub fn refill_scale(&self, tier: u32) -> f64 {
-        self.inner.refill_scale(tier as usize)
+    pub fn set_refill_scale(&self, tier: u32, scale: f64) -> Result<()> {
+        if !(0.0..=1.0).contains(&scale) {
+            return Err(Error::new(Status::InvalidArg, format!("scale must be between 0 and 1 (got {scale})")));
+        }
+        self.inner.set_refill_scale(self.tier(tier)?, scale);
+        Ok(())
+    }
+
+    #[napi]
+    pub fn refill_scale(&self, tier: u32) -> Result<f64> {
+        Ok(self.inner.refill_scale(self.tier(tier)?))
     }
 
     #[napi]
@@ -183,10 +198,11 @@ impl LedgerHandle {
             .collect()
     }
 
-    /// `tier` is an id checked by lib/ledger.js; returns how many buckets were reset.
+    /// Returns how many buckets were reset.
     #[napi]
-    pub fn reset(&self, tier: Option<u32>, key: Option<String>) -> u32 {
-        self.inner.reset(tier.map(|t| t as usize), key.as_deref().map(str::as_bytes)) as u32
+    pub fn reset(&self, tier: Option<u32>, key: Option<String>) -> Result<u32> {
+        let tier = tier.map(|t| self.tier(t)).transpose()?;
+        Ok(self.inner.reset(tier, key.as_deref().map(str::as_bytes)) as u32)
     }
 
     /// Defines the hot-path functions `tryConsume` and `consume` and the Float64Array `result` on
