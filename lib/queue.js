@@ -472,6 +472,9 @@ function buildGate(options) {
 
   // ---- the guard
   function admit(req, res) {
+    // The client may have left while an earlier middleware or hook ran: its 'close' has already
+    // fired, so a slot taken now would never come back.
+    if (isGone(res)) return GONE;
     const tier = classifyRequest(req);
     const t = now();
     if (queued > 0 && inFlight < limit) drain(t); // only after a limit change or stale waiters
@@ -482,7 +485,6 @@ function buildGate(options) {
       takeSlot(res, t);
       return null;
     }
-    if (isGone(res)) return GONE;
     if (tier.size >= tier.maxQueue) {
       tier.rejected++;
       return rejection(req, tier, 'queue-full');
