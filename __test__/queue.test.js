@@ -402,6 +402,33 @@ test('the gate wraps a whole Express app or Fastify instance at the node:http le
   }
 });
 
+test('the same gate mounted twice (app and router) holds one slot per request', async () => {
+  const express = require('express');
+  const mw = concurrencyGate({ maxConcurrent: 1, maxQueue: 5, queueTimeoutMs: 2000 });
+  const app = express();
+  app.use(mw);
+  const api = express.Router();
+  api.use(mw); // the request already holds this gate's slot: it must pass, not queue behind itself
+  api.get('/x', (req, res) => res.send('ok'));
+  app.use('/api', api);
+  const server = http.createServer(app);
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    for (let i = 0; i < 3; i++) {
+      const r = await request(server.address().port, { path: '/api/x' });
+      assert.equal(r.status, 200);
+    }
+    await waitFor(() => mw.stats().inFlight === 0, 'the slots to come back');
+    const s = mw.stats();
+    assert.equal(s.admitted, 3);
+    assert.equal(s.released, 3);
+    assert.equal(s.queued, 0);
+  } finally {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
+});
+
 test('http: a handler that throws after sending headers has its response destroyed and its slot released', async () => {
   const onWarning = () => {};
   process.on('warning', onWarning);

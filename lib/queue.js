@@ -475,6 +475,9 @@ function buildGate(options) {
     // The client may have left while an earlier middleware or hook ran: its 'close' has already
     // fired, so a slot taken now would never come back.
     if (isGone(res)) return GONE;
+    // Already holds this gate's slot (the same gate mounted twice, e.g. on the app and a router):
+    // a second slot would never be released, and with one slot left it would wait behind itself.
+    if (res[kSlot] !== undefined) return null;
     const tier = classifyRequest(req);
     const t = now();
     if (queued > 0 && inFlight < limit) drain(t); // only after a limit change or stale waiters
