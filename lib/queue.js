@@ -218,16 +218,23 @@ function buildGate(options) {
   const kWaiter = Symbol('tiergate.queue.waiter'); // res[kWaiter]: the queue node while queued
 
   // ---- classification (a client cannot promote itself through an untrusted header)
+  // A value that cannot be read (an unknown name, an over-long value) gives the LOWEST tier, not the
+  // default: behind a gateway that appends its own value, a client could otherwise pad or spoil the
+  // header to get the default tier when the gateway said lower.
+  const lowestTier = tiers[tiers.length - 1];
   function tierFromHeader(req) {
     let raw = req.headers[headerName];
     if (raw === undefined) return null;
     if (Array.isArray(raw)) raw = raw.join(',');
-    if (typeof raw !== 'string' || raw.length > MAX_HEADER_LENGTH * 4) return null;
-    // Several values: the lowest-priority known one wins (never the most flattering).
+    if (typeof raw !== 'string' || raw.length > MAX_HEADER_LENGTH * 4) return lowestTier;
+    if (raw.trim() === '') return null;
+    // Several values: the lowest-priority one wins, so never above the gateway's own. Every part is
+    // read (the length is bounded above): a client's padding cannot push the gateway's value out.
     let found = null;
-    for (const part of raw.split(',', 8)) {
+    for (const part of raw.split(',')) {
       const t = tierByName.get(part.trim().toLowerCase());
-      if (t && (found === null || t.id > found.id)) found = t;
+      if (t === undefined) return lowestTier;
+      if (found === null || t.id > found.id) found = t;
     }
     return found;
   }
