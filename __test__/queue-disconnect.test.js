@@ -2,7 +2,9 @@
 // 1,000 clients that disconnect while queued or in flight: every slot comes back, no queued handler runs.
 const test = require('node:test');
 const assert = require('node:assert/strict');
+const http = require('node:http');
 const { FRAMEWORKS, startServer, request, waitFor } = require('./queue-helpers');
+const { concurrencyGate, concurrencyGatePlugin } = require('..');
 
 const CLIENTS = 1000;
 const LIMIT = 10;
@@ -92,3 +94,65 @@ test(`http: ${CLIENTS} clients disconnecting in random order keep the books exac
     await srv.close();
   }
 });
+
+// A slow middleware or hook before the gate (say an async auth lookup): the client leaves while it
+// runs, so the response's 'close' has fired before admit(). The gate must not take a slot that no
+// event will ever give back.
+for (const kind of ['express', 'fastify']) {
+  test(`${kind}: a client gone before the gate runs takes no slot`, async () => {
+    const LIMIT_HERE = 2;
+    const options = { maxConcurrent: LIMIT_HERE, maxQueue: 10, queueTimeoutMs: 2000 };
+    let reached = 0;
+    let passed = 0; // aborted requests handed on to the gate (both frameworks call it synchronously)
+    // holds the request until its client has gone (no timing involved)
+    const untilGone = (req, res, then) => {
+      reached++;
+      if (req.headers['x-leave'] !== 'yes') return then();
+      res.once('close', () => setImmediate(() => {
+        then();
+        passed++;
+      }));
+    };
+    let gate;
+    let server;
+    let fastify;
+    if (kind === 'express') {
+      const express = require('express');
+      const mw = concurrencyGate(options);
+      gate = mw.gate;
+      const app = express();
+      app.use((req, res, next) => untilGone(req, res, next));
+      app.use(mw);
+      app.use((req, res) => res.end('ok'));
+      server = http.createServer(app);
+      await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+    } else {
+      fastify = require('fastify')({ logger: false });
+      fastify.addHook('onRequest', (request, reply, done) => untilGone(request.raw, reply.raw, done));
+      await fastify.register(concurrencyGatePlugin, options);
+      gate = fastify.concurrencyGate;
+      fastify.get('/', async () => 'ok');
+      await fastify.listen({ port: 0, host: '127.0.0.1' });
+      server = fastify.server;
+    }
+    const port = server.address().port;
+    try {
+      for (let i = 0; i < LIMIT_HERE + 1; i++) {
+        const p = request(port, { headers: { 'x-leave': 'yes' } });
+        p.catch(() => {}); // destroyed on purpose
+        await waitFor(() => reached === i + 1, 'the request to reach the slow middleware');
+        p.req.destroy();
+      }
+      await waitFor(() => passed === LIMIT_HERE + 1, 'the aborted requests to reach the gate', 5000);
+      assert.equal(gate.stats().inFlight, 0);
+      assert.equal(gate.stats().queued, 0);
+      const ok = await request(port);
+      assert.equal(ok.status, 200);
+      assert.equal(ok.body, 'ok');
+    } finally {
+      server.closeAllConnections?.();
+      if (fastify) await fastify.close();
+      else await new Promise((resolve) => server.close(resolve));
+    }
+  });
+}

@@ -120,11 +120,35 @@ test('an untrusted tier header cannot promote a request above the default tier',
       { seq: 'x1' }, { seq: 'b1', tier: 'background' }, { seq: 'forged', tier: 'critical' }, { seq: 'junk', tier: '\u00ff'.repeat(300) },
       { seq: 'multi', tier: 'critical, background' },
     ]);
-    assert.deepEqual(srv.gate.stats().queuedByTier, { critical: 0, standard: 3, background: 2 });
+    assert.deepEqual(srv.gate.stats().queuedByTier, { critical: 0, standard: 2, background: 3 });
     await drainHeld(held, 6);
     await Promise.all([holder, ...reqs]);
-    // lowering oneself is honoured; the forged "critical" waits in the default (standard) tier, FIFO
-    assert.deepEqual(held.started, ['holder', 'x1', 'forged', 'junk', 'b1', 'multi']);
+    // lowering oneself is honoured; the forged "critical" waits in the default (standard) tier, FIFO;
+    // an over-long value is unreadable: the lowest tier
+    assert.deepEqual(held.started, ['holder', 'x1', 'forged', 'b1', 'junk', 'multi']);
+  } finally {
+    await srv.close();
+  }
+});
+
+test('a trusted header behind an appending gateway: no value is missed; junk or over-long gives the lowest tier', async () => {
+  const held = heldHandler();
+  const srv = await startServer('http', { maxConcurrent: 1, maxQueue: 20, trustTierHeader: true, defaultTier: 'standard' }, held.handler);
+  try {
+    const [holder] = await holdOneSlot(srv, held);
+    const crit8 = Array(8).fill('critical').join(',');
+    const reqs = await enqueue(srv, [
+      { seq: 'padded', tier: `${crit8}, standard` }, // the gateway's ", standard" after 8 client values
+      { seq: 'junk8', tier: 'critical,a,a,a,a,a,a,a, standard' },
+      { seq: 'long', tier: `critical,${'x'.repeat(300)}, standard` }, // past the length cap
+      { seq: 'unknown', tier: 'gold' },
+      { seq: 'c1', tier: 'critical' },
+    ]);
+    // the lowest tier (background), not the default (standard), for what cannot be read
+    assert.deepEqual(srv.gate.stats().queuedByTier, { critical: 1, standard: 1, background: 3 });
+    await drainHeld(held, 6);
+    await Promise.all([holder, ...reqs]);
+    assert.deepEqual(held.started, ['holder', 'c1', 'padded', 'junk8', 'long', 'unknown']);
   } finally {
     await srv.close();
   }
@@ -399,6 +423,33 @@ test('the gate wraps a whole Express app or Fastify instance at the node:http le
     server.closeAllConnections();
     await new Promise((resolve) => server.close(resolve));
     await fastify.close();
+  }
+});
+
+test('the same gate mounted twice (app and router) holds one slot per request', async () => {
+  const express = require('express');
+  const mw = concurrencyGate({ maxConcurrent: 1, maxQueue: 5, queueTimeoutMs: 2000 });
+  const app = express();
+  app.use(mw);
+  const api = express.Router();
+  api.use(mw); // the request already holds this gate's slot: it must pass, not queue behind itself
+  api.get('/x', (req, res) => res.send('ok'));
+  app.use('/api', api);
+  const server = http.createServer(app);
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    for (let i = 0; i < 3; i++) {
+      const r = await request(server.address().port, { path: '/api/x' });
+      assert.equal(r.status, 200);
+    }
+    await waitFor(() => mw.stats().inFlight === 0, 'the slots to come back');
+    const s = mw.stats();
+    assert.equal(s.admitted, 3);
+    assert.equal(s.released, 3);
+    assert.equal(s.queued, 0);
+  } finally {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
   }
 });
 

@@ -59,7 +59,7 @@ export interface ConcurrencyGateOptions {
   retryAfter?: { minSec?: number; maxSec?: number };
   /** Tiers, highest priority first. Default critical (protected), standard, background. */
   tiers?: QueueTier[];
-  /** Tier of requests without a (usable) tier. Default: the lowest. */
+  /** Tier of requests nothing else classifies (an unreadable tier header gives the lowest tier). Default: the lowest. */
   defaultTier?: string;
   /** Header carrying the tier, or false. Default 'x-user-tier'. */
   tierHeader?: string | false;

@@ -218,16 +218,23 @@ function buildGate(options) {
   const kWaiter = Symbol('tiergate.queue.waiter'); // res[kWaiter]: the queue node while queued
 
   // ---- classification (a client cannot promote itself through an untrusted header)
+  // A value that cannot be read (an unknown name, an over-long value) gives the LOWEST tier, not the
+  // default: behind a gateway that appends its own value, a client could otherwise pad or spoil the
+  // header to get the default tier when the gateway said lower.
+  const lowestTier = tiers[tiers.length - 1];
   function tierFromHeader(req) {
     let raw = req.headers[headerName];
     if (raw === undefined) return null;
     if (Array.isArray(raw)) raw = raw.join(',');
-    if (typeof raw !== 'string' || raw.length > MAX_HEADER_LENGTH * 4) return null;
-    // Several values: the lowest-priority known one wins (never the most flattering).
+    if (typeof raw !== 'string' || raw.length > MAX_HEADER_LENGTH * 4) return lowestTier;
+    if (raw.trim() === '') return null;
+    // Several values: the lowest-priority one wins, so never above the gateway's own. Every part is
+    // read (the length is bounded above): a client's padding cannot push the gateway's value out.
     let found = null;
-    for (const part of raw.split(',', 8)) {
+    for (const part of raw.split(',')) {
       const t = tierByName.get(part.trim().toLowerCase());
-      if (t && (found === null || t.id > found.id)) found = t;
+      if (t === undefined) return lowestTier;
+      if (found === null || t.id > found.id) found = t;
     }
     return found;
   }
@@ -472,6 +479,12 @@ function buildGate(options) {
 
   // ---- the guard
   function admit(req, res) {
+    // The client may have left while an earlier middleware or hook ran: its 'close' has already
+    // fired, so a slot taken now would never come back.
+    if (isGone(res)) return GONE;
+    // Already holds this gate's slot (the same gate mounted twice, e.g. on the app and a router):
+    // a second slot would never be released, and with one slot left it would wait behind itself.
+    if (res[kSlot] !== undefined) return null;
     const tier = classifyRequest(req);
     const t = now();
     if (queued > 0 && inFlight < limit) drain(t); // only after a limit change or stale waiters
@@ -482,7 +495,6 @@ function buildGate(options) {
       takeSlot(res, t);
       return null;
     }
-    if (isGone(res)) return GONE;
     if (tier.size >= tier.maxQueue) {
       tier.rejected++;
       return rejection(req, tier, 'queue-full');
