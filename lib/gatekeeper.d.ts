@@ -6,8 +6,8 @@ import type { Ledger, PerKeyOptions, TierOptions } from './ledger';
 export interface RouteRule {
   /** A method or methods (any when omitted). */
   method?: string | string[];
-  /** A path prefix matched on whole segments ('/checkout' matches '/checkout/x', not '/checkouts'),
-   *  or a RegExp tested against the path without its query string. */
+  /** A path prefix matched case-insensitively on whole segments ('/checkout' matches '/Checkout/x',
+   *  not '/checkouts'), or a RegExp tested against the path without its query string (use the i flag). */
   path: string | RegExp;
   /** The tier's name. */
   tier: string;

@@ -1,0 +1,35 @@
+'use strict';
+// Regression tests for review findings on the gatekeeper, each against a real server on 127.0.0.1.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const http = require('node:http');
+const express = require('express');
+const { gatekeeper } = require('..');
+const { listen, close, request } = require('./helpers/http');
+
+test('route rules cannot be escaped with upper case or an absolute-form target (Express routes both)', async () => {
+  const seen = [];
+  const app = express();
+  app.use(gatekeeper({
+    routes: [{ path: '/reports/', tier: 'background' }, { path: /^\/admin\//i, tier: 'background' }],
+    defaultTier: 'standard',
+    shed: false,
+    onDecision: (info, req) => seen.push([req.url, info.tier]),
+  }));
+  app.get('/reports/:id', (req, res) => res.send('report'));
+  app.get('/admin/x', (req, res) => res.send('admin'));
+  const server = http.createServer(app);
+  const port = await listen(server);
+  try {
+    const paths = ['/reports/1', '/REPORTS/1', '/Reports/1', 'http://x/reports/1', 'HTTP://X:80/Reports/1?a=1', '/ADMIN/x', 'http://x/admin/x'];
+    for (const path of paths) assert.equal((await request(port, { path })).status, 200, `${path} reaches the Express route`);
+    assert.deepEqual(seen, paths.map((p) => [p, 'background']));
+    // Still whole segments, and other targets keep the default.
+    seen.length = 0;
+    await request(port, { path: '/reportsx' });
+    await request(port, { path: 'http://x/' });
+    assert.deepEqual(seen.map((s) => s[1]), ['standard', 'standard']);
+  } finally {
+    await close(server);
+  }
+});
