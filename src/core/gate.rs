@@ -95,7 +95,7 @@ pub enum TierSource {
     BadSignature = 5,
     /// An authentic but expired token: not honoured.
     Expired = 6,
-    /// Malformed token, unknown tier name, several values, or an over-long header: not honoured.
+    /// Malformed token, unknown tier name, several values, or an over-long header: the lowest tier.
     Invalid = 7,
 }
 
@@ -208,7 +208,11 @@ impl Gate {
 
     /// Resolves a tier header value at Unix time `now_sec` (read only for signed tokens).
     pub fn header_tier(&self, value: &[u8], now_sec: impl FnOnce() -> u64) -> (usize, TierSource) {
-        let default = (self.cfg.default_tier, TierSource::Invalid);
+        // A value that cannot be read as one tier (over-long, several values, malformed, unknown)
+        // gets the LOWEST tier, not the default: behind a gateway that appends its own value
+        // (`critical, background`) or after a client pads the header past the limit, the default
+        // could be above what the gateway meant. Tiers are ordered highest first.
+        let default = (self.protected.len() - 1, TierSource::Invalid);
         if value.len() > MAX_HEADER_LEN {
             return default;
         }
@@ -512,6 +516,26 @@ mod tests {
         assert_eq!(g.header_tier(b"critical, background", || 0), (2, TierSource::Invalid));
         assert_eq!(g.header_tier(&[b'a'; 300], || 0), (2, TierSource::Invalid));
         assert_eq!(g.header_tier(&[0xff, 0xfe], || 0), (2, TierSource::Invalid));
+    }
+
+    #[test]
+    fn unreadable_headers_get_the_lowest_tier_not_a_higher_default() {
+        // Behind a gateway that appends its own value, `critical, background` or a client value
+        // padded past the limit must not give the (higher) default tier.
+        for trust in [false, true] {
+            let mut c = cfg();
+            c.default_tier = 1;
+            c.trust_header = trust;
+            let (g, _) = gate_with(c, None);
+            assert_eq!(g.header_tier(b"critical, background", || 0), (2, TierSource::Invalid));
+            assert_eq!(g.header_tier(b"background,background", || 0), (2, TierSource::Invalid));
+            let mut padded = vec![b'x'; 300];
+            padded.extend_from_slice(b", background");
+            assert_eq!(g.header_tier(&padded, || 0), (2, TierSource::Invalid));
+            assert_eq!(g.header_tier(&[0xff, 0xfe], || 0), (2, TierSource::Invalid));
+            assert_eq!(g.header_tier(b"gold", || 0), (2, TierSource::Invalid));
+            assert_eq!(g.header_tier(b"", || 0), (1, TierSource::Default), "no value keeps the default");
+        }
     }
 
     #[test]
