@@ -33,3 +33,32 @@ test('route rules cannot be escaped with upper case or an absolute-form target (
     await close(server);
   }
 });
+
+test('a bad respond() result cannot crash the node:http server', async () => {
+  const warnings = [];
+  const onWarning = (w) => warnings.push(w.message);
+  process.on('warning', onWarning);
+  let custom;
+  const tiers = [{ name: 'a', capacity: 1, refillPerSec: 0.001 }];
+  const handler = gatekeeper.http({ shed: false, tiers, respond: () => custom }, (req, res) => res.end('ok'));
+  const server = http.createServer(handler);
+  const port = await listen(server);
+  try {
+    assert.equal((await request(port)).status, 200);
+    // A status node:http refuses: warned, the default rejection is sent.
+    custom = { status: 1000, body: 'x' };
+    const r = await request(port);
+    assert.equal(r.status, 503);
+    assert.equal(r.json.type, 'urn:tiergate:problem:tier-capacity');
+    // A header value node:http refuses: a 500, not an uncaught exception.
+    custom = { status: 429, headers: { 'x-bad': 'a\r\nb' }, body: 'x' };
+    assert.equal((await request(port)).status, 500);
+    custom = { status: 418, body: 'teapot' };
+    assert.deepEqual([(await request(port)).status, (await request(port)).body], [418, 'teapot'], 'the server is still serving');
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.ok(warnings.some((m) => /options\.respond threw.*100\.\.599/s.test(m)), warnings.join('\n'));
+  } finally {
+    process.off('warning', onWarning);
+    await close(server);
+  }
+});

@@ -374,7 +374,8 @@ class Gatekeeper {
         this.#warnHook('respond', err);
       }
       if (custom !== undefined && custom !== null) {
-        if (typeof custom !== 'object' || !Number.isInteger(custom.status)) this.#warnHook('respond', new TypeError('must return { status, headers?, body? } or undefined'));
+        // node:http throws on a status outside 100..999 inside the adapter, off any try; 100..599 are HTTP's.
+        if (typeof custom !== 'object' || !Number.isInteger(custom.status) || custom.status < 100 || custom.status > 599) this.#warnHook('respond', new TypeError('must return { status: 100..599, headers?, body? } or undefined'));
         else {
           let body = custom.body === undefined || custom.body === null ? '' : custom.body;
           const headers = { ...(custom.headers || {}) };
