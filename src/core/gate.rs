@@ -23,7 +23,7 @@
 //! what lets shedding start within the very run of requests that is choking the loop — while a process
 //! that was merely descheduled while it waited for I/O (a noisy neighbour) is not mistaken for one.
 use crate::core::health::{HealthSample, LoopHealth};
-use crate::core::ipkey::{ip_key, IpKeyBuf, IpKeyConfig};
+use crate::core::ipkey::{ip_key, IpKeyBuf, IpKeyConfig, MAX_KEY_LEN as MAX_IP_KEY_LEN};
 use crate::core::ledger::{Ledger, Limit, Outcome};
 use crate::core::shed::{Cause, LagSignal, ShedConfig, ShedConfigError, ShedController, ShedInput};
 use crate::core::signature::{looks_like_token, TierSigner, VerifyError};
@@ -32,6 +32,10 @@ use std::sync::Arc;
 
 /// Header values longer than this are ignored (the default tier applies).
 pub const MAX_HEADER_LEN: usize = 256;
+/// Leads every client-IP key in the ledger, so IP keys and given keys (user ids) are separate
+/// namespaces: `x-user-id: 127.0.0.1` must not share the bucket of the client at 127.0.0.1. Given
+/// keys come from JS strings as UTF-8, which never contains the byte 0xFF.
+pub const IP_KEY_TAG: u8 = 0xFF;
 
 #[derive(Clone, Debug)]
 pub struct GateConfig {
@@ -367,8 +371,14 @@ impl Gate {
             return d;
         }
         let mut buf = IpKeyBuf::default();
+        let mut tagged = [IP_KEY_TAG; MAX_IP_KEY_LEN + 1];
         let key = match key {
-            Some((k, is_ip)) if self.ledger.has_per_key(tier) => Some(if is_ip { ip_key(k, &self.cfg.ip, &mut buf) } else { k }),
+            Some((k, true)) if self.ledger.has_per_key(tier) => {
+                let ip = ip_key(k, &self.cfg.ip, &mut buf);
+                tagged[1..=ip.len()].copy_from_slice(ip);
+                Some(&tagged[..=ip.len()])
+            }
+            Some((k, false)) if self.ledger.has_per_key(tier) => Some(k),
             _ => None,
         };
         let o = self.ledger.consume(tier, key, self.cfg.cost, now_ns);
@@ -642,9 +652,23 @@ mod tests {
         assert_eq!(g.decide(Some(1), None, ip("2001:db8:0:abff::9"), 0, || 0, || 0).verdict, Verdict::KeyLimited);
         assert_eq!(g.decide(Some(1), None, ip("::ffff:10.0.0.1"), 0, || 0, || 0).verdict, Verdict::Admit);
         assert_eq!(g.decide(Some(1), None, ip("10.0.0.1"), 0, || 0, || 0).verdict, Verdict::KeyLimited);
-        assert_eq!(g.ledger().key_tokens(1, b"2001:db8:0:ab00::/56", 0), Some(0.0));
-        // Without the IP flag the key is taken as it is.
-        assert_eq!(g.decide(Some(1), None, Some((&b"10.0.0.1"[..], false)), 0, || 0, || 0).verdict, Verdict::KeyLimited);
+        assert_eq!(g.ledger().key_tokens(1, b"\xff2001:db8:0:ab00::/56", 0), Some(0.0));
+    }
+
+    #[test]
+    fn given_keys_and_ip_keys_are_separate_namespaces() {
+        // A client sending `x-user-id: 10.0.0.1` must not drain the bucket of the client at 10.0.0.1.
+        let pk = PerKeyConfig { capacity: 1.0, refill_per_sec: 0.001, max_keys: 100, idle_ttl_ms: 60_000.0 };
+        let (g, _) = gate_with(cfg(), Some(pk));
+        let given = Some((&b"10.0.0.1"[..], false));
+        let ip = Some((&b"10.0.0.1"[..], true));
+        assert_eq!(g.decide(Some(1), None, given, 0, || 0, || 0).verdict, Verdict::Admit);
+        assert_eq!(g.decide(Some(1), None, given, 0, || 0, || 0).verdict, Verdict::KeyLimited);
+        assert_eq!(g.decide(Some(1), None, ip, 0, || 0, || 0).verdict, Verdict::Admit);
+        assert_eq!(g.decide(Some(1), None, ip, 0, || 0, || 0).verdict, Verdict::KeyLimited);
+        // Junk IPs share one key, still apart from a given key of the same text.
+        assert_eq!(g.decide(Some(1), None, Some((&b"invalid-ip"[..], false)), 0, || 0, || 0).verdict, Verdict::Admit);
+        assert_eq!(g.decide(Some(1), None, Some((&b"junk"[..], true)), 0, || 0, || 0).verdict, Verdict::Admit);
     }
 
     #[test]
