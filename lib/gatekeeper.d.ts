@@ -119,7 +119,7 @@ export interface GatekeeperOptions {
   ipv6Prefix?: number;
   /** IPv4 clients are keyed by this prefix. Default 32. */
   ipv4Prefix?: number;
-  /** Tokens each request costs. Default 1. */
+  /** Tokens each request costs. Default 1; at most every tier's capacity and per-key capacity. */
   cost?: number;
   /** The shed controller, or false for no load shedding (quotas only). */
   shed?: ShedOptions | false;

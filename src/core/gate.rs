@@ -24,7 +24,7 @@
 //! that was merely descheduled while it waited for I/O (a noisy neighbour) is not mistaken for one.
 use crate::core::health::{HealthSample, LoopHealth};
 use crate::core::ipkey::{ip_key, IpKeyBuf, IpKeyConfig, MAX_KEY_LEN as MAX_IP_KEY_LEN};
-use crate::core::ledger::{Ledger, Limit, Outcome};
+use crate::core::ledger::{Ledger, Limit, Outcome, TierConfig};
 use crate::core::shed::{Cause, LagSignal, ShedConfig, ShedConfigError, ShedController, ShedInput};
 use crate::core::signature::{looks_like_token, TierSigner, VerifyError};
 use parking_lot::Mutex;
@@ -164,6 +164,22 @@ pub struct Gate {
 }
 
 const NS_PER_MS: f64 = 1e6;
+
+/// A request costs `cost` tokens; a bucket holding fewer can never pay it, so every request of that
+/// tier would be refused forever (503 with a day-long Retry-After). Names the first such capacity.
+pub fn check_cost(cost: f64, tiers: &[TierConfig]) -> Result<(), String> {
+    for (i, t) in tiers.iter().enumerate() {
+        if cost > t.capacity {
+            return Err(format!("cost {cost} exceeds tiers[{i}].capacity {} (tier \"{}\"): no request could ever be admitted", t.capacity, t.name));
+        }
+        if let Some(pk) = &t.per_key {
+            if cost > pk.capacity {
+                return Err(format!("cost {cost} exceeds tiers[{i}].perKey.capacity {} (tier \"{}\"): no keyed request could ever be admitted", pk.capacity, t.name));
+            }
+        }
+    }
+    Ok(())
+}
 
 impl Gate {
     pub fn new(ledger: Arc<Ledger>, cfg: GateConfig, health: Arc<LoopHealth>) -> Result<Gate, ShedConfigError> {
@@ -769,6 +785,19 @@ mod tests {
         assert!(g.stats().injected);
         g.use_health(live);
         assert!(!g.stats().injected);
+    }
+
+    #[test]
+    fn a_cost_no_bucket_can_hold_is_refused() {
+        let pk = PerKeyConfig { capacity: 2.0, refill_per_sec: 1.0, max_keys: 100, idle_ttl_ms: 60_000.0 };
+        let tiers = ledger(Some(pk)).config().to_vec();
+        assert_eq!(check_cost(1.0, &tiers), Ok(()));
+        assert_eq!(check_cost(2.0, &tiers), Ok(()), "a full bucket can pay its capacity");
+        let e = check_cost(2.5, &tiers).unwrap_err();
+        assert!(e.contains("tiers[0].perKey.capacity 2"), "{e}");
+        let tiers = ledger(None).config().to_vec();
+        let e = check_cost(5000.0, &tiers).unwrap_err();
+        assert!(e.starts_with("cost 5000 exceeds tiers[0].capacity 100"), "{e}");
     }
 
     #[test]
