@@ -62,3 +62,26 @@ test('a bad respond() result cannot crash the node:http server', async () => {
     await close(server);
   }
 });
+
+test('rate-limit fields carry plain integers for fractional or huge per-key capacities', async () => {
+  for (const [capacity, q, r] of [[2.5, '2', '1'], [1e21, '999999999999999', '999999999999999']]) {
+    const handler = gatekeeper.http({
+      shed: false,
+      tiers: [{ name: 'a', capacity: 1e9, refillPerSec: 1e9 }],
+      perKey: { capacity, refillPerSec: 0.001 },
+      rateLimitHeaders: 'both',
+      rateLimitHeadersOnSuccess: true,
+    }, (req, res) => res.end('ok'));
+    const server = http.createServer(handler);
+    const port = await listen(server);
+    try {
+      const h = (await request(port)).headers;
+      assert.match(h['ratelimit-policy'], new RegExp(`^"a";q=${q};w=\\d+$`), h['ratelimit-policy']);
+      assert.match(h.ratelimit, new RegExp(`^"a";r=${r};t=\\d+$`), h.ratelimit);
+      assert.equal(h['x-ratelimit-limit'], q);
+      assert.equal(h['x-ratelimit-remaining'], r);
+    } finally {
+      await close(server);
+    }
+  }
+});
