@@ -85,3 +85,34 @@ test('rate-limit fields carry plain integers for fractional or huge per-key capa
     }
   }
 });
+
+test('a key function returning a number keys by that number, not silently by IP; other types warn', async () => {
+  const warnings = [];
+  const onWarning = (w) => warnings.push(w.message);
+  process.on('warning', onWarning);
+  let id;
+  const keys = [];
+  const handler = gatekeeper.http({
+    shed: false,
+    perKey: { capacity: 1, refillPerSec: 0.001 },
+    key: (req) => id,
+    onDecision: (info) => keys.push(info.key),
+  }, (req, res) => res.end('ok'));
+  const server = http.createServer(handler);
+  const port = await listen(server);
+  try {
+    id = 42;
+    assert.equal((await request(port)).status, 200);
+    assert.equal((await request(port)).status, 429, 'user 42 used its quota');
+    id = 43;
+    assert.equal((await request(port)).status, 200, 'user 43 has its own bucket, not the shared IP one');
+    id = { user: 1 };
+    await request(port);
+    assert.deepEqual(keys, ['42', '42', '43', '127.0.0.1']);
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.ok(warnings.some((m) => /options\.key returned .*not a string/.test(m)), warnings.join('\n'));
+  } finally {
+    process.off('warning', onWarning);
+    await close(server);
+  }
+});

@@ -112,7 +112,7 @@ export interface GatekeeperOptions {
   /** Tier for requests without a usable tier. Default: the lowest. */
   defaultTier?: string;
   /** The per-key identity: 'ip' (default), a header, or a function; falls back to the client IP. */
-  key?: 'ip' | { header: string } | ((req: IncomingMessage) => string | undefined);
+  key?: 'ip' | { header: string } | ((req: IncomingMessage) => string | number | undefined | null);
   /** false (default): the socket's peer; true: the left-most X-Forwarded-For; n: n trusted proxy hops. */
   trustProxy?: boolean | number;
   /** IPv6 clients are keyed by this prefix. Default 56. */

@@ -227,6 +227,15 @@ class Gatekeeper {
   #warnHook = once((name, err) => process.emitWarning(`tiergate: options.${name} threw: ${err && err.stack ? err.stack : err}`, 'TiergateWarning'));
   #warnClassify = once((v) => process.emitWarning(`tiergate: options.classify returned ${JSON.stringify(String(v))}, which is not a tier; using the route rules or the default tier`, 'TiergateWarning'));
 
+  #warnKey = once((v) => process.emitWarning(`tiergate: options.key returned ${typeName(v)}, not a string; keying by the client IP`, 'TiergateWarning'));
+
+  // A user id is often a number: key by its text rather than silently by IP; warn about other types.
+  #fnKey(v) {
+    if (typeof v === 'number' && Number.isFinite(v)) return String(v);
+    if (typeof v !== 'string' && v !== undefined && v !== null) this.#warnKey(v);
+    return usableKey(v);
+  }
+
   constructor(options) {
     const o = normalize(options);
     this.#o = o;
@@ -319,7 +328,7 @@ class Gatekeeper {
     if (this.#needKey) {
       const k = o.key;
       if (k.kind === 'header') key = usableKey(req.headers[k.header]);
-      else if (k.kind === 'fn') key = usableKey(k.fn(req));
+      else if (k.kind === 'fn') key = this.#fnKey(k.fn(req));
       if (key === undefined) {
         key = clientIp(req, o.trustProxy);
         sel |= SEL_KEY_IS_IP;
