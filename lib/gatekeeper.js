@@ -11,7 +11,7 @@
 const diagnostics = require('node:diagnostics_channel');
 const native = require('./native');
 const { Ledger, ledgerHandle } = require('./ledger');
-require('./lag'); // registers this thread's heap source for the native sampler
+const { MAX_TICKS_PER_WINDOW } = require('./lag'); // also registers this thread's heap source for the native sampler
 const { expressMiddleware, httpHandler, fastifyPlugin } = require('./adapters');
 const { compileRoutes, matchRoute, checkTrustProxy, clientIp, compileKey, usableKey } = require('./classify');
 const { Responder } = require('./respond');
@@ -98,6 +98,10 @@ function shedOptions(shed) {
   if (!['latest', 'ewma', 'p99', 'max'].includes(o.lagSignal)) throw new RangeError(`${at('lagSignal')} must be one of 'latest', 'ewma', 'p99', 'max', got ${JSON.stringify(o.lagSignal)}`);
   finite(o.resolutionMs, at('resolutionMs'), { min: 1, max: 60_000, integer: true });
   finite(o.windowMs, at('windowMs'), { min: o.resolutionMs, max: 3_600_000, integer: true });
+  // The sampler's window holds at most this many ticks; a longer one would be cut silently.
+  if (o.windowMs / o.resolutionMs > MAX_TICKS_PER_WINDOW) {
+    throw new RangeError(`${at('windowMs')} / resolutionMs must be at most ${MAX_TICKS_PER_WINDOW} ticks, got ${o.windowMs}/${o.resolutionMs}`);
+  }
   finite(o.ewmaMs, at('ewmaMs'), { min: 1, max: 3_600_000, integer: true });
   finite(o.updateIntervalMs, at('updateIntervalMs'), { max: 60_000 });
   finite(o.baselineTauMs, at('baselineTauMs'));
