@@ -624,6 +624,8 @@ test('invalid options throw at construction naming the option', () => {
     [{ ipv6Prefix: 56.5 }, RangeError, /ipv6Prefix/],
     [{ ipv4Prefix: NaN }, RangeError, /ipv4Prefix/],
     [{ shed: { resolutionMs: 1, windowMs: 3_600_000 } }, RangeError, /options\.shed\.windowMs \/ resolutionMs must be at most 32768 ticks/],
+    [{ perKey: { capacity: -1, refillPerSec: 1 } }, RangeError, /^gatekeeper: options\.perKey\.capacity must be/],
+    [{ tiers: [{ name: 'a', capacity: 1, refillPerSec: 1, perKey: { capacity: 1, refillPerSec: -1 } }] }, RangeError, /^gatekeeper: options\.tiers\[0\]\.perKey\.refillPerSec/],
     [{ cost: 5000 }, RangeError, /cost 5000 exceeds tiers\[0\]\.capacity 2000 \(tier "critical"\)/],
     [{ cost: 3, perKey: { capacity: 2, refillPerSec: 1 } }, RangeError, /cost 3 exceeds tiers\[0\]\.perKey\.capacity 2/],
     [{ cost: -1 }, RangeError, /cost/],
