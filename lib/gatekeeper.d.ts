@@ -63,7 +63,7 @@ export interface ShedOptions {
 export type Verdict = 'admit' | 'shed' | 'tier-full' | 'rate-limited';
 export type TierSource =
   | 'classify' | 'route' | 'default' | 'header' | 'signed'
-  | 'untrusted' | 'bad-signature' | 'expired' | 'invalid' | 'given';
+  | 'untrusted' | 'bad-signature' | 'expired' | 'invalid';
 
 /** What hooks, `respond` and the 'tiergate:decision' diagnostics channel receive. */
 export interface DecisionInfo {
@@ -91,6 +91,14 @@ export interface Rejection {
   status: number;
   headers: Record<string, string>;
   body: string;
+}
+
+/** What `respond` may return: a string or Uint8Array body is sent as is, any other object as JSON. */
+export interface RespondResult {
+  /** 100..599; another status is warned about and the default rejection sent. */
+  status: number;
+  headers?: Record<string, string>;
+  body?: string | Uint8Array | object | null;
 }
 
 export interface GatekeeperOptions {
@@ -130,7 +138,7 @@ export interface GatekeeperOptions {
   /** Retry-After of a 503 is drawn uniformly from [minSec, maxSec]. Default 1..3. */
   retryAfter?: { minSec?: number; maxSec?: number };
   /** Replaces a rejection: return { status, headers?, body? }, or undefined to keep the default. */
-  respond?: (info: DecisionInfo, req: IncomingMessage, rejection: Rejection) => Partial<Rejection> & { status: number } | undefined | null;
+  respond?: (info: DecisionInfo, req: IncomingMessage, rejection: Rejection) => RespondResult | undefined | null;
   onDecision?: (info: DecisionInfo, req: IncomingMessage) => void;
   onShed?: (info: DecisionInfo, req: IncomingMessage) => void;
   onReject?: (info: DecisionInfo, req: IncomingMessage) => void;
