@@ -120,7 +120,7 @@ test('a forged higher tier is not honoured; demotion is', async (t) => {
   assert.equal(tierOf({ defaultTier: 'standard' }, { headers: { 'x-user-tier': 'critical' } }).tierSource, 'untrusted');
 });
 
-test('junk tier headers fall back to the default tier', () => {
+test('junk tier headers get the lowest tier; an empty one the default', () => {
   const opts = { trustTierHeader: true, defaultTier: 'standard' };
   const cases = [
     ['critical, critical', 'invalid'],
@@ -136,11 +136,14 @@ test('junk tier headers fall back to the default tier', () => {
   ];
   for (const [value, source] of cases) {
     const info = tierOf(opts, { headers: { 'x-user-tier': value } });
-    assert.equal(info.tier, 'standard', `${JSON.stringify(value.slice(0, 40))} -> default tier`);
+    // Unreadable values get the lowest tier, never the (here higher) default: an appending gateway.
+    const tier = source === 'invalid' ? 'background' : 'standard';
+    assert.equal(info.tier, tier, `${JSON.stringify(value.slice(0, 40))} -> ${tier}`);
     assert.equal(info.tierSource, source, JSON.stringify(value.slice(0, 40)));
   }
   // An array value (a framework that keeps repeated headers apart) is ambiguous too.
-  assert.equal(tierOf(opts, { headers: { 'x-user-tier': ['critical', 'critical'] } }).tierSource, 'invalid');
+  const repeated = tierOf(opts, { headers: { 'x-user-tier': ['critical', 'critical'] } });
+  assert.deepEqual([repeated.tier, repeated.tierSource], ['background', 'invalid']);
   // Whitespace around a single value is fine.
   assert.equal(tierOf(opts, { headers: { 'x-user-tier': '  critical ' } }).tier, 'critical');
 });
@@ -620,6 +623,11 @@ test('invalid options throw at construction naming the option', () => {
     [{ ipv6Prefix: 129 }, RangeError, /ipv6Prefix/],
     [{ ipv6Prefix: 56.5 }, RangeError, /ipv6Prefix/],
     [{ ipv4Prefix: NaN }, RangeError, /ipv4Prefix/],
+    [{ shed: { resolutionMs: 1, windowMs: 3_600_000 } }, RangeError, /options\.shed\.windowMs \/ resolutionMs must be at most 32768 ticks/],
+    [{ perKey: { capacity: -1, refillPerSec: 1 } }, RangeError, /^gatekeeper: options\.perKey\.capacity must be/],
+    [{ tiers: [{ name: 'a', capacity: 1, refillPerSec: 1, perKey: { capacity: 1, refillPerSec: -1 } }] }, RangeError, /^gatekeeper: options\.tiers\[0\]\.perKey\.refillPerSec/],
+    [{ cost: 5000 }, RangeError, /cost 5000 exceeds tiers\[0\]\.capacity 2000 \(tier "critical"\)/],
+    [{ cost: 3, perKey: { capacity: 2, refillPerSec: 1 } }, RangeError, /cost 3 exceeds tiers\[0\]\.perKey\.capacity 2/],
     [{ cost: -1 }, RangeError, /cost/],
     [{ cost: Infinity }, RangeError, /cost/],
     [{ shed: 5 }, TypeError, /options\.shed/],

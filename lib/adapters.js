@@ -27,8 +27,18 @@ function run(guard, req, res, proceed, reject, fail) {
     return fail(err);
   }
   if (verdict === null) return proceed();
-  if (typeof verdict.then !== 'function') return reject(verdict);
-  verdict.then((v) => (v === null ? proceed() : reject(v)), fail);
+  if (typeof verdict.then !== 'function') return safeReject(reject, verdict, fail);
+  verdict.then((v) => (v === null ? proceed() : safeReject(reject, v, fail)), fail);
+}
+
+// Writing a rejection can throw (a custom `respond` with a CR/LF header value, say); that must reach
+// `fail` (500 / next(err)), not escape as an uncaught exception that ends the process.
+function safeReject(reject, rejection, fail) {
+  try {
+    reject(rejection);
+  } catch (err) {
+    fail(err);
+  }
 }
 
 /** Express 4/5 middleware: `app.use(expressMiddleware(guard))`. */

@@ -25,9 +25,10 @@ function typeName(v) {
 
 /**
  * Compiles route rules `{ method?, path, tier }` (first match wins) against tier ids.
- * `path`: a string prefix matched on whole segments ('/checkout' matches '/checkout', '/checkout/x'
- * and '/checkout?x', not '/checkouts'; a prefix ending in '/' matches anything below it), or a RegExp
- * tested against the path without its query string. `method`: a method name or an array of them.
+ * `path`: a string prefix matched case-insensitively on whole segments ('/checkout' matches
+ * '/checkout', '/Checkout/x' and '/checkout?x', not '/checkouts'; a prefix ending in '/' matches
+ * anything below it), or a RegExp tested against the path without scheme://authority and query
+ * string (use the i flag to match as Express routes). `method`: a method name or an array of them.
  */
 function compileRoutes(routes, tierIds, at) {
   if (routes === undefined) return null;
@@ -51,7 +52,7 @@ function compileRoutes(routes, tierIds, at) {
     let regex = null;
     if (typeof r.path === 'string') {
       if (!r.path.startsWith('/')) throw new RangeError(`${here}.path must start with "/", got ${JSON.stringify(r.path)}`);
-      prefix = r.path;
+      prefix = r.path.toLowerCase();
     } else if (r.path instanceof RegExp) {
       // A global or sticky RegExp keeps state between tests; use a stateless copy.
       regex = r.path.global || r.path.sticky ? new RegExp(r.path.source, r.path.flags.replace(/[gy]/g, '')) : r.path;
@@ -66,25 +67,47 @@ function compileRoutes(routes, tierIds, at) {
   return out.length ? out : null;
 }
 
-function prefixMatches(url, prefix) {
-  if (!url.startsWith(prefix)) return false;
-  if (url.length === prefix.length || prefix.endsWith('/')) return true;
-  const c = url.charCodeAt(prefix.length);
+// Express routes case-insensitively by default and accepts absolute-form targets
+// (`GET http://host/reports/1`), so a rule compared against the raw URL could be escaped with
+// `/REPORTS/1` or `http://x/reports/1`. Rules therefore see the target without its scheme://authority,
+// and string prefixes (lower-cased at compile time) are compared ASCII-case-insensitively.
+
+/** Where the path starts in a request target: 0 for origin-form, after scheme://authority for absolute-form. */
+function pathStart(url) {
+  if (url.charCodeAt(0) === 47 /* / */) return 0;
+  const scheme = url.indexOf('://');
+  if (scheme < 0) return 0; // '*' (OPTIONS) or junk: matched as is, no rule starts without '/'
+  const slash = url.indexOf('/', scheme + 3);
+  return slash < 0 ? url.length : slash;
+}
+
+/** Does url, from index start, begin with the lower-case prefix (ASCII case folded), on a segment boundary? */
+function prefixMatches(url, start, prefix) {
+  const n = prefix.length;
+  if (url.length - start < n) return false;
+  for (let i = 0; i < n; i++) {
+    let c = url.charCodeAt(start + i);
+    if (c >= 65 && c <= 90) c += 32; // A-Z -> a-z
+    if (c !== prefix.charCodeAt(i)) return false;
+  }
+  if (url.length - start === n || prefix.charCodeAt(n - 1) === 47) return true;
+  const c = url.charCodeAt(start + n);
   return c === 47 /* / */ || c === 63 /* ? */ || c === 35 /* # */;
 }
 
 /** The tier id of the first matching rule, or -1. */
 function matchRoute(rules, method, url) {
+  const start = pathStart(url);
   let path = null;
   for (let i = 0; i < rules.length; i++) {
     const r = rules[i];
     if (r.methods !== null && !r.methods.includes(method)) continue;
     if (r.prefix !== null) {
-      if (prefixMatches(url, r.prefix)) return r.tier;
+      if (prefixMatches(url, start, r.prefix)) return r.tier;
     } else {
       if (path === null) {
-        const q = url.indexOf('?');
-        path = q < 0 ? url : url.slice(0, q);
+        const q = url.indexOf('?', start);
+        path = url.slice(start, q < 0 ? url.length : q) || '/';
         if (path.length > MAX_PATH_LEN) path = path.slice(0, MAX_PATH_LEN);
       }
       if (r.regex.test(path)) return r.tier;

@@ -6,8 +6,8 @@ import type { Ledger, PerKeyOptions, TierOptions } from './ledger';
 export interface RouteRule {
   /** A method or methods (any when omitted). */
   method?: string | string[];
-  /** A path prefix matched on whole segments ('/checkout' matches '/checkout/x', not '/checkouts'),
-   *  or a RegExp tested against the path without its query string. */
+  /** A path prefix matched case-insensitively on whole segments ('/checkout' matches '/Checkout/x',
+   *  not '/checkouts'), or a RegExp tested against the path without its query string (use the i flag). */
   path: string | RegExp;
   /** The tier's name. */
   tier: string;
@@ -63,7 +63,7 @@ export interface ShedOptions {
 export type Verdict = 'admit' | 'shed' | 'tier-full' | 'rate-limited';
 export type TierSource =
   | 'classify' | 'route' | 'default' | 'header' | 'signed'
-  | 'untrusted' | 'bad-signature' | 'expired' | 'invalid' | 'given';
+  | 'untrusted' | 'bad-signature' | 'expired' | 'invalid';
 
 /** What hooks, `respond` and the 'tiergate:decision' diagnostics channel receive. */
 export interface DecisionInfo {
@@ -93,6 +93,14 @@ export interface Rejection {
   body: string;
 }
 
+/** What `respond` may return: a string or Uint8Array body is sent as is, any other object as JSON. */
+export interface RespondResult {
+  /** 100..599; another status is warned about and the default rejection sent. */
+  status: number;
+  headers?: Record<string, string>;
+  body?: string | Uint8Array | object | null;
+}
+
 export interface GatekeeperOptions {
   /** Tiers, highest priority first. Default: critical (protected, 2000/s), standard (1000/s), background (1000/s). */
   tiers?: TierOptions[];
@@ -112,14 +120,14 @@ export interface GatekeeperOptions {
   /** Tier for requests without a usable tier. Default: the lowest. */
   defaultTier?: string;
   /** The per-key identity: 'ip' (default), a header, or a function; falls back to the client IP. */
-  key?: 'ip' | { header: string } | ((req: IncomingMessage) => string | undefined);
+  key?: 'ip' | { header: string } | ((req: IncomingMessage) => string | number | undefined | null);
   /** false (default): the socket's peer; true: the left-most X-Forwarded-For; n: n trusted proxy hops. */
   trustProxy?: boolean | number;
   /** IPv6 clients are keyed by this prefix. Default 56. */
   ipv6Prefix?: number;
   /** IPv4 clients are keyed by this prefix. Default 32. */
   ipv4Prefix?: number;
-  /** Tokens each request costs. Default 1. */
+  /** Tokens each request costs. Default 1; at most every tier's capacity and per-key capacity. */
   cost?: number;
   /** The shed controller, or false for no load shedding (quotas only). */
   shed?: ShedOptions | false;
@@ -130,7 +138,7 @@ export interface GatekeeperOptions {
   /** Retry-After of a 503 is drawn uniformly from [minSec, maxSec]. Default 1..3. */
   retryAfter?: { minSec?: number; maxSec?: number };
   /** Replaces a rejection: return { status, headers?, body? }, or undefined to keep the default. */
-  respond?: (info: DecisionInfo, req: IncomingMessage, rejection: Rejection) => Partial<Rejection> & { status: number } | undefined | null;
+  respond?: (info: DecisionInfo, req: IncomingMessage, rejection: Rejection) => RespondResult | undefined | null;
   onDecision?: (info: DecisionInfo, req: IncomingMessage) => void;
   onShed?: (info: DecisionInfo, req: IncomingMessage) => void;
   onReject?: (info: DecisionInfo, req: IncomingMessage) => void;

@@ -11,7 +11,7 @@
 const diagnostics = require('node:diagnostics_channel');
 const native = require('./native');
 const { Ledger, ledgerHandle } = require('./ledger');
-require('./lag'); // registers this thread's heap source for the native sampler
+const { MAX_TICKS_PER_WINDOW } = require('./lag'); // also registers this thread's heap source for the native sampler
 const { expressMiddleware, httpHandler, fastifyPlugin } = require('./adapters');
 const { compileRoutes, matchRoute, checkTrustProxy, clientIp, compileKey, usableKey } = require('./classify');
 const { Responder } = require('./respond');
@@ -98,6 +98,10 @@ function shedOptions(shed) {
   if (!['latest', 'ewma', 'p99', 'max'].includes(o.lagSignal)) throw new RangeError(`${at('lagSignal')} must be one of 'latest', 'ewma', 'p99', 'max', got ${JSON.stringify(o.lagSignal)}`);
   finite(o.resolutionMs, at('resolutionMs'), { min: 1, max: 60_000, integer: true });
   finite(o.windowMs, at('windowMs'), { min: o.resolutionMs, max: 3_600_000, integer: true });
+  // The sampler's window holds at most this many ticks; a longer one would be cut silently.
+  if (o.windowMs / o.resolutionMs > MAX_TICKS_PER_WINDOW) {
+    throw new RangeError(`${at('windowMs')} / resolutionMs must be at most ${MAX_TICKS_PER_WINDOW} ticks, got ${o.windowMs}/${o.resolutionMs}`);
+  }
   finite(o.ewmaMs, at('ewmaMs'), { min: 1, max: 3_600_000, integer: true });
   finite(o.updateIntervalMs, at('updateIntervalMs'), { max: 60_000 });
   finite(o.baselineTauMs, at('baselineTauMs'));
@@ -227,6 +231,15 @@ class Gatekeeper {
   #warnHook = once((name, err) => process.emitWarning(`tiergate: options.${name} threw: ${err && err.stack ? err.stack : err}`, 'TiergateWarning'));
   #warnClassify = once((v) => process.emitWarning(`tiergate: options.classify returned ${JSON.stringify(String(v))}, which is not a tier; using the route rules or the default tier`, 'TiergateWarning'));
 
+  #warnKey = once((v) => process.emitWarning(`tiergate: options.key returned ${typeName(v)}, not a string; keying by the client IP`, 'TiergateWarning'));
+
+  // A user id is often a number: key by its text rather than silently by IP; warn about other types.
+  #fnKey(v) {
+    if (typeof v === 'number' && Number.isFinite(v)) return String(v);
+    if (typeof v !== 'string' && v !== undefined && v !== null) this.#warnKey(v);
+    return usableKey(v);
+  }
+
   constructor(options) {
     const o = normalize(options);
     this.#o = o;
@@ -319,7 +332,7 @@ class Gatekeeper {
     if (this.#needKey) {
       const k = o.key;
       if (k.kind === 'header') key = usableKey(req.headers[k.header]);
-      else if (k.kind === 'fn') key = usableKey(k.fn(req));
+      else if (k.kind === 'fn') key = this.#fnKey(k.fn(req));
       if (key === undefined) {
         key = clientIp(req, o.trustProxy);
         sel |= SEL_KEY_IS_IP;
@@ -374,7 +387,8 @@ class Gatekeeper {
         this.#warnHook('respond', err);
       }
       if (custom !== undefined && custom !== null) {
-        if (typeof custom !== 'object' || !Number.isInteger(custom.status)) this.#warnHook('respond', new TypeError('must return { status, headers?, body? } or undefined'));
+        // node:http throws on a status outside 100..999 inside the adapter, off any try; 100..599 are HTTP's.
+        if (typeof custom !== 'object' || !Number.isInteger(custom.status) || custom.status < 100 || custom.status > 599) this.#warnHook('respond', new TypeError('must return { status: 100..599, headers?, body? } or undefined'));
         else {
           let body = custom.body === undefined || custom.body === null ? '' : custom.body;
           const headers = { ...(custom.headers || {}) };

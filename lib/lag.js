@@ -151,3 +151,5 @@ class LoopObserver {
 }
 
 module.exports = { LagMonitor, LoopObserver };
+// For the gatekeeper's shed options (same limit); not enumerable, so index.js does not publish it.
+Object.defineProperty(module.exports, 'MAX_TICKS_PER_WINDOW', { value: MAX_TICKS_PER_WINDOW });

@@ -65,6 +65,18 @@ function normalize(options) {
   });
 }
 
+// options.perKey is copied into every tier that does not set its own, so Rust names a bad value
+// tiers[i].perKey.x; name the option that was written instead.
+function namingSharedPerKey(options, fn) {
+  try {
+    return fn();
+  } catch (err) {
+    const m = /^tiers\[(\d+)\]\.perKey\./.exec(err && err.message);
+    if (m && options.perKey !== undefined && options.tiers[m[1]].perKey === undefined) err.message = `options.perKey.${err.message.slice(m[0].length)}`;
+    throw err;
+  }
+}
+
 // Native config errors (InvalidArg) are value errors: RangeError.
 function callNative(fn) {
   try {
@@ -83,7 +95,7 @@ class Ledger {
    */
   constructor(options) {
     const tiers = normalize(options);
-    attach(this, callNative(() => new native.LedgerHandle(tiers)));
+    attach(this, namingSharedPerKey(options, () => callNative(() => new native.LedgerHandle(tiers))));
   }
 
   /**
@@ -94,7 +106,7 @@ class Ledger {
     if (typeof name !== 'string' || name === '') throw new TypeError(`Ledger.shared: name must be a non-empty string, got ${typeName(name)}`);
     const tiers = options === undefined ? undefined : normalize(options);
     const ledger = Object.create(Ledger.prototype);
-    attach(ledger, callNative(() => native.LedgerHandle.shared(name, tiers)));
+    attach(ledger, namingSharedPerKey(options, () => callNative(() => native.LedgerHandle.shared(name, tiers))));
     return ledger;
   }
 

@@ -40,6 +40,12 @@ function problemBody(kind, tier) {
   return JSON.stringify(doc);
 }
 
+/** A structured-field integer (RFC 8941: at most 15 digits), never `2.5` or `1e+21`. */
+const SF_INTEGER_MAX = 999_999_999_999_999;
+function sfInteger(n) {
+  return String(Math.min(SF_INTEGER_MAX, Math.max(0, Math.floor(n))));
+}
+
 function seconds(ms) {
   // Whole seconds, at least 1 (Retry-After 0 invites an immediate retry), capped at a day.
   if (!(ms > 0)) return 1;
@@ -72,7 +78,7 @@ class Responder {
         limited,
         limitedLength: String(Buffer.byteLength(limited)),
         // `w` is required by the draft; a quota that never refills has no window: say a day.
-        policy: pk ? `"${name}";q=${pk.capacity};w=${windowSec || 86400}` : null,
+        policy: pk ? `"${name}";q=${sfInteger(pk.capacity)};w=${sfInteger(windowSec || 86400)}` : null,
       };
     });
   }
@@ -106,15 +112,15 @@ class Responder {
   /** The rate-limit fields for a keyed decision (also used on admitted responses when asked). */
   quotaHeaders(headers, tier, remaining, limit, resetMs) {
     const t = this.tiers[tier];
-    const r = Math.max(0, Math.floor(remaining));
+    const r = sfInteger(remaining);
     const resetSec = Number.isFinite(resetMs) ? Math.max(0, Math.ceil(resetMs / 1000)) : 86400;
     if (this.draft && t.policy !== null) {
       headers['ratelimit-policy'] = t.policy;
       headers.ratelimit = `"${t.name}";r=${r};t=${resetSec}`;
     }
     if (this.legacy) {
-      headers['x-ratelimit-limit'] = String(limit);
-      headers['x-ratelimit-remaining'] = String(r);
+      headers['x-ratelimit-limit'] = sfInteger(limit);
+      headers['x-ratelimit-remaining'] = r;
       headers['x-ratelimit-reset'] = String(Math.ceil(Date.now() / 1000) + resetSec);
     }
     return headers;

@@ -2,7 +2,7 @@
 /// <reference types="node" />
 import * as http from 'node:http';
 import { gatekeeper, tiergatePlugin, mintTierToken, Gatekeeper, Ledger, DECISION_CHANNEL } from '../../index';
-import type { DecisionInfo, GatekeeperOptions, GatekeeperStats } from '../../index';
+import type { DecisionInfo, GatekeeperOptions, GatekeeperStats, TierSource } from '../../index';
 
 const options: GatekeeperOptions = {
   tiers: [
@@ -30,6 +30,13 @@ const options: GatekeeperOptions = {
   onShed: (info) => void info.retryAfterMs,
   onReject: (info, req) => void (info.key ?? req.url),
 };
+
+// respond may return a JSON object body or bytes; a key function may return a number.
+gatekeeper({ respond: () => ({ status: 503, body: { error: 'busy' } }), key: () => 42 });
+gatekeeper({ respond: () => ({ status: 503, headers: { 'content-type': 'application/octet-stream' }, body: new Uint8Array(2) }) });
+// @ts-expect-error 'given' is never reported (a given tier is 'classify' or 'route')
+const never: TierSource = 'given';
+void never;
 
 const mw = gatekeeper(options);
 const s: GatekeeperStats = mw.stats();

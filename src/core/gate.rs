@@ -23,8 +23,8 @@
 //! what lets shedding start within the very run of requests that is choking the loop — while a process
 //! that was merely descheduled while it waited for I/O (a noisy neighbour) is not mistaken for one.
 use crate::core::health::{HealthSample, LoopHealth};
-use crate::core::ipkey::{ip_key, IpKeyBuf, IpKeyConfig};
-use crate::core::ledger::{Ledger, Limit, Outcome};
+use crate::core::ipkey::{ip_key, IpKeyBuf, IpKeyConfig, MAX_KEY_LEN as MAX_IP_KEY_LEN};
+use crate::core::ledger::{Ledger, Limit, Outcome, TierConfig};
 use crate::core::shed::{Cause, LagSignal, ShedConfig, ShedConfigError, ShedController, ShedInput};
 use crate::core::signature::{looks_like_token, TierSigner, VerifyError};
 use parking_lot::Mutex;
@@ -32,6 +32,10 @@ use std::sync::Arc;
 
 /// Header values longer than this are ignored (the default tier applies).
 pub const MAX_HEADER_LEN: usize = 256;
+/// Leads every client-IP key in the ledger, so IP keys and given keys (user ids) are separate
+/// namespaces: `x-user-id: 127.0.0.1` must not share the bucket of the client at 127.0.0.1. Given
+/// keys come from JS strings as UTF-8, which never contains the byte 0xFF.
+pub const IP_KEY_TAG: u8 = 0xFF;
 
 #[derive(Clone, Debug)]
 pub struct GateConfig {
@@ -95,7 +99,7 @@ pub enum TierSource {
     BadSignature = 5,
     /// An authentic but expired token: not honoured.
     Expired = 6,
-    /// Malformed token, unknown tier name, several values, or an over-long header: not honoured.
+    /// Malformed token, unknown tier name, several values, or an over-long header: the lowest tier.
     Invalid = 7,
 }
 
@@ -161,6 +165,22 @@ pub struct Gate {
 
 const NS_PER_MS: f64 = 1e6;
 
+/// A request costs `cost` tokens; a bucket holding fewer can never pay it, so every request of that
+/// tier would be refused forever (503 with a day-long Retry-After). Names the first such capacity.
+pub fn check_cost(cost: f64, tiers: &[TierConfig]) -> Result<(), String> {
+    for (i, t) in tiers.iter().enumerate() {
+        if cost > t.capacity {
+            return Err(format!("cost {cost} exceeds tiers[{i}].capacity {} (tier \"{}\"): no request could ever be admitted", t.capacity, t.name));
+        }
+        if let Some(pk) = &t.per_key {
+            if cost > pk.capacity {
+                return Err(format!("cost {cost} exceeds tiers[{i}].perKey.capacity {} (tier \"{}\"): no keyed request could ever be admitted", pk.capacity, t.name));
+            }
+        }
+    }
+    Ok(())
+}
+
 impl Gate {
     pub fn new(ledger: Arc<Ledger>, cfg: GateConfig, health: Arc<LoopHealth>) -> Result<Gate, ShedConfigError> {
         let n = ledger.tier_count();
@@ -208,7 +228,11 @@ impl Gate {
 
     /// Resolves a tier header value at Unix time `now_sec` (read only for signed tokens).
     pub fn header_tier(&self, value: &[u8], now_sec: impl FnOnce() -> u64) -> (usize, TierSource) {
-        let default = (self.cfg.default_tier, TierSource::Invalid);
+        // A value that cannot be read as one tier (over-long, several values, malformed, unknown)
+        // gets the LOWEST tier, not the default: behind a gateway that appends its own value
+        // (`critical, background`) or after a client pads the header past the limit, the default
+        // could be above what the gateway meant. Tiers are ordered highest first.
+        let default = (self.protected.len() - 1, TierSource::Invalid);
         if value.len() > MAX_HEADER_LEN {
             return default;
         }
@@ -363,8 +387,14 @@ impl Gate {
             return d;
         }
         let mut buf = IpKeyBuf::default();
+        let mut tagged = [IP_KEY_TAG; MAX_IP_KEY_LEN + 1];
         let key = match key {
-            Some((k, is_ip)) if self.ledger.has_per_key(tier) => Some(if is_ip { ip_key(k, &self.cfg.ip, &mut buf) } else { k }),
+            Some((k, true)) if self.ledger.has_per_key(tier) => {
+                let ip = ip_key(k, &self.cfg.ip, &mut buf);
+                tagged[1..=ip.len()].copy_from_slice(ip);
+                Some(&tagged[..=ip.len()])
+            }
+            Some((k, false)) if self.ledger.has_per_key(tier) => Some(k),
             _ => None,
         };
         let o = self.ledger.consume(tier, key, self.cfg.cost, now_ns);
@@ -515,6 +545,26 @@ mod tests {
     }
 
     #[test]
+    fn unreadable_headers_get_the_lowest_tier_not_a_higher_default() {
+        // Behind a gateway that appends its own value, `critical, background` or a client value
+        // padded past the limit must not give the (higher) default tier.
+        for trust in [false, true] {
+            let mut c = cfg();
+            c.default_tier = 1;
+            c.trust_header = trust;
+            let (g, _) = gate_with(c, None);
+            assert_eq!(g.header_tier(b"critical, background", || 0), (2, TierSource::Invalid));
+            assert_eq!(g.header_tier(b"background,background", || 0), (2, TierSource::Invalid));
+            let mut padded = vec![b'x'; 300];
+            padded.extend_from_slice(b", background");
+            assert_eq!(g.header_tier(&padded, || 0), (2, TierSource::Invalid));
+            assert_eq!(g.header_tier(&[0xff, 0xfe], || 0), (2, TierSource::Invalid));
+            assert_eq!(g.header_tier(b"gold", || 0), (2, TierSource::Invalid));
+            assert_eq!(g.header_tier(b"", || 0), (1, TierSource::Default), "no value keeps the default");
+        }
+    }
+
+    #[test]
     fn signed_tokens_promote_until_they_expire() {
         let signer = TierSigner::new(&[SECRET]).unwrap();
         let mut c = cfg();
@@ -618,9 +668,23 @@ mod tests {
         assert_eq!(g.decide(Some(1), None, ip("2001:db8:0:abff::9"), 0, || 0, || 0).verdict, Verdict::KeyLimited);
         assert_eq!(g.decide(Some(1), None, ip("::ffff:10.0.0.1"), 0, || 0, || 0).verdict, Verdict::Admit);
         assert_eq!(g.decide(Some(1), None, ip("10.0.0.1"), 0, || 0, || 0).verdict, Verdict::KeyLimited);
-        assert_eq!(g.ledger().key_tokens(1, b"2001:db8:0:ab00::/56", 0), Some(0.0));
-        // Without the IP flag the key is taken as it is.
-        assert_eq!(g.decide(Some(1), None, Some((&b"10.0.0.1"[..], false)), 0, || 0, || 0).verdict, Verdict::KeyLimited);
+        assert_eq!(g.ledger().key_tokens(1, b"\xff2001:db8:0:ab00::/56", 0), Some(0.0));
+    }
+
+    #[test]
+    fn given_keys_and_ip_keys_are_separate_namespaces() {
+        // A client sending `x-user-id: 10.0.0.1` must not drain the bucket of the client at 10.0.0.1.
+        let pk = PerKeyConfig { capacity: 1.0, refill_per_sec: 0.001, max_keys: 100, idle_ttl_ms: 60_000.0 };
+        let (g, _) = gate_with(cfg(), Some(pk));
+        let given = Some((&b"10.0.0.1"[..], false));
+        let ip = Some((&b"10.0.0.1"[..], true));
+        assert_eq!(g.decide(Some(1), None, given, 0, || 0, || 0).verdict, Verdict::Admit);
+        assert_eq!(g.decide(Some(1), None, given, 0, || 0, || 0).verdict, Verdict::KeyLimited);
+        assert_eq!(g.decide(Some(1), None, ip, 0, || 0, || 0).verdict, Verdict::Admit);
+        assert_eq!(g.decide(Some(1), None, ip, 0, || 0, || 0).verdict, Verdict::KeyLimited);
+        // Junk IPs share one key, still apart from a given key of the same text.
+        assert_eq!(g.decide(Some(1), None, Some((&b"invalid-ip"[..], false)), 0, || 0, || 0).verdict, Verdict::Admit);
+        assert_eq!(g.decide(Some(1), None, Some((&b"junk"[..], true)), 0, || 0, || 0).verdict, Verdict::Admit);
     }
 
     #[test]
@@ -721,6 +785,19 @@ mod tests {
         assert!(g.stats().injected);
         g.use_health(live);
         assert!(!g.stats().injected);
+    }
+
+    #[test]
+    fn a_cost_no_bucket_can_hold_is_refused() {
+        let pk = PerKeyConfig { capacity: 2.0, refill_per_sec: 1.0, max_keys: 100, idle_ttl_ms: 60_000.0 };
+        let tiers = ledger(Some(pk)).config().to_vec();
+        assert_eq!(check_cost(1.0, &tiers), Ok(()));
+        assert_eq!(check_cost(2.0, &tiers), Ok(()), "a full bucket can pay its capacity");
+        let e = check_cost(2.5, &tiers).unwrap_err();
+        assert!(e.contains("tiers[0].perKey.capacity 2"), "{e}");
+        let tiers = ledger(None).config().to_vec();
+        let e = check_cost(5000.0, &tiers).unwrap_err();
+        assert!(e.starts_with("cost 5000 exceeds tiers[0].capacity 100"), "{e}");
     }
 
     #[test]

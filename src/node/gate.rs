@@ -6,7 +6,7 @@
 //! the shed controller when due, debits the ledger, writes the details into a Float64Array (`result`)
 //! and returns the verdict as a small integer. One crossing into Rust per request.
 use crate::core::clock::{Clock, MonotonicClock};
-use crate::core::gate::{Decision, Gate, GateConfig, MAX_HEADER_LEN};
+use crate::core::gate::{check_cost, Decision, Gate, GateConfig, MAX_HEADER_LEN};
 use crate::core::health::{HealthSample, LoopHealth};
 use crate::core::ipkey::IpKeyConfig;
 use crate::core::shed::{LagSignal, ShedConfig};
@@ -214,6 +214,7 @@ impl GateHandle {
     #[napi(constructor)]
     pub fn new(env: Env, ledger: &LedgerHandle, options: GateOptions) -> Result<Self> {
         let cfg = config(&options)?;
+        check_cost(cfg.cost, ledger.inner.config()).map_err(invalid)?;
         let (guard, health) = if options.sampler {
             let opts = SamplerOptions {
                 resolution_ms: whole_ms(options.resolution_ms, "shed.resolutionMs")?,
