@@ -228,15 +228,11 @@ function buildGate(options) {
     if (Array.isArray(raw)) raw = raw.join(',');
     if (typeof raw !== 'string' || raw.length > MAX_HEADER_LENGTH * 4) return lowestTier;
     if (raw.trim() === '') return null;
-    // Several values: the lowest-priority one wins, so never above the gateway's own. Every part is
-    // read (the length is bounded above): a client's padding cannot push the gateway's value out.
-    let found = null;
-    for (const part of raw.split(',')) {
-      const t = tierByName.get(part.trim().toLowerCase());
-      if (t === undefined) return lowestTier;
-      if (found === null || t.id > found.id) found = t;
-    }
-    return found;
+    // Several values (a client's own plus what an appending gateway added) are ambiguous: the lowest
+    // tier, as the gatekeeper does, so no padding or ordering can lift a request above the gateway's.
+    if (raw.includes(',')) return lowestTier;
+    const t = tierByName.get(raw.trim().toLowerCase());
+    return t === undefined ? lowestTier : t;
   }
 
   function classifyRequest(req) {
