@@ -116,3 +116,25 @@ test('a key function returning a number keys by that number, not silently by IP;
     await close(server);
   }
 });
+
+test('an over-long X-Forwarded-For entry from a trusted hop keys the shared invalid-IP bucket, it does not throw', async () => {
+  const app = express();
+  const gate = gatekeeper({ perKey: { capacity: 2, refillPerSec: 0 }, trustProxy: 1, shed: false });
+  app.use(gate);
+  app.get('/', (req, res) => res.send('ok'));
+  const server = http.createServer(app);
+  const port = await listen(server);
+  try {
+    const junk = { 'x-forwarded-for': 'x'.repeat(1500) };
+    const other = { 'x-forwarded-for': `${'y'.repeat(1800)}` };
+    // Both are unparsable addresses: one shared bucket of 2, then 429 (not a 500 from a thrown error).
+    assert.deepEqual(
+      [(await request(port, { headers: junk })).status, (await request(port, { headers: other })).status, (await request(port, { headers: junk })).status],
+      [200, 200, 429],
+    );
+    // A well-formed address keeps its own bucket.
+    assert.equal((await request(port, { headers: { 'x-forwarded-for': '203.0.113.9' } })).status, 200);
+  } finally {
+    await close(server);
+  }
+});

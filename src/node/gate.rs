@@ -435,7 +435,9 @@ unsafe extern "C" fn decide(env: sys::napi_env, info: sys::napi_callback_info) -
     let mut kheap = Vec::new();
     let key = if argc >= 3 {
         match raw::get_str(env, argv[2], &mut kstack, &mut kheap) {
-            Some(k) if k.len() <= MAX_KEY_BYTES => Some((k, sel & SEL_KEY_IS_IP != 0)),
+            // A client IP (from a socket or a trusted X-Forwarded-For) is the request's doing, not the
+            // caller's: any length is fine, an unparsable one maps to the shared invalid-IP key.
+            Some(k) if k.len() <= MAX_KEY_BYTES || sel & SEL_KEY_IS_IP != 0 => Some((k, sel & SEL_KEY_IS_IP != 0)),
             Some(k) => return raw::throw_range_error(env, &format!("key is {} bytes long; the limit is {MAX_KEY_BYTES}", k.len())),
             None => None,
         }
