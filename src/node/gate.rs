@@ -434,7 +434,7 @@ unsafe extern "C" fn decide(env: sys::napi_env, info: sys::napi_callback_info) -
     let mut kstack = [0u8; 256];
     let mut kheap = Vec::new();
     let key = if argc >= 3 {
-        match raw::get_str(env, argv[2], &mut kstack, &mut kheap) {
+        match raw::get_key(env, argv[2], &mut kstack, &mut kheap) {
             // A client IP (from a socket or a trusted X-Forwarded-For) is the request's doing, not the
             // caller's: any length is fine, an unparsable one maps to the shared invalid-IP key.
             Some(k) if k.len() <= MAX_KEY_BYTES || sel & SEL_KEY_IS_IP != 0 => Some((k, sel & SEL_KEY_IS_IP != 0)),

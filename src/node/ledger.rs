@@ -244,7 +244,7 @@ pub fn define_bench_floor(env: Env, target: Object) -> Result<()> {
         let (argv, _, _) = raw::args::<3>(env, info);
         let mut stack = [0u8; 256];
         let mut heap = Vec::new();
-        let len = get_key(env, argv[1], &mut stack, &mut heap).map_or(0, |k| k.len());
+        let len = raw::get_key(env, argv[1], &mut stack, &mut heap).map_or(0, |k| k.len());
         raw::boolean(env, len == 0)
     }
     unsafe {
@@ -285,7 +285,7 @@ unsafe fn tier_arg(env: sys::napi_env, ledger: &Ledger, v: sys::napi_value) -> s
     }
     let mut stack = [0u8; 256];
     let mut heap = Vec::new();
-    match get_key(env, v, &mut stack, &mut heap) {
+    match raw::get_key(env, v, &mut stack, &mut heap) {
         Some(name) => ledger.tier_id(name).ok_or_else(|| {
             raw::throw_range_error(env, &format!("unknown tier {:?}", String::from_utf8_lossy(name)));
         }),
@@ -318,36 +318,6 @@ unsafe fn cost_arg(env: sys::napi_env, argc: usize, v: sys::napi_value) -> std::
     Err(())
 }
 
-/// Reads a string's UTF-8 bytes exactly as `raw::get_str` does, faster for the usual short ASCII key:
-/// V8 copies UTF-16 code units without transcoding (~10 ns less than a UTF-8 read here), and when they
-/// are all ASCII they are the UTF-8 bytes. Anything else takes `raw::get_str`. `None`: not a string.
-#[inline(always)]
-pub(crate) unsafe fn get_key<'a>(
-    env: sys::napi_env,
-    v: sys::napi_value,
-    stack: &'a mut [u8; 256],
-    heap: &'a mut Vec<u8>,
-) -> Option<&'a [u8]> {
-    const UNITS: usize = 128;
-    let mut units = std::mem::MaybeUninit::<[u16; UNITS]>::uninit();
-    let mut len = 0usize;
-    if sys::napi_get_value_string_utf16(env, v, units.as_mut_ptr().cast(), UNITS, &mut len) != sys::Status::napi_ok {
-        return None;
-    }
-    if len + 1 < UNITS {
-        let units = std::slice::from_raw_parts(units.as_ptr().cast::<u16>(), len);
-        let mut high = 0u16;
-        for (b, &u) in stack.iter_mut().zip(units) {
-            *b = u as u8;
-            high |= u;
-        }
-        if high < 0x80 {
-            return Some(&stack[..len]);
-        }
-    }
-    raw::get_str(env, v, stack, heap)
-}
-
 /// Reads the arguments `(tier, key?, cost?)` and debits (`consume` with `DETAIL`, else `try_consume`,
 /// whose outcome carries only `allowed`). `None` means an exception is pending.
 #[inline(always)]
@@ -363,7 +333,7 @@ unsafe fn debit<const DETAIL: bool>(
     let key = if argc < 2 {
         None
     } else {
-        match get_key(env, argv[1], &mut stack, &mut heap) {
+        match raw::get_key(env, argv[1], &mut stack, &mut heap) {
             Some(k) if k.len() <= MAX_KEY_BYTES => Some(k),
             Some(k) => {
                 raw::throw_range_error(env, &format!("key is {} bytes long; the limit is {MAX_KEY_BYTES}", k.len()));
