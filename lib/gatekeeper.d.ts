@@ -60,7 +60,7 @@ export interface ShedOptions {
   idleElu?: number;
   /** Turn budget: during a shed episode, an unprotected request that arrives once the current
    *  event-loop turn has run this long (ms) is shed, so one turn cannot run a burst of admitted work
-   *  in front of everyone behind it; these sheds also hold the episode. 0 turns it off. Default 5. */
+   *  in front of everyone behind it; on a saturated loop these sheds also deepen the episode. 0 turns it off. Default 2. */
   turnBudgetMs?: number;
 }
 

@@ -58,7 +58,7 @@ const SHED_DEFAULTS = Object.freeze({
   baselineTauMs: 10_000,
   maxBaselineMs: undefined, // = targetLagMs
   idleElu: 0.5,
-  turnBudgetMs: 5,
+  turnBudgetMs: 2,
 });
 
 const OPTIONS = new Set([

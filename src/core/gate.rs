@@ -713,7 +713,9 @@ mod tests {
 
     #[test]
     fn the_turn_budget_sheds_late_in_a_turn_only_during_an_episode_and_holds_the_episode() {
-        let (g, h) = gate();
+        let mut five = cfg();
+        five.shed.turn_budget_ms = 5.0;
+        let (g, h) = gate_with(five, None);
         let at = |tier: usize, t_ms: u64, age_ms: f64| g.decide(Some(tier), None, None, t_ms * MS, || 0, || age_ms, || 0).verdict;
         // Healthy loop: however long the turn, no episode, no turn budget.
         assert_eq!(at(1, 0, 40.0), Verdict::Admit);

@@ -115,7 +115,7 @@ impl Default for ShedConfig {
             baseline_tau_ms: 10_000.0,
             max_baseline_ms: 50.0,
             idle_elu: 0.5,
-            turn_budget_ms: 5.0,
+            turn_budget_ms: 2.0,
         }
     }
 }
