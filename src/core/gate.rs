@@ -39,6 +39,8 @@ use crate::core::signature::{looks_like_token, TierSigner, VerifyError};
 use parking_lot::Mutex;
 use std::sync::Arc;
 
+/// Time constant (ms) of the gate's short-window utilisation (`ShedInput::busy`).
+const BUSY_TAU_MS: f64 = 100.0;
 /// Header values longer than this are ignored (the default tier applies).
 pub const MAX_HEADER_LEN: usize = 256;
 /// Leads every client-IP key in the ledger, so IP keys and given keys (user ids) are separate
@@ -164,6 +166,10 @@ struct State {
     /// The loop's cumulative idle time when the current tick was first seen.
     idle_seen_ns: u64,
     input: ShedInput,
+    /// Utilisation of the last ~100 ms (EWMA of busy time over wall time between updates), and the
+    /// time and idle total it was last updated at.
+    busy: f64,
+    busy_seen: Option<(u64, u64)>,
     counters: Vec<TierCounters>,
 }
 
@@ -222,6 +228,8 @@ impl Gate {
                 tick_seen_ns: 0,
                 idle_seen_ns: 0,
                 input: ShedInput::default(),
+                busy: 0.0,
+                busy_seen: None,
                 counters: vec![TierCounters::default(); n],
             }),
             ledger,
@@ -326,6 +334,18 @@ impl Gate {
                     input.lag_ms = pending;
                 }
             }
+        }
+        if let Some((t0, idle0)) = st.busy_seen {
+            let dt = now_ns.saturating_sub(t0);
+            if dt > 0 {
+                let idle = idle_ns.saturating_sub(idle0).min(dt);
+                let frac = 1.0 - idle as f64 / dt as f64;
+                st.busy += (frac - st.busy) * (1.0 - (-(dt as f64) / (BUSY_TAU_MS * NS_PER_MS)).exp());
+            }
+        }
+        st.busy_seen = Some((now_ns, idle_ns));
+        if !st.injected {
+            input.busy = st.busy;
         }
         st.input = input;
         let changed = st.ctl.update(&input, now_ns);
@@ -729,11 +749,11 @@ mod tests {
         let c = g.stats().counters;
         assert_eq!((c[1].shed, c[1].turn_shed, c[2].shed, c[2].turn_shed, c[0].shed), (1, 1, 1, 1, 0));
         assert!((g.stats().pressure - 0.1).abs() < 1e-9);
-        // The lag falls (the budget keeps it down) on a saturated loop. A turn-budget shed at 500 ms
-        // raises the turn part on the next update (100 ms at 1.0 per 1000 ms: 0.1) and holds it until
-        // 1600 ms, past the proportional part's own hold (1001 ms), which then recovers.
+        // The lag falls (the budget keeps it down) on a saturated loop (no idle time: `idle_ns` stays
+        // 0). A turn-budget shed at 500 ms raises the turn part on the next update (100 ms at 1.0 per
+        // 1000 ms: 0.1) and holds it until 1600 ms, past the proportional part's own hold (1001 ms),
+        // which then recovers.
         h.record_tick(0.0, 0.0, 0.0);
-        h.set_elu(1.0);
         assert_eq!(at(1, 500, 6.0), Verdict::Shed);
         assert_eq!(at(1, 600, 0.0), Verdict::Admit);
         assert_eq!(at(1, 1400, 0.0), Verdict::Admit);
@@ -742,6 +762,19 @@ mod tests {
         assert_eq!(at(1, 2500, 0.0), Verdict::Admit);
         assert_eq!(g.stats().pressure, 0.0);
         assert_eq!(at(1, 2501, 40.0), Verdict::Admit); // episode over: no budget
+
+        // With idle time on the loop (half of every interval), turn sheds only trimmed bursts: the
+        // pressure does not rise from them.
+        let (g, h) = gate_with(cfg(), None);
+        let idle_at = |t_ms: u64| t_ms * MS / 2;
+        h.record_tick(60.0, 60.0, 60.0);
+        g.decide(Some(1), None, None, MS, || idle_at(1), || 0.0, || 0);
+        h.record_tick(0.0, 0.0, 0.0);
+        for t in 2..=400u64 {
+            assert_eq!(g.decide(Some(1), None, None, t * MS, || idle_at(t), || 3.0, || 0).verdict, Verdict::Shed);
+        }
+        assert_eq!(g.stats().counters[1].turn_shed, 399);
+        assert!((g.stats().pressure - 0.1).abs() < 1e-9, "{}", g.stats().pressure);
 
         // turnBudgetMs 0 turns it off.
         let mut off = cfg();

@@ -175,7 +175,11 @@ impl ShedConfig {
 pub struct ShedInput {
     pub lag_ms: f64,
     pub heap_ratio: f64,
+    /// Event-loop utilisation over the sampler's window (relative mode learns its baseline from it).
     pub elu: f64,
+    /// Utilisation of the last ~100 ms (the gate's own estimate; `elu` where it has none): whether
+    /// turn-budget sheds mean overload (see the turn part).
+    pub busy: f64,
     pub stalled: bool,
 }
 
@@ -187,7 +191,7 @@ impl ShedInput {
             LagSignal::P99 => s.p99_lag_ms,
             LagSignal::Max => s.latest_lag_ms.max(s.ewma_lag_ms),
         };
-        ShedInput { lag_ms, heap_ratio: s.heap_ratio(), elu: s.elu, stalled: s.stalled }
+        ShedInput { lag_ms, heap_ratio: s.heap_ratio(), elu: s.elu, busy: s.elu, stalled: s.stalled }
     }
 }
 
@@ -486,13 +490,13 @@ impl ShedController {
         }
 
         // Turn part. The turn budget keeps the lag down, so while it sheds the lag no longer shows the
-        // overload: the sheds themselves do, on a saturated loop (ELU >= TURN_SATURATED_ELU over the
-        // sampler's window; with idle time left, a turn shed only trimmed a burst). They raise this
+        // overload: the sheds themselves do, on a saturated loop (busy >= TURN_SATURATED_ELU over the
+        // last ~100 ms; with idle time left, a turn shed only trimmed a burst). They raise this
         // part (full range in TURN_RISE_MS) and hold it; once none came for `hold_ms` it recovers at
         // the recovery rate. The refill scales follow, lowest tier first, until the tiers' budgets
         // admit about what the loop can run.
         let turn_sheds = std::mem::take(&mut self.turn_sheds);
-        if turn_sheds > 0 && self.pressure > 0.0 && input.elu >= TURN_SATURATED_ELU {
+        if turn_sheds > 0 && self.pressure > 0.0 && input.busy >= TURN_SATURATED_ELU {
             self.turn = (self.turn + dt_ms.min(100.0) / TURN_RISE_MS).min(1.0);
             self.turn_hold_until_ns = hold(now_ns);
         } else if self.turn > 0.0 && now_ns >= self.turn_hold_until_ns {
@@ -1133,11 +1137,11 @@ mod tests {
         let start = c.pressure();
         assert!(start > 0.0 && start < 0.05);
         // The turn budget now holds the lag at 5 ms but sheds in every 1 ms update: +1.0 per 1000 ms.
-        let busy = |ms: f64| ShedInput { elu: 1.0, ..lag(ms) };
+        let busy = |ms: f64| ShedInput { busy: 1.0, ..lag(ms) };
         // With idle time left on the loop, turn sheds only trimmed bursts: nothing rises.
         for ms in 1..=100u64 {
             c.note_turn_shed();
-            c.update(&ShedInput { elu: 0.9, ..lag(5.0) }, ms * MS);
+            c.update(&ShedInput { busy: 0.9, ..lag(5.0) }, ms * MS);
         }
         assert_eq!(c.pressure(), start);
         for ms in 101..=700u64 {
