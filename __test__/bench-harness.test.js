@@ -101,3 +101,23 @@ test('scenario: a server in a child process with a guard from a module path, and
     await srv.stop();
   }
 });
+
+test('idealTierLatency: no wait below capacity; under overload the favoured tier still waits for the request in progress', () => {
+  const { idealTierLatency } = require('../benchmark/lib/ideal');
+  const mix = [
+    { tier: 'critical', weight: 0.1 },
+    { tier: 'standard', weight: 0.3 },
+    { tier: 'background', weight: 0.6 },
+  ];
+  const light = idealTierLatency({ rate: 50, durationMs: 5000, serviceMs: 4, mix }); // 0.2x of 250/s
+  assert.equal(light.p99, 4);
+  const over = idealTierLatency({ rate: 750, durationMs: 5000, serviceMs: 4, mix }); // 3x
+  assert.ok(over.p50 > 4 && over.p99 > 8 && over.max <= 4 * 6, JSON.stringify(over));
+  // Non-preemptive: a critical request never waits for more than the request in progress plus the
+  // critical requests ahead of it.
+  assert.deepEqual(idealTierLatency({ rate: 750, durationMs: 5000, serviceMs: 4, mix }), over, 'deterministic');
+  // Work kinds of the benchmark route are named and checked.
+  const { calibrate, checkKind } = require('../benchmark/lib/work');
+  assert.throws(() => checkKind('md5'), /work kind must be one of pbkdf2, sha256-chain/);
+  assert.ok(calibrate(1, 'pbkdf2', 3) >= 1);
+});

@@ -217,3 +217,32 @@ test('a queue timeout beyond setTimeout range neither fires early nor spins', as
     gate.close();
   }
 });
+
+test('AdaptiveLimit: a saturated event loop brings the limit down to min; with idle time it grows again', () => {
+  let utilization = 0.97;
+  const l = new AdaptiveLimit({ min: 1, max: 40, initial: 10, windowMs: 10, minSamples: 5 }, 'limit', () => utilization);
+  let t = 0;
+  // A synchronous CPU-bound route: a turn runs `limit` handlers of 3 ms back to back, so the mean
+  // latency of a window is 3 * (limit + 1) / 2 ms.
+  const cpuBound = () => l.sample((3 * (l.limit + 1)) / 2, l.limit, (t += 1));
+  for (let i = 0; i < 30; i++) cpuBound();
+  assert.ok(l.saturated);
+  assert.equal(l.updates, 2);
+  assert.equal(l.limit, 2, 'halved per saturated window: 10, 5, 2.5');
+  for (let i = 0; i < 3000; i++) cpuBound();
+  assert.equal(l.limit, 1);
+  const low = l.limit;
+  utilization = 0.5; // idle time again: steady latency under full use grows the limit
+  for (let i = 0; i < 2000; i++) l.sample(3, l.limit, (t += 1));
+  assert.equal(l.saturated, false);
+  assert.ok(l.limit > low + 10, `limit grew from ${low} to ${l.limit}`);
+  assert.throws(() => new AdaptiveLimit({}, 'limit', 5), /loopUtilization must be a function/);
+});
+
+test('AdaptiveLimit: without a saturated loop, the same CPU-bound latencies leave the limit to the gradient', () => {
+  const l = new AdaptiveLimit({ min: 1, max: 40, initial: 10, windowMs: 10, minSamples: 5 }, 'limit', () => 0.5);
+  let t = 0;
+  for (let i = 0; i < 3000; i++) l.sample((3 * (l.limit + 1)) / 2, l.limit, (t += 1));
+  assert.equal(l.saturated, false);
+  assert.ok(l.limit >= 10, `the first window is the only baseline it has seen (limit ${l.limit})`);
+});

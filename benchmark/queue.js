@@ -6,23 +6,26 @@
 //
 //   node benchmark/queue.js [--quick] [--only none,pqueue,gate,auto,codel] [--framework express|http|...]
 //                           [--load 3] [--seconds 5]
-//                           [--work-ms 3] [--repeat 1] [--limit 1] [--queue 100] [--timeout 500]
+//                           [--work-ms 3] [--work pbkdf2|sha256-chain] [--repeat 1] [--limit 1] [--queue 100] [--timeout 500]
 //
 // Per configuration, one server process (benchmark/lib/scenario.js), phases in order: warm-up (0.5x,
 // 1 s), unloaded (0.2x, 2 s: the unloaded latency), overload (3x: the table). With --repeat N every
 // figure is the median of N runs. Writes benchmark/out/queue.{json,svg}.
 const fs = require('node:fs');
+const http = require('node:http');
 const path = require('node:path');
 const os = require('node:os');
 const { fork } = require('node:child_process');
 const { startServer, calibrateWork, measureCapacity, runLoad } = require('./lib/scenario');
+const { checkKind } = require('./lib/work');
+const { idealTierLatency, idealText } = require('./lib/ideal');
 const { timelineSvg } = require('./lib/svg');
-const { MIX, TIERS } = require('./overload');
+const { MIX, TIERS, WARM_CONNECTIONS } = require('./overload');
 
 const GUARDS = path.join(__dirname, 'lib', 'queue-guards.js');
 
 function parseArgs(argv) {
-  const a = { quick: false, only: null, framework: 'express', load: 3, seconds: 5, workMs: 3, repeat: 1, limit: 1, queue: 100, timeout: 500 };
+  const a = { quick: false, only: null, framework: 'express', load: 3, seconds: 5, workMs: 3, work: 'pbkdf2', repeat: 1, limit: 1, queue: 100, timeout: 500 };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     const num = () => {
@@ -39,6 +42,7 @@ function parseArgs(argv) {
     else if (k === '--load') a.load = num();
     else if (k === '--seconds') a.seconds = num();
     else if (k === '--work-ms') a.workMs = num();
+    else if (k === '--work') a.work = checkKind(argv[++i]);
     else if (k === '--repeat') a.repeat = Math.round(num());
     else if (k === '--limit') a.limit = Math.round(num());
     else if (k === '--queue') a.queue = Math.round(num());
@@ -110,9 +114,14 @@ function rejectionText(rej) {
 }
 
 /** One configuration: warm-up, unloaded, overload; the figures the table needs. */
-async function runConfig(cfg, { framework, cap, workIters, load, seconds, quick }) {
-  const srv = await startServer({ framework, protection: cfg.protection, options: cfg.protection.options || {}, workIters, record: true });
-  const base = { path: '/work', mix: MIX, timeoutMs: 2000 };
+async function runConfig(cfg, { framework, cap, workIters, workKind, load, seconds, quick }) {
+  const srv = await startServer({ framework, protection: cfg.protection, options: cfg.protection.options || {}, workIters, workKind, record: true });
+  // The generator plays a reverse proxy with a warm pool of keep-alive connections, as in
+  // bench:overload: without it every phase opened its connections under load, and SYNs the busy
+  // server's accept queue dropped came back after the kernel's 1 s retransmit — latency no gate sees.
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 4096, maxFreeSockets: 4096 });
+  const warm = { connections: WARM_CONNECTIONS, path: '/hello', headers: { 'x-user-tier': 'critical' } };
+  const base = { path: '/work', mix: MIX, timeoutMs: 2000, agent, warm };
   try {
     await runLoad(srv, { ...base, rate: 0.5 * cap, durationMs: quick ? 500 : 1000 });
     let unloaded = null;
@@ -121,6 +130,7 @@ async function runConfig(cfg, { framework, cap, workIters, load, seconds, quick 
     const stats = await srv.guardStats().catch(() => null);
     return { unloaded, over, stats };
   } finally {
+    agent.destroy();
     await srv.stop();
   }
 }
@@ -136,6 +146,7 @@ function figures(cfg, run) {
       successPct: t.successPct,
       p50: t.p50,
       p99: t.p99,
+      steadyP99: t.steady.p99,
       waitP99: st ? st.waitMs.p99 : NaN,
       waitMax: st ? st.waitMs.max : NaN,
       timedOutWaitMax: st && st.timedOutWaitMaxMs != null ? st.timedOutWaitMaxMs : NaN,
@@ -155,7 +166,7 @@ function combine(runs) {
   const out = { tiers: {}, goodput: median(runs.map((r) => r.goodput)), lagP99: median(runs.map((r) => r.lagP99)), genLagP99: median(runs.map((r) => r.genLagP99)), limit: mid.limit, stats: mid.stats, timeline: mid.timeline, repeats: runs.length };
   for (const tier of TIERS) {
     const cell = {};
-    for (const k of ['sent', 'successPct', 'p50', 'p99', 'waitP99', 'waitMax', 'timedOutWaitMax', 'unloadedP99']) cell[k] = median(runs.map((r) => r.tiers[tier][k]));
+    for (const k of ['sent', 'successPct', 'p50', 'p99', 'steadyP99', 'waitP99', 'waitMax', 'timedOutWaitMax', 'unloadedP99']) cell[k] = median(runs.map((r) => r.tiers[tier][k]));
     cell.waitMax = Math.max(...runs.map((r) => r.tiers[tier].waitMax).filter((x) => !Number.isNaN(x)), -Infinity);
     cell.timedOutWaitMax = Math.max(...runs.map((r) => r.tiers[tier].timedOutWaitMax).filter((x) => !Number.isNaN(x)), -Infinity);
     cell.rejections = mid.tiers[tier].rejections;
@@ -177,12 +188,12 @@ function printTable(rows, { cap, load, framework, out = console.log }) {
   }
 }
 
-function evaluateTargets(cfg, r, { peak, none }) {
+function evaluateTargets(cfg, r, { peak, none, ideal }) {
   const targets = [];
   const crit = r.tiers.critical;
   if (!Number.isNaN(crit.unloadedP99)) {
     const ratio = crit.p99 / crit.unloadedP99;
-    targets.push({ name: 'critical p99 <= 2x unloaded p99', value: `${f1(crit.p99)} ms vs unloaded ${f1(crit.unloadedP99)} ms = ${ratio.toFixed(2)}x`, pass: ratio <= 2 });
+    targets.push({ name: 'critical p99 <= 2x unloaded p99', value: `${f1(crit.p99)} ms vs unloaded ${f1(crit.unloadedP99)} ms = ${ratio.toFixed(2)}x (requests due after the first 1 s: p99 ${f1(crit.steadyP99)} ms = ${(crit.steadyP99 / crit.unloadedP99).toFixed(2)}x); ${idealText(ideal)}`, pass: ratio <= 2 });
   }
   const admittedMax = Math.max(...TIERS.map((t) => r.tiers[t].waitMax));
   const expiredMax = Math.max(0, ...TIERS.map((t) => r.tiers[t].timedOutWaitMax).filter(Number.isFinite));
@@ -274,17 +285,17 @@ async function main() {
   const t0 = Date.now();
   const mem = await measureMemory();
   // Calibration under a neighbour's load reads slow and picks too little work: keep the largest of three.
-  const workIters = Math.max(calibrateWork(args.workMs), calibrateWork(args.workMs), calibrateWork(args.workMs));
+  const workIters = Math.max(calibrateWork(args.workMs, args.work), calibrateWork(args.workMs, args.work), calibrateWork(args.workMs, args.work));
   // The machine is shared: probe the unprotected server's capacity three times; the load is set from
   // the median, and throughput is judged against the best probe (the unprotected peak).
   const probes = [];
-  for (let i = 0; i < 3; i++) probes.push(await measureCapacity({ framework: args.framework, workIters, concurrency: 8, durationMs: 1500 }));
+  for (let i = 0; i < 3; i++) probes.push(await measureCapacity({ framework: args.framework, workIters, workKind: args.work, concurrency: 8, durationMs: 1500 }));
   probes.sort((a, b) => a.reqPerSec - b.reqPerSec);
   const capRun = probes[1];
   const cap = capRun.reqPerSec;
   const peak = probes[2].reqPerSec;
   console.log(`machine: ${os.cpus().length} x ${os.cpus()[0].model}, node ${process.version}; load average ${os.loadavg().map((v) => v.toFixed(1)).join(' ')}`);
-  console.log(`work: ${workIters} sha256 rounds per /work request (~${args.workMs} ms); capacity (closed loop, 8 clients, ${args.framework}, no protection; 3 probes): median ${Math.round(cap)} req/s (probes ${probes.map((p) => Math.round(p.reqPerSec)).join(', ')}), p50 ${f1(capRun.p50)} ms`);
+  console.log(`work: ${args.work} x ${workIters} per /work request (~${args.workMs} ms); capacity (closed loop, 8 clients, ${args.framework}, no protection; 3 probes): median ${Math.round(cap)} req/s (probes ${probes.map((p) => Math.round(p.reqPerSec)).join(', ')}), p50 ${f1(capRun.p50)} ms`);
   console.log('\nMemory the gate holds per queued request (heap delta, req/res objects excluded, the adapter\'s Promise included):');
   for (const m of mem.memory) console.log(`  ${lpad(m.queued, 7)} queued: ${m.bytesPerRequest} bytes per request`);
   console.log(`CPU of the admit path (admit, 'finish', the end-of-turn release; no HTTP), median of 5 x 100,000: ${Math.round(mem.admitReleaseNs)} ns per request`);
@@ -297,7 +308,7 @@ async function main() {
     const order = configs.map((_, i) => configs[(i + rep) % configs.length]);
     for (const cfg of order) {
       try {
-        const run = await runConfig(cfg, { framework: args.framework, cap, workIters, load: args.load, seconds: args.seconds, quick: args.quick });
+        const run = await runConfig(cfg, { framework: args.framework, cap, workIters, workKind: args.work, load: args.load, seconds: args.seconds, quick: args.quick });
         runs.get(cfg.id).push(figures(cfg, run));
         console.log(`  run ${rep + 1}/${args.repeat} ${cfg.id}: done`);
       } catch (err) {
@@ -313,10 +324,11 @@ async function main() {
     for (const { cfg, r } of rows) console.log(`  ${pad(cfg.title, 62)} ${TIERS.map((t) => `${t} ${f1(r.tiers[t].unloadedP99)}`).join('  ')}`);
   }
   const none = rows.find((x) => x.cfg.id === 'none');
+  const ideal = idealTierLatency({ rate: args.load * cap, durationMs: args.seconds * 1000, serviceMs: 1000 / cap, mix: MIX });
   const summary = [];
   for (const { cfg, r } of rows) {
     if (!cfg.target) continue;
-    const targets = evaluateTargets(cfg, r, { peak, none: none && none.r });
+    const targets = evaluateTargets(cfg, r, { peak, none: none && none.r, ideal });
     console.log(`\nTargets for ${cfg.title}:`);
     for (const t of targets) console.log(`  ${t.pass ? 'PASS' : 'MISS'}  ${pad(t.name, 46)} ${t.value}`);
     summary.push({ config: cfg.id, targets });

@@ -12,12 +12,20 @@
 //   target   = limit * gradient + sqrt(limit)                sqrt(limit): headroom to probe upwards
 //   limit    = limit * (1 - smoothing) + target * smoothing, clamped to [min, max]
 // The limit only grows while the gate is actually using at least half of it (an app-limited service
-// says nothing about how much more it could take). On a CPU-bound route, where every extra request
-// per loop turn adds a handler's time to everyone's latency, this settles where latency is about
-// `tolerance` times the single-request latency; on an I/O-bound one it grows until the latency of
-// the downstream starts to inflate.
+// says nothing about how much more it could take). A window in which the event loop was saturated
+// (utilization >= 0.9) halves the limit instead: a saturated loop cannot run more requests
+// at once, only longer turns, and on a CPU-bound route every extra request per turn adds a handler's
+// time to everyone's latency — including the wait of requests not yet read from their sockets, which
+// no latency sample sees, so the gradient alone cannot tell. The limit falls until the loop has idle
+// time again (on a CPU-bound route: to `min`), then the gradient takes over; on an I/O-bound route it
+// grows until the latency of the downstream starts to inflate.
 
-const { checkNumber, unknownKey } = require('./validate');
+const { checkNumber, checkFunction, unknownKey } = require('./validate');
+
+// Event-loop utilization at or above which the loop counts as saturated for a window, and the factor
+// a saturated window applies to the limit (the multiplicative decrease of AIMD: 32 -> 1 in five windows).
+const SATURATED = 0.9;
+const SATURATED_DECREASE = 0.5;
 
 const LIMIT_KEYS = new Set(['min', 'max', 'initial', 'tolerance', 'smoothing', 'windowMs', 'minSamples', 'longWindow']);
 
@@ -33,8 +41,10 @@ class AdaptiveLimit {
    * @param {number} [options.minSamples=10]  minimum samples per window
    * @param {number} [options.longWindow=100] windows over which the baseline rises (EWMA span upwards)
    * @param {string} [prefix]                 option path used in error messages
+   * @param {() => number} [loopUtilization]   the event loop's utilization (0..1) since its previous
+   *                                           call, read once per window; NaN = unknown (not saturated)
    */
-  constructor(options = {}, prefix = 'limit') {
+  constructor(options = {}, prefix = 'limit', loopUtilization = () => NaN) {
     if (options === null || typeof options !== 'object') throw new TypeError(`${prefix} must be an object`);
     const key = unknownKey(options, LIMIT_KEYS);
     if (key !== undefined) throw new TypeError(`${prefix}.${key} is not a known option (${[...LIMIT_KEYS].join(', ')})`);
@@ -58,6 +68,8 @@ class AdaptiveLimit {
     this._sum = 0;
     this._count = 0;
     this._maxInFlight = 0;
+    this._loopUtilization = checkFunction('loopUtilization', loopUtilization);
+    this.saturated = false; // the last window's loop was saturated
   }
 
   /**
@@ -88,10 +100,15 @@ class AdaptiveLimit {
     else if (short < this.longRtt) this.longRtt += (short - this.longRtt) / 4;
     else this.longRtt += (short - this.longRtt) / this.longWindow;
     const gradient = Math.max(0.5, Math.min(1, (this.tolerance * this.longRtt) / Math.max(short, 1e-6)));
-    // App-limited: the gate never came close to the limit, so the samples say nothing about raising it.
-    if (gradient >= 1 && maxInFlight < this.estimate / 2) return false;
-    const target = this.estimate * gradient + Math.sqrt(this.estimate);
-    let next = this.estimate * (1 - this.smoothing) + target * this.smoothing;
+    this.saturated = this._loopUtilization() >= SATURATED;
+    let next;
+    if (this.saturated) next = this.estimate * SATURATED_DECREASE;
+    else {
+      // App-limited: the gate never came close to the limit, so the samples say nothing about raising it.
+      if (gradient >= 1 && maxInFlight < this.estimate / 2) return false;
+      const target = this.estimate * gradient + Math.sqrt(this.estimate);
+      next = this.estimate * (1 - this.smoothing) + target * this.smoothing;
+    }
     next = Math.max(this.min, Math.min(this.max, next));
     this.estimate = next;
     const limit = Math.max(this.min, Math.min(this.max, Math.floor(next)));

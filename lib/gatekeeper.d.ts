@@ -58,6 +58,10 @@ export interface ShedOptions {
   maxBaselineMs?: number;
   /** Relative mode: only samples with ELU at most this teach the baseline. Default 0.5. */
   idleElu?: number;
+  /** Turn budget: during a shed episode, an unprotected request that arrives once the current
+   *  event-loop turn has run this long (ms) is shed, so one turn cannot run a burst of admitted work
+   *  in front of everyone behind it; on a saturated loop these sheds also deepen the episode. 0 turns it off. Default 2. */
+  turnBudgetMs?: number;
 }
 
 export type Verdict = 'admit' | 'shed' | 'tier-full' | 'rate-limited';
@@ -148,6 +152,8 @@ export interface TierStats {
   protected: boolean;
   admitted: number;
   shed: number;
+  /** Of `shed`: by the turn budget. */
+  turnShed: number;
   /** 503s because the tier's own pool was empty while the loop was healthy. */
   tierFull: number;
   /** 429s from per-key quotas. */

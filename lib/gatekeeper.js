@@ -58,6 +58,7 @@ const SHED_DEFAULTS = Object.freeze({
   baselineTauMs: 10_000,
   maxBaselineMs: undefined, // = targetLagMs
   idleElu: 0.5,
+  turnBudgetMs: 2,
 });
 
 const OPTIONS = new Set([
@@ -108,6 +109,7 @@ function shedOptions(shed) {
   if (o.maxBaselineMs === undefined) o.maxBaselineMs = o.targetLagMs;
   finite(o.maxBaselineMs, at('maxBaselineMs'));
   finite(o.idleElu, at('idleElu'), { max: 1 });
+  finite(o.turnBudgetMs, at('turnBudgetMs'), { max: 60_000 });
   return o;
 }
 
@@ -271,6 +273,7 @@ class Gatekeeper {
         baselineTauMs: s.baselineTauMs,
         maxBaselineMs: s.maxBaselineMs,
         idleElu: s.idleElu,
+        turnBudgetMs: s.turnBudgetMs,
       });
     } catch (err) {
       if (err && err.code === 'InvalidArg') throw new RangeError(`gatekeeper: ${err.message}`);
@@ -429,7 +432,7 @@ class Gatekeeper {
     const s = this.#handle.stats();
     const tiers = {};
     for (const t of s.tiers) {
-      tiers[t.name] = { protected: t.protected, admitted: t.admitted, shed: t.shed, tierFull: t.tierFull, rateLimited: t.rateLimited, refillScale: t.refillScale };
+      tiers[t.name] = { protected: t.protected, admitted: t.admitted, shed: t.shed, turnShed: t.turnShed, tierFull: t.tierFull, rateLimited: t.rateLimited, refillScale: t.refillScale };
     }
     return {
       tiers,

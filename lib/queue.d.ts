@@ -104,7 +104,7 @@ export interface QueueTierStats {
 
 export interface ConcurrencyGateStats {
   limit: number;
-  adaptive: null | { min: number; max: number; estimate: number; baselineMs: number; lastWindowMs: number; updates: number };
+  adaptive: null | { min: number; max: number; estimate: number; baselineMs: number; lastWindowMs: number; updates: number; saturated: boolean };
   inFlight: number;
   queued: number;
   queuedByTier: Record<string, number>;
@@ -165,13 +165,19 @@ export declare function concurrencyGatePlugin(fastify: any, options: Concurrency
 export declare function createConcurrencyGate(options: ConcurrencyGateOptions): ConcurrencyGate;
 
 export declare class AdaptiveLimit {
-  constructor(options?: AdaptiveLimitOptions, prefix?: string);
+  /**
+   * @param loopUtilization the event loop's utilization (0..1) since its previous call, read once per
+   * window; at 0.9 or more the limit does not grow (default: unknown, never saturated).
+   */
+  constructor(options?: AdaptiveLimitOptions, prefix?: string, loopUtilization?: () => number);
   readonly min: number;
   readonly max: number;
   readonly limit: number;
   readonly estimate: number;
   readonly longRtt: number;
   readonly updates: number;
+  /** Whether the last window's event loop was saturated (utilization >= 0.9). */
+  readonly saturated: boolean;
   /** Records one latency sample; true when the limit changed. */
   sample(rttMs: number, inFlight: number, nowMs: number): boolean;
 }

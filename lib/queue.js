@@ -130,6 +130,17 @@ WaitHistogram.BASE = 0.01;
 WaitHistogram.LOG_GROWTH = Math.log(1.05);
 WaitHistogram.BUCKETS = 420;
 
+/** Reads this thread's event-loop utilization since the previous read (the adaptive limit's saturation test). */
+function loopUtilizationReader() {
+  let last = performance.eventLoopUtilization();
+  return () => {
+    const current = performance.eventLoopUtilization();
+    const { utilization } = performance.eventLoopUtilization(current, last);
+    last = current;
+    return utilization;
+  };
+}
+
 function round3(x) {
   return Math.round(x * 1000) / 1000;
 }
@@ -162,7 +173,7 @@ function buildGate(options) {
   let adaptive = null;
   let limit;
   if (maxConcurrent === 'auto') {
-    adaptive = new AdaptiveLimit(limitOptions === undefined ? {} : limitOptions, 'limit');
+    adaptive = new AdaptiveLimit(limitOptions === undefined ? {} : limitOptions, 'limit', loopUtilizationReader());
     limit = adaptive.limit;
   } else {
     if (maxConcurrent === undefined) throw new TypeError('maxConcurrent is required: a positive integer or "auto"');
@@ -560,6 +571,7 @@ function buildGate(options) {
       adaptive: adaptive === null ? null : {
         min: adaptive.min, max: adaptive.max, estimate: round3(adaptive.estimate),
         baselineMs: round3(adaptive.longRtt), lastWindowMs: round3(adaptive.lastShortRtt), updates: adaptive.updates,
+        saturated: adaptive.saturated,
       },
       inFlight,
       queued,

@@ -13,7 +13,8 @@
 //
 //   const r = await openLoop({ port, path: '/work', rate: 600, durationMs: 5000,
 //                              mix: [{ tier: 'critical', weight: 0.1 }, ...] });
-//   r.tiers.critical -> { sent, ok, successPct, p50, p99, rejections: { 503: n, timeout: n, ... } }
+//   r.tiers.critical -> { sent, ok, successPct, p50, p99, steady: { fromMs, ok, p50, p99 },
+//                         rejections: { 503: n, timeout: n, ... } }   (steady: requests due >= 1 s in)
 //   r.timeline       -> [{ t, sent: {tier: n}, goodput: {tier: req/s}, rejected: {tier: n},
 //                         maxLatencyMs: {tier: ms, by scheduled time}, genLagMs }]
 const http = require('node:http');
@@ -125,6 +126,7 @@ async function openLoop(opts) {
     sent: 0,
     ok: 0,
     latencies: new Float64Array(total),
+    okScheduledAt: new Float64Array(total), // of each latency: when it was due, ms after the start
     rejections: {},
     bSent: new Uint32Array(nBuckets),
     bOk: new Uint32Array(nBuckets),
@@ -183,6 +185,7 @@ async function openLoop(opts) {
       if (status >= 200 && status < 300) {
         const latency = end - now;
         lastOkAt = end;
+        t.okScheduledAt[t.ok] = scheduled - start;
         t.latencies[t.ok++] = latency;
         t.bOk[bucketOf(end)]++;
         const sb = bucketOf(scheduled);
@@ -248,12 +251,14 @@ async function openLoop(opts) {
   if (ownAgent) agent.destroy();
 
   const results = {};
+  const steadyFromMs = opts.steadyFromMs ?? 1000;
   let allSent = 0;
   let allOk = 0;
   const allLat = new Float64Array(tiers.reduce((n, t) => n + t.ok, 0));
   let allN = 0;
   for (const t of tiers) {
     const lat = t.latencies.slice(0, t.ok).sort();
+    const steady = t.latencies.slice(0, t.ok).filter((_, i) => t.okScheduledAt[i] >= steadyFromMs).sort();
     allLat.set(lat, allN);
     allN += lat.length;
     const rejected = t.sent - t.ok;
@@ -268,6 +273,9 @@ async function openLoop(opts) {
       p90: percentile(lat, 90),
       p99: percentile(lat, 99),
       max: lat.length ? lat[lat.length - 1] : NaN,
+      // Successes of requests due at least `steadyFromMs` after the start: the tail once a controller
+      // has settled, apart from the onset of the load.
+      steady: { fromMs: steadyFromMs, ok: steady.length, p50: percentile(steady, 50), p99: percentile(steady, 99) },
       rejections: t.rejections,
     };
   }

@@ -4,7 +4,7 @@
 // with the server's own event-loop lag recorded over the same window.
 //
 //   const { startServer, calibrateWork, measureCapacity, runLoad } = require('./scenario');
-//   const workIters = calibrateWork(3);                        // ~3 ms of sha256 per request
+//   const workIters = calibrateWork(3);                        // ~3 ms of CPU per request (work.js)
 //   const cap = await measureCapacity({ workIters });         // closed-loop probe, req/s
 //   const srv = await startServer({ protection: 'tiergate', options: {...}, workIters, record: true });
 //   const run = await runLoad(srv, { rate: 3 * cap.reqPerSec, durationMs: 5000, mix });
@@ -23,20 +23,20 @@ const { calibrate } = require('./work');
 
 const SERVER = path.join(__dirname, 'server.js');
 
-/** Rounds of sha256 per request that cost about `targetMs` of CPU on this machine. */
-function calibrateWork(targetMs = 3) {
-  return calibrate(targetMs);
+/** Iterations of work (lib/work.js, `workKind`) per request that cost about `targetMs` of CPU here. */
+function calibrateWork(targetMs = 3, workKind = 'pbkdf2') {
+  return calibrate(targetMs, workKind);
 }
 
 /**
  * Starts the test server in a child process. Options: framework ('express' | 'express4' | 'fastify' |
- * 'http'), protection, options (JSON-serialisable options of the protection), workIters, record
+ * 'http'), protection, options (JSON-serialisable options of the protection), workIters, workKind, record
  * (lag timeline + first-rejection time, for overload runs). Resolves to a handle with `port`,
  * `windowStart()`, `windowEnd()`, `guardStats()`, `cpuUsage()`, `stop()`.
  */
-function startServer({ framework = 'express', protection = 'none', options = {}, workIters = 0, record = false, backlog = 511 } = {}) {
+function startServer({ framework = 'express', protection = 'none', options = {}, workIters = 0, workKind = 'pbkdf2', record = false, backlog = 511 } = {}) {
   const child = fork(SERVER, [], {
-    env: { ...process.env, TG_BENCH_SERVER: JSON.stringify({ framework, protection, options, workIters, record, backlog }) },
+    env: { ...process.env, TG_BENCH_SERVER: JSON.stringify({ framework, protection, options, workIters, workKind, record, backlog }) },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     execArgv: [],
   });
@@ -126,9 +126,9 @@ function startServer({ framework = 'express', protection = 'none', options = {},
  * sends its next request as soon as the previous one is answered) against an unprotected server.
  * Returns { reqPerSec, p50, p99 }. Pass `server` to probe an already running one.
  */
-async function measureCapacity({ server, framework = 'express', workIters, concurrency = 8, durationMs = 2000, warmupMs = 500, path: p = '/work' } = {}) {
+async function measureCapacity({ server, framework = 'express', workIters, workKind, concurrency = 8, durationMs = 2000, warmupMs = 500, path: p = '/work' } = {}) {
   const own = !server;
-  const srv = server || (await startServer({ framework, protection: 'none', workIters }));
+  const srv = server || (await startServer({ framework, protection: 'none', workIters, workKind }));
   try {
     return await closedLoop({ port: srv.port, path: p, concurrency, durationMs, warmupMs });
   } finally {

@@ -7,7 +7,8 @@
 //     protection: 'none' | 'toobusy' | 'under-pressure' | 'tiergate' | 'express-rate-limit'
 //                 | 'fastify-rate-limit' | { module, export?, options? },
 //     options: {...},            // options for the protection (JSON)
-//     workIters: number,         // sha256 rounds over 1 KiB per /work request (CPU-bound route)
+//     workIters: number,         // iterations of work per /work request (CPU-bound route, lib/work.js)
+//     workKind: 'pbkdf2' | 'sha256-chain',
 //     record: boolean }          // keep a lag timeline and the first rejection time (overload runs)
 //
 // Routes: GET /work (CPU-bound), GET /hello (hello world). Commands (IPC, {id, cmd}):
@@ -27,7 +28,8 @@ const SAMPLE_MS = 10;
 const MAX_SAMPLES = 200_000;
 
 const nowAbs = () => performance.timeOrigin + performance.now();
-const { work } = require('./work');
+const { work, checkKind } = require('./work');
+const workKind = checkKind(cfg.workKind || 'pbkdf2');
 
 // ---- lag: perf_hooks histogram (p99 over the window) + a 10 ms drift sampler (timeline) ----
 const histogram = monitorEventLoopDelay({ resolution: SAMPLE_MS });
@@ -116,7 +118,7 @@ function buildExpress(express) {
   } else if (protection !== 'none') {
     throw new Error(`protection ${protection} not available for express`);
   }
-  app.get('/work', (req, res) => res.send(work(workIters)));
+  app.get('/work', (req, res) => res.send(work(workIters, workKind)));
   app.get('/hello', (req, res) => res.send('hello world'));
   return http.createServer(app);
 }
@@ -143,7 +145,7 @@ async function buildFastify() {
   } else if (protection !== 'none') {
     throw new Error(`protection ${protection} not available for fastify`);
   }
-  fastify.get('/work', async () => work(workIters));
+  fastify.get('/work', async () => work(workIters, workKind));
   fastify.get('/hello', async () => 'hello world');
   await fastify.ready();
   return fastify.server;
@@ -152,7 +154,7 @@ async function buildFastify() {
 function buildHttp() {
   const handler = (req, res) => {
     if (req.url === '/work') {
-      const body = work(workIters);
+      const body = work(workIters, workKind);
       res.writeHead(200, { 'content-type': 'text/plain' });
       res.end(body);
     } else {

@@ -22,6 +22,15 @@
 //! timer is late by at least the difference, and that lower bound feeds the controller too. This is
 //! what lets shedding start within the very run of requests that is choking the loop — while a process
 //! that was merely descheduled while it waited for I/O (a noisy neighbour) is not mistaken for one.
+//!
+//! Turn budget: the refill scales set a rate, and a bucket admits its tokens in bursts: on a
+//! CPU-bound route, a burst admitted in one event-loop turn runs back to back, and every request
+//! behind it — a protected one included, and those still unread in their sockets — waits for all of
+//! it. So during an episode (pressure > 0) an unprotected request is also shed once the current turn
+//! has run `turn_budget_ms` (`turn_age_ms`: time since the loop last came back from polling for I/O).
+//! A turn then holds at most about one budget of unprotected work, the protected tiers' latency stays
+//! near one request's, and the budget's sheds renew the controller's hold: they mean the loop is still
+//! over capacity even though the lag they keep down no longer shows it.
 use crate::core::health::{HealthSample, LoopHealth};
 use crate::core::ipkey::{ip_key, IpKeyBuf, IpKeyConfig, MAX_KEY_LEN as MAX_IP_KEY_LEN};
 use crate::core::ledger::{Ledger, Limit, Outcome, TierConfig};
@@ -30,6 +39,8 @@ use crate::core::signature::{looks_like_token, TierSigner, VerifyError};
 use parking_lot::Mutex;
 use std::sync::Arc;
 
+/// Time constant (ms) of the gate's short-window utilisation (`ShedInput::busy`).
+const BUSY_TAU_MS: f64 = 100.0;
 /// Header values longer than this are ignored (the default tier applies).
 pub const MAX_HEADER_LEN: usize = 256;
 /// Leads every client-IP key in the ledger, so IP keys and given keys (user ids) are separate
@@ -120,7 +131,10 @@ pub struct Decision {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TierCounters {
     pub admitted: u64,
+    /// Shed by the controller, the turn budget's included.
     pub shed: u64,
+    /// Of `shed`: by the turn budget.
+    pub turn_shed: u64,
     pub tier_full: u64,
     pub key_limited: u64,
 }
@@ -152,6 +166,10 @@ struct State {
     /// The loop's cumulative idle time when the current tick was first seen.
     idle_seen_ns: u64,
     input: ShedInput,
+    /// Utilisation of the last ~100 ms (EWMA of busy time over wall time between updates), and the
+    /// time and idle total it was last updated at.
+    busy: f64,
+    busy_seen: Option<(u64, u64)>,
     counters: Vec<TierCounters>,
 }
 
@@ -210,6 +228,8 @@ impl Gate {
                 tick_seen_ns: 0,
                 idle_seen_ns: 0,
                 input: ShedInput::default(),
+                busy: 0.0,
+                busy_seen: None,
                 counters: vec![TierCounters::default(); n],
             }),
             ledger,
@@ -315,6 +335,18 @@ impl Gate {
                 }
             }
         }
+        if let Some((t0, idle0)) = st.busy_seen {
+            let dt = now_ns.saturating_sub(t0);
+            if dt > 0 {
+                let idle = idle_ns.saturating_sub(idle0).min(dt);
+                let frac = 1.0 - idle as f64 / dt as f64;
+                st.busy += (frac - st.busy) * (1.0 - (-(dt as f64) / (BUSY_TAU_MS * NS_PER_MS)).exp());
+            }
+        }
+        st.busy_seen = Some((now_ns, idle_ns));
+        if !st.injected {
+            input.busy = st.busy;
+        }
         st.input = input;
         let changed = st.ctl.update(&input, now_ns);
         for t in 0..self.protected.len() {
@@ -352,7 +384,9 @@ impl Gate {
     /// One request. `tier`: the tier already chosen by the caller (route rule or function), if any;
     /// otherwise `header` (the tier header's value) is resolved, else the default tier. `key`: the
     /// per-key identity and whether it is a client IP to normalise. `idle_ns` (the loop's cumulative
-    /// idle time) is read only when the controller is due; `now_sec` only for a signed token.
+    /// idle time) is read only when the controller is due; `turn_age_ms` (how long the current loop
+    /// turn has run) only for an unprotected tier during an episode; `now_sec` only for a signed token.
+    #[allow(clippy::too_many_arguments)]
     pub fn decide(
         &self,
         tier: Option<usize>,
@@ -360,6 +394,7 @@ impl Gate {
         key: Option<(&[u8], bool)>,
         now_ns: u64,
         idle_ns: impl FnOnce() -> u64,
+        turn_age_ms: impl FnOnce() -> f64,
         now_sec: impl FnOnce() -> u64,
     ) -> Decision {
         let (tier, source) = match (tier, header) {
@@ -382,9 +417,18 @@ impl Gate {
             lag_ms: st.input.lag_ms,
             cause: st.ctl.cause(),
         };
-        if scale == 0.0 && !self.protected[tier] {
-            st.counters[tier].shed += 1;
-            return d;
+        if !self.protected[tier] {
+            if scale == 0.0 {
+                st.counters[tier].shed += 1;
+                return d;
+            }
+            let budget = self.cfg.shed.turn_budget_ms;
+            if d.pressure > 0.0 && budget > 0.0 && turn_age_ms() >= budget {
+                st.ctl.note_turn_shed();
+                st.counters[tier].shed += 1;
+                st.counters[tier].turn_shed += 1;
+                return d;
+            }
         }
         let mut buf = IpKeyBuf::default();
         let mut tagged = [IP_KEY_TAG; MAX_IP_KEY_LEN + 1];
@@ -497,7 +541,7 @@ mod tests {
     }
 
     fn decide(g: &Gate, tier: Option<usize>, header: Option<&str>, t_ms: u64) -> Decision {
-        g.decide(tier, header.map(str::as_bytes), None, t_ms * MS, || 0, || 1_000)
+        g.decide(tier, header.map(str::as_bytes), None, t_ms * MS, || 0, || 0.0, || 1_000)
     }
 
     #[test]
@@ -640,7 +684,7 @@ mod tests {
         let d = decide(&g, Some(1), None, 1);
         assert_eq!(d.verdict, Verdict::Shed);
         assert!(d.scale > 0.0 && d.scale < 1.0);
-        assert_eq!(g.stats().counters[1], TierCounters { admitted: 100, shed: 1, tier_full: 1, key_limited: 0 });
+        assert_eq!(g.stats().counters[1], TierCounters { admitted: 100, shed: 1, turn_shed: 0, tier_full: 1, key_limited: 0 });
     }
 
     #[test]
@@ -648,15 +692,15 @@ mod tests {
         let pk = PerKeyConfig { capacity: 2.0, refill_per_sec: 1.0, max_keys: 100, idle_ttl_ms: 60_000.0 };
         let (g, _) = gate_with(cfg(), Some(pk));
         let k = Some((&b"user-1"[..], false));
-        assert_eq!(g.decide(Some(1), None, k, 0, || 0, || 0).verdict, Verdict::Admit);
-        let d = g.decide(Some(1), None, k, 0, || 0, || 0);
+        assert_eq!(g.decide(Some(1), None, k, 0, || 0, || 0.0, || 0).verdict, Verdict::Admit);
+        let d = g.decide(Some(1), None, k, 0, || 0, || 0.0, || 0);
         assert_eq!((d.verdict, d.outcome.remaining, d.outcome.limit), (Verdict::Admit, 0.0, 2.0));
-        let d = g.decide(Some(1), None, k, 0, || 0, || 0);
+        let d = g.decide(Some(1), None, k, 0, || 0, || 0.0, || 0);
         assert_eq!(d.verdict, Verdict::KeyLimited);
         assert_eq!(d.outcome.retry_after_ms, 1000.0);
         assert_eq!(d.outcome.reset_ms, 2000.0);
         // Another key is unaffected.
-        assert_eq!(g.decide(Some(1), None, Some((&b"user-2"[..], false)), 0, || 0, || 0).verdict, Verdict::Admit);
+        assert_eq!(g.decide(Some(1), None, Some((&b"user-2"[..], false)), 0, || 0, || 0.0, || 0).verdict, Verdict::Admit);
     }
 
     #[test]
@@ -664,10 +708,10 @@ mod tests {
         let pk = PerKeyConfig { capacity: 1.0, refill_per_sec: 0.001, max_keys: 100, idle_ttl_ms: 60_000.0 };
         let (g, _) = gate_with(cfg(), Some(pk));
         let ip = |s: &'static str| Some((s.as_bytes(), true));
-        assert_eq!(g.decide(Some(1), None, ip("2001:db8:0:ab01::1"), 0, || 0, || 0).verdict, Verdict::Admit);
-        assert_eq!(g.decide(Some(1), None, ip("2001:db8:0:abff::9"), 0, || 0, || 0).verdict, Verdict::KeyLimited);
-        assert_eq!(g.decide(Some(1), None, ip("::ffff:10.0.0.1"), 0, || 0, || 0).verdict, Verdict::Admit);
-        assert_eq!(g.decide(Some(1), None, ip("10.0.0.1"), 0, || 0, || 0).verdict, Verdict::KeyLimited);
+        assert_eq!(g.decide(Some(1), None, ip("2001:db8:0:ab01::1"), 0, || 0, || 0.0, || 0).verdict, Verdict::Admit);
+        assert_eq!(g.decide(Some(1), None, ip("2001:db8:0:abff::9"), 0, || 0, || 0.0, || 0).verdict, Verdict::KeyLimited);
+        assert_eq!(g.decide(Some(1), None, ip("::ffff:10.0.0.1"), 0, || 0, || 0.0, || 0).verdict, Verdict::Admit);
+        assert_eq!(g.decide(Some(1), None, ip("10.0.0.1"), 0, || 0, || 0.0, || 0).verdict, Verdict::KeyLimited);
         assert_eq!(g.ledger().key_tokens(1, b"\xff2001:db8:0:ab00::/56", 0), Some(0.0));
     }
 
@@ -678,13 +722,66 @@ mod tests {
         let (g, _) = gate_with(cfg(), Some(pk));
         let given = Some((&b"10.0.0.1"[..], false));
         let ip = Some((&b"10.0.0.1"[..], true));
-        assert_eq!(g.decide(Some(1), None, given, 0, || 0, || 0).verdict, Verdict::Admit);
-        assert_eq!(g.decide(Some(1), None, given, 0, || 0, || 0).verdict, Verdict::KeyLimited);
-        assert_eq!(g.decide(Some(1), None, ip, 0, || 0, || 0).verdict, Verdict::Admit);
-        assert_eq!(g.decide(Some(1), None, ip, 0, || 0, || 0).verdict, Verdict::KeyLimited);
+        assert_eq!(g.decide(Some(1), None, given, 0, || 0, || 0.0, || 0).verdict, Verdict::Admit);
+        assert_eq!(g.decide(Some(1), None, given, 0, || 0, || 0.0, || 0).verdict, Verdict::KeyLimited);
+        assert_eq!(g.decide(Some(1), None, ip, 0, || 0, || 0.0, || 0).verdict, Verdict::Admit);
+        assert_eq!(g.decide(Some(1), None, ip, 0, || 0, || 0.0, || 0).verdict, Verdict::KeyLimited);
         // Junk IPs share one key, still apart from a given key of the same text.
-        assert_eq!(g.decide(Some(1), None, Some((&b"invalid-ip"[..], false)), 0, || 0, || 0).verdict, Verdict::Admit);
-        assert_eq!(g.decide(Some(1), None, Some((&b"junk"[..], true)), 0, || 0, || 0).verdict, Verdict::Admit);
+        assert_eq!(g.decide(Some(1), None, Some((&b"invalid-ip"[..], false)), 0, || 0, || 0.0, || 0).verdict, Verdict::Admit);
+        assert_eq!(g.decide(Some(1), None, Some((&b"junk"[..], true)), 0, || 0, || 0.0, || 0).verdict, Verdict::Admit);
+    }
+
+    #[test]
+    fn the_turn_budget_sheds_late_in_a_turn_only_during_an_episode_and_holds_the_episode() {
+        let mut five = cfg();
+        five.shed.turn_budget_ms = 5.0;
+        let (g, h) = gate_with(five, None);
+        let at = |tier: usize, t_ms: u64, age_ms: f64| g.decide(Some(tier), None, None, t_ms * MS, || 0, || age_ms, || 0).verdict;
+        // Healthy loop: however long the turn, no episode, no turn budget.
+        assert_eq!(at(1, 0, 40.0), Verdict::Admit);
+        // Lag 60 on 50..150: pressure 0.1, background at scale 0.8, standard at 1.
+        h.record_tick(60.0, 60.0, 60.0);
+        assert_eq!(at(1, 1, 0.0), Verdict::Admit);
+        assert_eq!(at(2, 1, 4.0), Verdict::Admit);
+        assert_eq!(at(1, 1, 5.0), Verdict::Shed); // the budget (5 ms) is spent
+        assert_eq!(at(2, 1, 7.0), Verdict::Shed);
+        assert_eq!(at(0, 1, 50.0), Verdict::Admit); // protected: never
+        let c = g.stats().counters;
+        assert_eq!((c[1].shed, c[1].turn_shed, c[2].shed, c[2].turn_shed, c[0].shed), (1, 1, 1, 1, 0));
+        assert!((g.stats().pressure - 0.1).abs() < 1e-9);
+        // The lag falls (the budget keeps it down) on a saturated loop (no idle time: `idle_ns` stays
+        // 0). A turn-budget shed at 500 ms raises the turn part on the next update (100 ms at 1.0 per
+        // 1000 ms: 0.1) and holds it until 1600 ms, past the proportional part's own hold (1001 ms),
+        // which then recovers.
+        h.record_tick(0.0, 0.0, 0.0);
+        assert_eq!(at(1, 500, 6.0), Verdict::Shed);
+        assert_eq!(at(1, 600, 0.0), Verdict::Admit);
+        assert_eq!(at(1, 1400, 0.0), Verdict::Admit);
+        assert!((g.stats().pressure - 0.1).abs() < 1e-9, "{}", g.stats().pressure);
+        // Nothing more to shed: the turn part recovers after its hold (0.1 takes 200 ms at 2000 ms per 1.0).
+        assert_eq!(at(1, 2500, 0.0), Verdict::Admit);
+        assert_eq!(g.stats().pressure, 0.0);
+        assert_eq!(at(1, 2501, 40.0), Verdict::Admit); // episode over: no budget
+
+        // With idle time on the loop (half of every interval), turn sheds only trimmed bursts: the
+        // pressure does not rise from them.
+        let (g, h) = gate_with(cfg(), None);
+        let idle_at = |t_ms: u64| t_ms * MS / 2;
+        h.record_tick(60.0, 60.0, 60.0);
+        g.decide(Some(1), None, None, MS, || idle_at(1), || 0.0, || 0);
+        h.record_tick(0.0, 0.0, 0.0);
+        for t in 2..=400u64 {
+            assert_eq!(g.decide(Some(1), None, None, t * MS, || idle_at(t), || 3.0, || 0).verdict, Verdict::Shed);
+        }
+        assert_eq!(g.stats().counters[1].turn_shed, 399);
+        assert!((g.stats().pressure - 0.1).abs() < 1e-9, "{}", g.stats().pressure);
+
+        // turnBudgetMs 0 turns it off.
+        let mut off = cfg();
+        off.shed.turn_budget_ms = 0.0;
+        let (g, h) = gate_with(off, None);
+        h.record_tick(60.0, 60.0, 60.0);
+        assert_eq!(g.decide(Some(1), None, None, MS, || 0, || 1_000.0, || 0).verdict, Verdict::Admit);
     }
 
     #[test]
@@ -759,7 +856,7 @@ mod tests {
         c.resolution_ms = 10.0;
         let (g, h) = gate_with(c, None);
         h.record_tick(0.5, 0.5, 0.5);
-        let at = |t_ms: u64, idle_ms: u64| g.decide(Some(2), None, None, t_ms * MS, || idle_ms * MS, || 0);
+        let at = |t_ms: u64, idle_ms: u64| g.decide(Some(2), None, None, t_ms * MS, || idle_ms * MS, || 0.0, || 0);
         assert_eq!(at(0, 1_000).verdict, Verdict::Admit);
         // 120 ms without a tick, but 100 ms of it waiting for I/O (the process was descheduled while
         // idle, say): busy 20 ms, so late by at least 10 ms only — far below the 50 ms target.

@@ -95,6 +95,9 @@ pub struct ShedConfig {
     pub max_baseline_ms: f64,
     /// The baseline only learns from samples whose event-loop utilisation is at most this.
     pub idle_elu: f64,
+    /// Turn budget (ms), applied by the gate during an episode: an unprotected request that arrives
+    /// once the current event-loop turn has run this long is shed. 0 turns it off.
+    pub turn_budget_ms: f64,
 }
 
 impl Default for ShedConfig {
@@ -112,6 +115,7 @@ impl Default for ShedConfig {
             baseline_tau_ms: 10_000.0,
             max_baseline_ms: 50.0,
             idle_elu: 0.5,
+            turn_budget_ms: 2.0,
         }
     }
 }
@@ -161,6 +165,7 @@ impl ShedConfig {
         if !(self.idle_elu.is_finite() && (0.0..=1.0).contains(&self.idle_elu)) {
             return Err(ShedConfigError { field: "idleElu", reason: "must be a number in [0, 1]" });
         }
+        finite_non_negative(self.turn_budget_ms, "turnBudgetMs")?;
         Ok(())
     }
 }
@@ -170,7 +175,11 @@ impl ShedConfig {
 pub struct ShedInput {
     pub lag_ms: f64,
     pub heap_ratio: f64,
+    /// Event-loop utilisation over the sampler's window (relative mode learns its baseline from it).
     pub elu: f64,
+    /// Utilisation of the last ~100 ms (the gate's own estimate; `elu` where it has none): whether
+    /// turn-budget sheds mean overload (see the turn part).
+    pub busy: f64,
     pub stalled: bool,
 }
 
@@ -182,7 +191,7 @@ impl ShedInput {
             LagSignal::P99 => s.p99_lag_ms,
             LagSignal::Max => s.latest_lag_ms.max(s.ewma_lag_ms),
         };
-        ShedInput { lag_ms, heap_ratio: s.heap_ratio(), elu: s.elu, stalled: s.stalled }
+        ShedInput { lag_ms, heap_ratio: s.heap_ratio(), elu: s.elu, busy: s.elu, stalled: s.stalled }
     }
 }
 
@@ -213,11 +222,16 @@ pub struct ShedController {
     sheddable: Vec<usize>,
     scales: Vec<f64>,
     pressure: f64,
-    /// The proportional part (with hold and gradual recovery) and the integral part.
+    /// The proportional part (with hold and gradual recovery), the integral part, and the turn part
+    /// (driven by the gate's turn-budget sheds, see `note_turn_shed`).
     prop: f64,
     integral: f64,
+    turn: f64,
     cause: Cause,
     hold_until_ns: u64,
+    /// Turn-budget sheds since the last update, and until when the turn part is held.
+    turn_sheds: u64,
+    turn_hold_until_ns: u64,
     last_ns: Option<u64>,
     baseline_ms: Option<f64>,
     episodes: u64,
@@ -229,6 +243,11 @@ pub struct ShedController {
     /// The lag has been under the target since the proportional part last rose.
     was_under: bool,
 }
+
+/// Time (ms) in which turn-budget sheds, one or more in every update, raise the turn part from 0 to 1.
+const TURN_RISE_MS: f64 = 1000.0;
+/// Event-loop utilisation from which turn-budget sheds count as overload (see the turn part).
+const TURN_SATURATED_ELU: f64 = 0.95;
 
 /// How much slower a recovery goes below the level of its last relapse: near the pressure the
 /// overload needs, creep rather than swing back into it.
@@ -259,7 +278,10 @@ impl ShedController {
             prop: 0.0,
             integral: 0.0,
             cause: Cause::None,
+            turn: 0.0,
             hold_until_ns: 0,
+            turn_sheds: 0,
+            turn_hold_until_ns: 0,
             last_ns: None,
             baseline_ms: None,
             episodes: 0,
@@ -467,10 +489,28 @@ impl ShedController {
             self.integral = 0.0;
         }
 
-        self.pressure = self.prop.max(self.integral);
+        // Turn part. The turn budget keeps the lag down, so while it sheds the lag no longer shows the
+        // overload: the sheds themselves do, on a saturated loop (busy >= TURN_SATURATED_ELU over the
+        // last ~100 ms; with idle time left, a turn shed only trimmed a burst). They raise this
+        // part (full range in TURN_RISE_MS) and hold it; once none came for `hold_ms` it recovers at
+        // the recovery rate. The refill scales follow, lowest tier first, until the tiers' budgets
+        // admit about what the loop can run.
+        let turn_sheds = std::mem::take(&mut self.turn_sheds);
+        if turn_sheds > 0 && self.pressure > 0.0 && input.busy >= TURN_SATURATED_ELU {
+            self.turn = (self.turn + dt_ms.min(100.0) / TURN_RISE_MS).min(1.0);
+            self.turn_hold_until_ns = hold(now_ns);
+        } else if self.turn > 0.0 && now_ns >= self.turn_hold_until_ns {
+            let step = if self.cfg.recovery_ms == 0.0 { 1.0 } else { dt_ms / self.cfg.recovery_ms };
+            self.turn = (self.turn - step).max(0.0);
+            if self.turn <= 1e-9 {
+                self.turn = 0.0;
+            }
+        }
+
+        self.pressure = self.prop.max(self.integral).max(self.turn);
         if self.pressure == 0.0 {
             self.cause = Cause::None;
-        } else if self.integral > self.prop {
+        } else if self.integral > self.prop || self.turn > self.prop {
             self.cause = Cause::Lag;
         } else if let Some(cause) = prop_cause {
             self.cause = cause;
@@ -499,13 +539,22 @@ impl ShedController {
         changed
     }
 
+    /// The gate shed a request by the turn budget: the loop is still over capacity, however low the
+    /// lag the budget keeps it at. Counted into the turn part on the next update.
+    pub fn note_turn_shed(&mut self) {
+        self.turn_sheds += 1;
+    }
+
     /// Forgets all pressure and the learned baseline (scales back to 1).
     pub fn reset(&mut self) {
         self.pressure = 0.0;
         self.prop = 0.0;
         self.integral = 0.0;
         self.cause = Cause::None;
+        self.turn = 0.0;
         self.hold_until_ns = 0;
+        self.turn_sheds = 0;
+        self.turn_hold_until_ns = 0;
         self.last_ns = None;
         self.baseline_ms = None;
         self.excursion = None;
@@ -1081,6 +1130,43 @@ mod tests {
     }
 
     #[test]
+    fn turn_budget_sheds_raise_the_turn_part_lowest_tier_first_then_it_recovers_after_the_hold() {
+        let mut c = three_tiers(ShedConfig { integral_ms: 0.0, ..cfg() });
+        let (t, _) = c.thresholds_ms();
+        c.update(&lag(t + 1.0), 0); // an episode starts with a little pressure
+        let start = c.pressure();
+        assert!(start > 0.0 && start < 0.05);
+        // The turn budget now holds the lag at 5 ms but sheds in every 1 ms update: +1.0 per 1000 ms.
+        let busy = |ms: f64| ShedInput { busy: 1.0, ..lag(ms) };
+        // With idle time left on the loop, turn sheds only trimmed bursts: nothing rises.
+        for ms in 1..=100u64 {
+            c.note_turn_shed();
+            c.update(&ShedInput { busy: 0.9, ..lag(5.0) }, ms * MS);
+        }
+        assert_eq!(c.pressure(), start);
+        for ms in 101..=700u64 {
+            c.note_turn_shed();
+            c.update(&busy(5.0), ms * MS);
+        }
+        assert!((c.pressure() - 0.6).abs() < 1e-6, "{}", c.pressure());
+        assert_eq!(c.scales()[2], 0.0, "background (lowest) first");
+        assert!(c.scales()[1] > 0.0 && c.scales()[1] < 1.0, "then standard: {:?}", c.scales());
+        assert_eq!(c.scales()[0], 1.0);
+        // No sheds: held for hold_ms after the last one, then down at the recovery rate.
+        c.update(&busy(5.0), (700 + 999) * MS);
+        assert!((c.pressure() - 0.6).abs() < 1e-6);
+        c.update(&busy(5.0), (700 + 1000 + 600) * MS);
+        assert!(c.pressure() < 0.6 && c.pressure() > 0.0, "{}", c.pressure());
+        c.update(&busy(5.0), 10_000 * MS);
+        assert_eq!(c.pressure(), 0.0);
+        // Outside an episode a turn shed (there is none: the gate only sheds by turn under pressure)
+        // would not start one.
+        c.note_turn_shed();
+        c.update(&busy(5.0), 10_001 * MS);
+        assert_eq!(c.pressure(), 0.0);
+    }
+
+    #[test]
     fn invalid_configs_name_the_field() {
         let bad = |c: ShedConfig| ShedController::new(c, &[false]).unwrap_err().field;
         assert_eq!(bad(ShedConfig { target_lag_ms: f64::NAN, ..cfg() }), "targetLagMs");
@@ -1094,6 +1180,8 @@ mod tests {
         assert_eq!(bad(ShedConfig { heap_ratio: Some(0.0), ..cfg() }), "heapRatio");
         assert_eq!(bad(ShedConfig { idle_elu: 2.0, ..cfg() }), "idleElu");
         assert_eq!(bad(ShedConfig { confirm_ms: -1.0, ..cfg() }), "confirmMs");
+        assert_eq!(bad(ShedConfig { turn_budget_ms: f64::NAN, ..cfg() }), "turnBudgetMs");
+        assert_eq!(bad(ShedConfig { turn_budget_ms: -1.0, ..cfg() }), "turnBudgetMs");
         let e = ShedController::new(ShedConfig { critical_lag_ms: 10.0, ..cfg() }, &[false]).unwrap_err();
         assert_eq!(e.to_string(), "criticalLagMs must be greater than targetLagMs");
     }

@@ -11,7 +11,7 @@ use crate::core::health::{HealthSample, LoopHealth};
 use crate::core::ipkey::IpKeyConfig;
 use crate::core::shed::{LagSignal, ShedConfig};
 use crate::core::signature::TierSigner;
-use crate::node::lag::{acquire_thread_sampler_with, SamplerGuard, SamplerOptions};
+use crate::node::lag::{acquire_thread_sampler_with, current_turn_age_ms, SamplerGuard, SamplerOptions};
 use crate::node::ledger::{LedgerHandle, MAX_KEY_BYTES};
 use crate::node::raw;
 use napi::bindgen_prelude::*;
@@ -71,6 +71,7 @@ pub struct GateOptions {
     pub baseline_tau_ms: f64,
     pub max_baseline_ms: f64,
     pub idle_elu: f64,
+    pub turn_budget_ms: f64,
 }
 
 #[napi(object)]
@@ -79,6 +80,8 @@ pub struct GateTierStats {
     pub protected: bool,
     pub admitted: f64,
     pub shed: f64,
+    /// Of `shed`: by the turn budget.
+    pub turn_shed: f64,
     /// Refused because the tier's pool was empty while the loop was healthy (503).
     pub tier_full: f64,
     /// Refused by the key's own quota (429).
@@ -189,6 +192,7 @@ fn config(o: &GateOptions) -> Result<GateConfig> {
             baseline_tau_ms: o.baseline_tau_ms,
             max_baseline_ms: o.max_baseline_ms,
             idle_elu: o.idle_elu,
+            turn_budget_ms: o.turn_budget_ms,
         },
         lag_signal,
         update_interval_ms: o.update_interval_ms,
@@ -264,6 +268,7 @@ impl GateHandle {
                 protected: ledger.is_protected(t),
                 admitted: c.admitted as f64,
                 shed: c.shed as f64,
+                turn_shed: c.turn_shed as f64,
                 tier_full: c.tier_full as f64,
                 rate_limited: c.key_limited as f64,
                 refill_scale: s.scales[t],
@@ -444,7 +449,7 @@ unsafe extern "C" fn decide(env: sys::napi_env, info: sys::napi_callback_info) -
     } else {
         None
     };
-    let d = gate.decide(tier, header, key, gate_now_ns(), || idle_ns(bound.loop_), unix_now_sec);
+    let d = gate.decide(tier, header, key, gate_now_ns(), || idle_ns(bound.loop_), current_turn_age_ms, unix_now_sec);
     write_result(&mut *bound.out.get(), &d);
     raw::int32(env, d.verdict as i32)
 }

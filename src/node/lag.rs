@@ -240,6 +240,26 @@ impl Drop for SamplerGuard {
 /// if none is running yet, or finer if another user asks) and keeping it running while the guard
 /// lives. Window 1 s, EWMA time constant 250 ms, no stall detection: see `acquire_thread_sampler_with`.
 #[allow(dead_code)] // the gatekeeper's native gate builds on it
+/// How long this thread's loop has been running since it last came back from polling for I/O, ms:
+/// the age of the current turn, for the gate's turn budget. The prepare handle notes the time and the
+/// idle total just before each poll; the idle time gained since is how long that poll waited. 0 when
+/// this thread's sampler is not running (nothing marks the polls then).
+pub fn current_turn_age_ms() -> f64 {
+    let ts = SAMPLER.with(Cell::get);
+    if ts.is_null() {
+        return 0.0;
+    }
+    // SAFETY: the sampler belongs to this thread and is only freed on it, in its close callback.
+    unsafe {
+        let ts = &*ts;
+        if !ts.shared.running.load(Relaxed) {
+            return 0.0;
+        }
+        let waited = uv_metrics_idle_time(ts.loop_).saturating_sub(ts.last_poll_idle_ns);
+        uv_hrtime().saturating_sub(ts.last_poll_ns + waited) as f64 / MS as f64
+    }
+}
+
 pub fn acquire_thread_sampler(env: sys::napi_env, resolution_ms: f64) -> Result<SamplerGuard> {
     if !(resolution_ms.is_finite() && resolution_ms >= 1.0 && resolution_ms.fract() == 0.0) {
         return Err(Error::new(Status::InvalidArg, "resolutionMs must be a whole number of milliseconds ≥ 1"));
