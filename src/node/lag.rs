@@ -236,10 +236,6 @@ impl Drop for SamplerGuard {
     }
 }
 
-/// The current thread's health record, starting this thread's single native sampler (at `resolution_ms`
-/// if none is running yet, or finer if another user asks) and keeping it running while the guard
-/// lives. Window 1 s, EWMA time constant 250 ms, no stall detection: see `acquire_thread_sampler_with`.
-#[allow(dead_code)] // the gatekeeper's native gate builds on it
 /// How long this thread's loop has been running since it last came back from polling for I/O, ms:
 /// the age of the current turn, for the gate's turn budget. The prepare handle notes the time and the
 /// idle total just before each poll; the idle time gained since is how long that poll waited. 0 when
@@ -260,6 +256,10 @@ pub fn current_turn_age_ms() -> f64 {
     }
 }
 
+/// The current thread's health record, starting this thread's single native sampler (at `resolution_ms`
+/// if none is running yet, or finer if another user asks) and keeping it running while the guard
+/// lives. Window 1 s, EWMA time constant 250 ms, no stall detection: see `acquire_thread_sampler_with`.
+#[allow(dead_code)] // the gatekeeper's native gate builds on it
 pub fn acquire_thread_sampler(env: sys::napi_env, resolution_ms: f64) -> Result<SamplerGuard> {
     if !(resolution_ms.is_finite() && resolution_ms >= 1.0 && resolution_ms.fract() == 0.0) {
         return Err(Error::new(Status::InvalidArg, "resolutionMs must be a whole number of milliseconds ≥ 1"));
