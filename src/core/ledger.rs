@@ -169,6 +169,9 @@ const INLINE_KEY: usize = 24;
 
 struct StoredKey {
     len: u32,
+    /// The entry's generation (`Slot`). It lives here, in what would be the key's padding, so the
+    /// entry stays one cache line.
+    gen: u32,
     inline: [u8; INLINE_KEY],
     /// A thin pointer (8 bytes, not a 16-byte slice pointer), so the entry fits one cache line.
     heap: Option<Box<Box<[u8]>>>,
@@ -196,6 +199,7 @@ impl StoredKey {
         let probe = Probe::new(key);
         StoredKey {
             len: key.len() as u32,
+            gen: 0,
             inline: probe.padded,
             heap: (key.len() > INLINE_KEY).then(|| Box::new(key.into())),
         }
@@ -219,6 +223,21 @@ struct Shard {
     entries: Vec<Entry>,
     cap: usize,
     hand: usize,
+    /// The generation the next entry placed at an index gets (wrapping; never reset).
+    next_gen: u32,
+}
+
+/// Where a key's bucket was found: for a caller that looks a key up once and then debits it by
+/// position (`try_consume_slot_now`), skipping the key's hashing and table lookup. A slot goes stale
+/// when its entry is removed or moved (eviction, sweep, reset); it is then refused, never misread:
+/// the entry at `idx` must carry both `gen` (a per-shard counter stamped on every entry placed at an
+/// index) and the key's 64-bit `hash` (which also picks the shard). A wrong match needs the counter
+/// to wrap at that very index (2^32 placements in the shard) onto a key of the same 64-bit hash.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Slot {
+    hash: u64,
+    idx: u32,
+    gen: u32,
 }
 
 /// Keeps each lock on its own cache line, so two threads on different shards do not slow each other.
@@ -367,6 +386,7 @@ impl KeyMap {
                     entries: Vec::new(),
                     cap: base + usize::from(i < extra),
                     hand: 0,
+                    next_gen: 0,
                 }))
             })
             .collect();
@@ -444,8 +464,24 @@ impl Shard {
             if let Some(slot) = self.table.find_mut(moved, |&i| i as usize == last) {
                 *slot = idx as u32;
             }
+            // The moved entry is at a new index: slots that knew it at `last` go stale.
+            self.entries[last].key.gen = self.new_gen();
         }
         self.entries.swap_remove(idx);
+    }
+
+    #[inline]
+    fn new_gen(&mut self) -> u32 {
+        self.next_gen = self.next_gen.wrapping_add(1);
+        self.next_gen
+    }
+
+    /// The index a slot names, if its entry is still there.
+    #[inline]
+    fn at(&self, slot: &Slot) -> Option<usize> {
+        let i = slot.idx as usize;
+        let e = self.entries.get(i)?;
+        (e.key.gen == slot.gen && e.hash == slot.hash).then_some(i)
     }
 
     fn is_idle(e: &Entry, idle_ttl_ns: f64, now_ns: u64) -> bool {
@@ -507,7 +543,9 @@ impl Shard {
             // Grow by doubling, but never past the shard's cap.
             self.entries.reserve_exact(idx.max(8).min(self.cap - idx));
         }
-        self.entries.push(Entry { hash, key: StoredKey::new(key), bucket: Bucket::full(map.cfg.capacity, now_ns) });
+        let mut stored = StoredKey::new(key);
+        stored.gen = self.new_gen();
+        self.entries.push(Entry { hash, key: stored, bucket: Bucket::full(map.cfg.capacity, now_ns) });
         let entries = &self.entries;
         self.table.insert_unique(hash, idx as u32, |&i| entries[i as usize].hash);
         idx
@@ -712,6 +750,102 @@ impl Ledger {
         self.debit::<false>(tier, key, cost, || self.clock.now_ns()).allowed
     }
 
+    /// `try_consume_now` for a keyed tier that also returns where the key's bucket is, for
+    /// `try_consume_slot_now`; `None` for a tier without per-key buckets (the debit is then the tier's
+    /// alone, as `try_consume_now` does it).
+    #[inline]
+    pub fn try_consume_now_slot(&self, tier: usize, key: &[u8], cost: f64) -> (bool, Option<Slot>) {
+        let t = &self.tiers[tier];
+        let Some(map) = &t.keys else {
+            return (self.try_consume_now(tier, None, cost), None);
+        };
+        let hash = map.hasher.hash_one(key);
+        let found = self.coarse_then_precise(|clock| {
+            self.debit_keyed::<false>(t, map, hash, |s, now_ns| Some(s.get_or_insert(map, hash, key, now_ns)), cost, || clock.now_ns())
+        });
+        match found {
+            Some((o, slot)) => (o.allowed, Some(slot)),
+            None => unreachable!("a key lookup always finds or inserts its entry"),
+        }
+    }
+
+    /// `try_consume_now` of the key whose bucket `slot` names (from `try_consume_now_slot` on the same
+    /// tier): the same debit without hashing or looking up the key. `None` if the slot is stale (the
+    /// entry was evicted, moved or reset since): nothing was debited, look the key up again.
+    #[inline]
+    pub fn try_consume_slot_now(&self, tier: usize, slot: Slot, cost: f64) -> Option<bool> {
+        let t = &self.tiers[tier];
+        let map = t.keys.as_ref()?;
+        self.coarse_then_precise(|clock| {
+            self.debit_keyed::<false>(t, map, slot.hash, |s, _| s.at(&slot), cost, || clock.now_ns())
+        })
+        .map(|(o, _)| o.allowed)
+    }
+
+    /// Runs a debit at the coarse clock where there is one, and again at the precise clock if it was
+    /// refused short of no more than two ticks' refill (as `try_consume_now`). `None` from `attempt`
+    /// is passed through.
+    #[inline(always)]
+    fn coarse_then_precise<R>(&self, attempt: impl Fn(&LedgerClock) -> Option<(Outcome, R)>) -> Option<(Outcome, R)> {
+        if let Some(coarse) = &self.coarse {
+            let r = attempt(coarse)?;
+            if r.0.allowed || r.0.retry_after_ms > 2.0 * self.tick_ms {
+                return Some(r);
+            }
+        }
+        attempt(&self.clock)
+    }
+
+    /// The keyed debit: under the shard lock of `hash`, `locate` finds (or inserts) the entry; then the
+    /// key's bucket and the tier pool are debited, both or neither. `None` if `locate` finds nothing.
+    #[inline(always)]
+    fn debit_keyed<const DETAIL: bool>(
+        &self,
+        t: &Tier,
+        map: &KeyMap,
+        hash: u64,
+        locate: impl FnOnce(&mut Shard, u64) -> Option<usize>,
+        cost: f64,
+        now: impl Fn() -> u64,
+    ) -> Option<(Outcome, Slot)> {
+        let cfg = &map.cfg;
+        let mut shard = map.shard(hash).lock();
+        let now_ns = now();
+        let i = locate(&mut shard, now_ns)?;
+        let e = &mut shard.entries[i];
+        let slot = Slot { hash, idx: i as u32, gen: e.key.gen };
+        let kb = &mut e.bucket;
+        kb.refill(cfg.capacity, cfg.refill_per_sec, now_ns);
+        let mut out = Outcome {
+            allowed: false,
+            limited_by: Limit::Key,
+            remaining: kb.tokens,
+            limit: cfg.capacity,
+            retry_after_ms: 0.0,
+            reset_ms: 0.0,
+        };
+        if cost > cfg.capacity || kb.tokens < cost {
+            out.retry_after_ms = kb.wait_ms(cost, cfg.capacity, cfg.refill_per_sec);
+        } else {
+            match t.debit(cost, || now_ns) {
+                Ok(()) => {
+                    kb.tokens -= cost;
+                    out.allowed = true;
+                    out.limited_by = Limit::None;
+                    out.remaining = kb.tokens;
+                }
+                Err(retry) => {
+                    out.limited_by = Limit::Tier;
+                    out.retry_after_ms = retry;
+                }
+            }
+        }
+        if DETAIL {
+            out.reset_ms = kb.reset_ms(cfg.capacity, cfg.refill_per_sec);
+        }
+        Some((out, slot))
+    }
+
     #[inline(always)]
     fn debit<const DETAIL: bool>(
         &self,
@@ -723,41 +857,11 @@ impl Ledger {
         let t = &self.tiers[tier];
         match (key, &t.keys) {
             (Some(key), Some(map)) => {
-                let cfg = &map.cfg;
                 let hash = map.hasher.hash_one(key);
-                let mut shard = map.shard(hash).lock();
-                let now_ns = now();
-                let i = shard.get_or_insert(map, hash, key, now_ns);
-                let kb = &mut shard.entries[i].bucket;
-                kb.refill(cfg.capacity, cfg.refill_per_sec, now_ns);
-                let mut out = Outcome {
-                    allowed: false,
-                    limited_by: Limit::Key,
-                    remaining: kb.tokens,
-                    limit: cfg.capacity,
-                    retry_after_ms: 0.0,
-                    reset_ms: 0.0,
-                };
-                if cost > cfg.capacity || kb.tokens < cost {
-                    out.retry_after_ms = kb.wait_ms(cost, cfg.capacity, cfg.refill_per_sec);
-                } else {
-                    match t.debit(cost, || now_ns) {
-                        Ok(()) => {
-                            kb.tokens -= cost;
-                            out.allowed = true;
-                            out.limited_by = Limit::None;
-                            out.remaining = kb.tokens;
-                        }
-                        Err(retry) => {
-                            out.limited_by = Limit::Tier;
-                            out.retry_after_ms = retry;
-                        }
-                    }
+                match self.debit_keyed::<DETAIL>(t, map, hash, |s, now_ns| Some(s.get_or_insert(map, hash, key, now_ns)), cost, now) {
+                    Some((o, _)) => o,
+                    None => unreachable!("a key lookup always finds or inserts its entry"),
                 }
-                if DETAIL {
-                    out.reset_ms = kb.reset_ms(cfg.capacity, cfg.refill_per_sec);
-                }
-                out
             }
             _ => {
                 // The time, read at most once and only if needed.
@@ -1373,6 +1477,129 @@ mod tests {
         let totals: Vec<u32> = (0..64).map(|k| per_key.iter().map(|g| g[k]).sum()).collect();
         assert!(totals.iter().all(|&t| t <= 50), "{totals:?}");
         assert_eq!(totals.iter().sum::<u32>(), 2000);
+        assert_eq!(l.snapshot()[0].tokens, 0.0);
+    }
+
+    #[test]
+    fn a_slot_debits_its_key_as_the_key_itself_would() {
+        let (l, _) = ledger(vec![tier("plain", 10.0, 0.0), keyed("k", 100.0, 0.0, 3.0, 0.0, 10)]);
+        assert_eq!(l.try_consume_now_slot(0, b"u", 1.0), (true, None), "no per-key buckets: no slot");
+        let (allowed, slot) = l.try_consume_now_slot(1, b"u", 1.0);
+        let slot = slot.expect("a keyed tier gives a slot");
+        assert!(allowed);
+        assert_eq!(l.try_consume_slot_now(1, slot, 1.5), Some(true));
+        assert_eq!(l.key_tokens(1, b"u", 0), Some(0.5));
+        assert_eq!(l.try_consume_slot_now(1, slot, 1.0), Some(false), "the key's quota refuses");
+        assert_eq!(l.try_consume_slot_now(1, slot, 0.5), Some(true));
+        assert_eq!(l.snapshot_at(0)[1].tokens, 97.0, "the pool paid what the key granted");
+        assert_eq!(l.try_consume_now_slot(1, b"u", 0.0), (true, Some(slot)), "the same key, the same slot");
+        assert_eq!(l.try_consume_slot_now(0, slot, 1.0), None, "a tier without keys has no slots");
+    }
+
+    #[test]
+    fn a_slot_goes_stale_when_its_entry_is_forgotten_moved_or_reused() {
+        let (l, clock) = ledger(vec![keyed("k", 1e9, 0.0, 5.0, 0.0, 2)]);
+        let slot = |k: &[u8]| l.try_consume_now_slot(0, k, 1.0).1.unwrap();
+        // Forgotten by reset(key); the key comes back as a new entry with a new slot.
+        let a = slot(b"a");
+        assert_eq!(l.reset(Some(0), Some(b"a")), 1);
+        assert_eq!(l.try_consume_slot_now(0, a, 1.0), None);
+        let a = slot(b"a");
+        assert_ne!(l.try_consume_slot_now(0, a, 1.0), None);
+        // Moved: removing an entry moves the last one into its place.
+        let b = slot(b"b");
+        assert_eq!(l.reset(Some(0), Some(b"a")), 1);
+        assert_eq!(l.try_consume_slot_now(0, b, 1.0), None, "b moved to a's index");
+        let b = slot(b"b");
+        assert_eq!(l.key_tokens(0, b"b", 0), Some(3.0));
+        // Reused: with maxKeys 2, newer keys evict b (the least recently touched), and whatever then
+        // sits at b's index is not b.
+        clock.set_ns(SEC);
+        let mut others = Vec::new();
+        for i in 0..10u8 {
+            others.push([b'x', i]);
+            slot(&others[others.len() - 1]);
+            if l.key_tokens(0, b"b", 0).is_none() {
+                break;
+            }
+        }
+        assert_eq!(l.key_tokens(0, b"b", 0), None, "b was evicted");
+        assert_eq!(l.try_consume_slot_now(0, b, 1.0), None);
+        for k in &others {
+            assert!(matches!(l.key_tokens(0, k, SEC), None | Some(4.0)), "nobody else paid for b");
+        }
+        // Cleared: reset(tier) forgets every key.
+        let c = slot(b"c");
+        l.reset(Some(0), None);
+        assert_eq!(l.try_consume_slot_now(0, c, 1.0), None);
+    }
+
+    #[test]
+    fn a_slot_on_the_coarse_clock_refuses_nothing_the_precise_one_admits() {
+        // As the key test above: one token per 4 ms tick, asked for every 125 µs, by slot.
+        let k = || vec![keyed("t", 1e9, 0.0, 64.0, 250.0, 10)];
+        let precise = Arc::new(ManualClock::new(0));
+        let lp = Ledger::with_clock(k(), precise.clone()).unwrap();
+        let (lc, clock) = coarse_ledger(k());
+        let slot = lc.try_consume_now_slot(0, b"k", 0.0).1.unwrap();
+        let (mut gp, mut gc) = (0u64, 0u64);
+        for step in 0..80_000u64 {
+            let t = step * 125_000;
+            precise.set_ns(t);
+            clock.set_ns(t);
+            gp += u64::from(lp.try_consume_now(0, Some(b"k"), 1.0));
+            gc += u64::from(lc.try_consume_slot_now(0, slot, 1.0).unwrap());
+            assert_eq!(gc, gp, "at {t} ns");
+        }
+        assert_eq!(gp, 64 + 2499);
+    }
+
+    #[test]
+    fn slots_keep_exact_totals_across_threads() {
+        // 4 threads debit 64 keys by slot (each key 50 tokens, no refill) through a pool of 2,000,
+        // while a fifth resets keys, so slots go stale and are looked up again.
+        let l = Arc::new(Ledger::new(vec![keyed("t", 2000.0, 0.0, 50.0, 0.0, 64)]).unwrap());
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let resetter = {
+            let (l, stop) = (l.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut resets = 0u32;
+                while !stop.load(Relaxed) || resets == 0 {
+                    resets += l.reset(Some(0), Some(format!("key-{}", resets % 64).as_bytes())) as u32;
+                    std::thread::yield_now();
+                }
+                resets
+            })
+        };
+        let granted: u32 = (0..4u64)
+            .map(|w| {
+                let l = l.clone();
+                std::thread::spawn(move || {
+                    let keys: Vec<Vec<u8>> = (0..64).map(|k| format!("key-{k}").into_bytes()).collect();
+                    let mut slots: Vec<Option<Slot>> = vec![None; 64];
+                    let mut granted = 0u32;
+                    for i in 0..20_000u64 {
+                        let k = ((i * 7 + w * 13) % 64) as usize;
+                        let allowed = match slots[k].and_then(|s| l.try_consume_slot_now(0, s, 1.0)) {
+                            Some(a) => a,
+                            None => {
+                                let (a, s) = l.try_consume_now_slot(0, &keys[k], 1.0);
+                                slots[k] = s;
+                                a
+                            }
+                        };
+                        granted += u32::from(allowed);
+                    }
+                    granted
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .sum();
+        stop.store(true, Relaxed);
+        assert!(resetter.join().unwrap() > 0);
+        assert_eq!(granted, 2000, "keys reset to full never lift the pool");
         assert_eq!(l.snapshot()[0].tokens, 0.0);
     }
 
