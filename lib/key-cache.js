@@ -4,7 +4,7 @@
 // N-API or hashed natively (src/node/ledger.rs: tryConsumeKeyed, tryConsumeSlot).
 
 /** Keys cached per tier at most (and never more than the tier's maxKeys): the cache's memory bound. */
-const KEY_CACHE_SIZE = 1 << 20;
+const KEY_CACHE_SIZE = 1 << 16;
 /**
  * A cache that filled up with less than one hit per key is then not used for its size in new keys times
  * a factor that starts here and doubles while that repeats (up to KEY_CACHE_BYPASS_MAX).
