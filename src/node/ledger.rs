@@ -461,7 +461,9 @@ unsafe extern "C" fn try_consume_slot(env: sys::napi_env, info: sys::napi_callba
     let io = &mut *bound.slot_args.get();
     let [code, cost, _] = *io;
     io[2] = SLOT_STALE;
-    let code = code as u64;
+    // A non-negative integer below 2^53 (lib/key-cache.js): one conversion instruction, not Rust's
+    // saturating f64 -> u64 sequence.
+    let code = code as i64 as u64;
     let tier = (code & ((1 << bound.code_bits) - 1)) as usize;
     let Some(slots) = bound.slots.get(tier) else { return ptr::null_mut() };
     let slots = &*slots.get();
