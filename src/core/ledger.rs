@@ -893,10 +893,22 @@ impl Ledger {
     pub fn try_consume_slot_now(&self, tier: usize, slot: Slot, cost: f64) -> Option<bool> {
         let t = &self.tiers[tier];
         let map = t.keys.as_ref()?;
-        self.coarse_then_precise(|clock| {
-            self.debit_keyed::<false>(t, map, slot.hash, |s, _| s.at(&slot), cost, || clock.now_ns())
-        })
-        .map(|(o, _)| o.allowed)
+        // `coarse_then_precise`, written out so that the usual case (coarse clock, admitted) compiles
+        // into this one function and the precise retry stays out of its way.
+        if let Some(coarse) = &self.coarse {
+            let (o, _) = self.debit_keyed::<false>(t, map, slot.hash, |s, _| s.at(&slot), cost, || coarse.now_ns())?;
+            if o.allowed || o.retry_after_ms > 2.0 * self.tick_ms {
+                return Some(o.allowed);
+            }
+        }
+        self.try_consume_slot_precise(t, map, slot, cost)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn try_consume_slot_precise(&self, t: &Tier, map: &KeyMap, slot: Slot, cost: f64) -> Option<bool> {
+        let (o, _) = self.debit_keyed::<false>(t, map, slot.hash, |s, _| s.at(&slot), cost, || self.clock.now_ns())?;
+        Some(o.allowed)
     }
 
     /// Runs a debit at the coarse clock where there is one, and again at the precise clock if it was
