@@ -6,7 +6,7 @@ const assert = require('node:assert/strict');
 const path = require('node:path');
 const { Worker } = require('node:worker_threads');
 const { Ledger } = require('..');
-const { keyedTryConsume, KEY_CACHE_BYPASS } = require('../lib/key-cache');
+const { keyedTryConsume, KEY_CACHE_BYPASS_MS } = require('../lib/key-cache');
 
 const keyed = (perKey, extra = {}) => new Ledger({
   tiers: [
@@ -88,7 +88,8 @@ function fakeNative() {
   return { raw, slots, calls };
 }
 
-test('the cache stays within maxKeys, re-resolves stale slots in place, and steps aside for unique keys', () => {
+test('the cache stays within maxKeys, re-resolves stale slots in place, and steps aside for unique keys', (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout'] });
   const { raw, slots, calls } = fakeNative();
   const tryConsume = keyedTryConsume(raw, new Map([['t', 0]]), [4], 1);
   for (const k of ['a', 'b', 'a', 'b']) tryConsume(0, k);
@@ -102,13 +103,20 @@ test('the cache stays within maxKeys, re-resolves stale slots in place, and step
   calls.length = 0;
   tryConsume(0, 'e'); // full, but it paid: emptied and used again
   assert.deepEqual(calls, [['keyed', 'e', 0]]);
-  // Unique keys: the cache fills with no hits, then is bypassed for KEY_CACHE_BYPASS x its size.
+  // Unique keys: the cache fills with no hits, then is set aside for KEY_CACHE_BYPASS_MS: meanwhile
+  // keyed calls go to the raw function, as without a cache; then it is used again.
   for (const k of ['f', 'g', 'h']) tryConsume(0, k);
   calls.length = 0;
-  const bypassed = 1 + KEY_CACHE_BYPASS * 4; // the key that found it full, then 4x its size
-  for (let i = 0; i <= bypassed; i++) tryConsume(0, `u${i}`);
-  assert.ok(calls.slice(0, -1).every((c) => c[0] === 'keyed' && c[2] === -1), 'nothing cached while bypassed');
-  assert.deepEqual(calls.at(-1), ['keyed', `u${bypassed}`, 0], 'then cached again');
+  tryConsume(0, 'u0');
+  assert.deepEqual(calls, [['keyed', 'u0', -1]], 'found full, having paid nothing: not cached');
+  calls.length = 0;
+  for (const k of ['u1', 'u2', 'e']) tryConsume(0, k);
+  assert.deepEqual(calls, [['plain', 0, 'u1', undefined], ['plain', 0, 'u2', undefined], ['plain', 0, 'e', undefined]]);
+  t.mock.timers.tick(KEY_CACHE_BYPASS_MS);
+  calls.length = 0;
+  tryConsume(0, 'u3');
+  tryConsume(0, 'u3');
+  assert.deepEqual(calls, [['keyed', 'u3', 0], ['slot', 'u3']], 'cached again');
   assert.ok(Math.max(...slots.keys()) < 4, 'never more slots than maxKeys');
   // Calls the cache does not take go to the raw function with the arguments given.
   calls.length = 0;

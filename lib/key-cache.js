@@ -6,11 +6,11 @@
 /** Keys cached per tier at most (and never more than the tier's maxKeys): the cache's memory bound. */
 const KEY_CACHE_SIZE = 1 << 16;
 /**
- * A cache that filled up with less than one hit per key is then not used for its size in new keys times
- * a factor that starts here and doubles while that repeats (up to KEY_CACHE_BYPASS_MAX).
+ * A cache that filled up with less than one hit per key is then not used for this long (ms), doubled
+ * each time that repeats, up to KEY_CACHE_BYPASS_MAX_MS.
  */
-const KEY_CACHE_BYPASS = 4;
-const KEY_CACHE_BYPASS_MAX = 64;
+const KEY_CACHE_BYPASS_MS = 1000;
+const KEY_CACHE_BYPASS_MAX_MS = 64_000;
 /** Longer keys are not cached (they are rare, and each would hold its string in the cache). */
 const KEY_CACHE_MAX_LENGTH = 128;
 
@@ -25,35 +25,32 @@ const KEY_CACHE_MAX_LENGTH = 128;
 // `tryConsume`, which checks and throws exactly as before.
 //
 // Keys that do not recur (a flood of unique keys, or more keys in turn than the cache holds) would
-// make every call pay for a cache insert on top of the native lookup, and promote every key string to
-// the old generation. So when a cache fills up having served fewer hits than it holds keys, it is
-// emptied and left unused for the next few times its size in new keys (more each time it repeats).
+// make every call pay for a cache insert (and V8's hashing of the key) on top of the native lookup, and
+// promote every key string to the old generation. So when a cache fills up having served fewer hits
+// than it holds keys, it is emptied and set aside for a while (an unref'd timer puts it back): its
+// tier's keyed calls go straight to the raw native function meanwhile, as they did before the cache.
 function keyedTryConsume(raw, ids, maxKeys, tierSpan) {
   const { tryConsume: plain, tryConsumeKeyed, tryConsumeSlot, slotArgs, slotHits } = raw;
-  const caches = maxKeys.map((n) => (n > 0 ? new Map() : undefined));
+  const caches = maxKeys.map((n) => (n > 0 ? new Map() : undefined)); // undefined: not used (now)
   const limits = maxKeys.map((n) => Math.min(n, KEY_CACHE_SIZE));
-  const bypass = maxKeys.map(() => 0); // new keys still to send past the cache, per tier
-  const backoff = maxKeys.map(() => KEY_CACHE_BYPASS);
+  const bypassMs = maxKeys.map(() => KEY_CACHE_BYPASS_MS);
 
   // A key not in the cache (`code` undefined), or whose slot went stale. Kept out of `tryConsume` so
   // that V8 inlines the hit path into callers (it refuses functions over 460 bytes of bytecode).
   function miss(id, cache, key, cost, code) {
     if (code !== undefined) return tryConsumeKeyed(id, key, cost, (code - id) / tierSpan); // same index
-    if (bypass[id] > 0) {
-      bypass[id]--;
-      return tryConsumeKeyed(id, key, cost, -1); // -1: records nothing
-    }
-    if (key.length > KEY_CACHE_MAX_LENGTH) return tryConsumeKeyed(id, key, cost, -1);
+    if (key.length > KEY_CACHE_MAX_LENGTH) return tryConsumeKeyed(id, key, cost, -1); // -1: records nothing
     if (cache.size >= limits[id]) {
       cache.clear();
-      if (slotHits[id] < limits[id]) {
-        bypass[id] = backoff[id] * limits[id];
-        backoff[id] = Math.min(2 * backoff[id], KEY_CACHE_BYPASS_MAX);
-      } else {
-        backoff[id] = KEY_CACHE_BYPASS;
-      }
+      const paid = slotHits[id] >= limits[id];
       slotHits[id] = 0;
-      if (bypass[id] > 0) return tryConsumeKeyed(id, key, cost, -1);
+      if (!paid) {
+        caches[id] = undefined;
+        setTimeout(() => { caches[id] = cache; }, bypassMs[id]).unref();
+        bypassMs[id] = Math.min(2 * bypassMs[id], KEY_CACHE_BYPASS_MAX_MS);
+        return tryConsumeKeyed(id, key, cost, -1);
+      }
+      bypassMs[id] = KEY_CACHE_BYPASS_MS;
     }
     const i = cache.size;
     const allowed = tryConsumeKeyed(id, key, cost, i); // throws as tryConsume would: nothing cached
@@ -83,4 +80,4 @@ function keyedTryConsume(raw, ids, maxKeys, tierSpan) {
   };
 }
 
-module.exports = { keyedTryConsume, KEY_CACHE_SIZE, KEY_CACHE_MAX_LENGTH, KEY_CACHE_BYPASS, KEY_CACHE_BYPASS_MAX };
+module.exports = { keyedTryConsume, KEY_CACHE_SIZE, KEY_CACHE_MAX_LENGTH, KEY_CACHE_BYPASS_MS, KEY_CACHE_BYPASS_MAX_MS };
