@@ -169,13 +169,6 @@ pub unsafe fn boolean(env: sys::napi_env, b: bool) -> sys::napi_value {
 }
 
 #[inline(always)]
-pub unsafe fn null(env: sys::napi_env) -> sys::napi_value {
-    let mut out = ptr::null_mut();
-    sys::napi_get_null(env, &mut out);
-    out
-}
-
-#[inline(always)]
 pub unsafe fn number(env: sys::napi_env, n: f64) -> sys::napi_value {
     let mut out = ptr::null_mut();
     sys::napi_create_double(env, n, &mut out);
