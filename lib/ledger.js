@@ -3,9 +3,12 @@
 // inside a tier, all state in Rust (src/core/ledger.rs). This file checks option types, fills defaults
 // and names every problem; the native core checks values (ranges, duplicates).
 //
-// Hot path: `tryConsume` and `consume` are raw native callbacks defined as own properties of each
-// Ledger by the native `bind` (src/node/ledger.rs) — no JS wrapper, no object allocated per call.
+// Hot path: `consume` is a raw native callback defined as an own property of each Ledger by the native
+// `bind` (src/node/ledger.rs) — no JS wrapper, no object allocated per call. `tryConsume` is a small JS
+// function around raw native callbacks that caches, per keyed tier, where each key's bucket sits
+// (lib/key-cache.js): a string read through N-API costs more than a whole JS Map lookup.
 const native = require('./native');
+const { keyedTryConsume } = require('./key-cache');
 const { typeName, isObject, onlyKnown, number, boolean } = require('./validate');
 
 /** Indices into the Float64Array that `consume` fills. */
@@ -185,12 +188,15 @@ function tierIndex(ledger, tier) {
 
 function attach(ledger, handle) {
   const names = Object.freeze(handle.tierNames());
-  Object.defineProperty(ledger, LEDGER_HANDLE, {
-    value: Object.freeze({ native: handle, names, ids: new Map(names.map((n, i) => [n, i])) }),
-  });
-  // Defines ledger.tryConsume, ledger.consume (raw native callbacks) and ledger.result (Float64Array).
-  handle.bind(ledger);
+  const ids = new Map(names.map((n, i) => [n, i]));
+  Object.defineProperty(ledger, LEDGER_HANDLE, { value: Object.freeze({ native: handle, names, ids }) });
+  // Defines ledger.consume (raw native callback) and ledger.result (Float64Array) on the ledger, and the
+  // raw callbacks tryConsume's wrapper calls on `raw`.
+  const raw = {};
+  handle.bind(ledger, raw);
+  ledger.tryConsume = keyedTryConsume(raw, ids, handle.maxKeys(), 2 ** handle.slotCodeBits());
 }
+
 
 /** The native LedgerHandle behind a Ledger, for native components that share its state. */
 function ledgerHandle(ledger) {

@@ -24,9 +24,12 @@
 //! * `set_refill_scale` (0..=1) scales the refill of a tier pool: the lever the shed controller pulls.
 //!   Keyed buckets are quotas and keep their own rate.
 //! * The pool scales across threads: each thread debits a small lease of the pool's tokens held in its
-//!   own cache-line-padded atomic stripe, and only takes the pool's lock to renew the lease. Leases are
-//!   the pool's tokens moved, never created: a debit is refused only after every stripe has been drained
-//!   back into the pool under its lock, so "allowed iff the tier holds `cost` tokens" stays exact.
+//!   own cache-line-padded atomic stripe, and only takes the pool's lock to renew the lease. A keyed
+//!   debit instead pays from a lease held by the key's shard, under the shard lock it holds anyway (a
+//!   plain store, not a second atomic read-modify-write). Leases are the pool's tokens moved, never
+//!   created: a debit is refused only after every stripe and every shard's lease has been drained back
+//!   into the pool (no new shard lease is granted meanwhile), so "allowed iff the tier holds `cost`
+//!   tokens" stays exact.
 //! * Keyed state is bounded: the keys of a tier live in `shards` hash tables whose capacities add up to
 //!   `max_keys`. A new key in a full shard evicts, from a small clock-hand scan, the first bucket that is
 //!   idle (untouched for `idle_ttl_ms`) or full (a full bucket is the same as a new one, so forgetting it
@@ -136,6 +139,25 @@ struct Pool {
     /// An upper bound of the tokens held by the stripes (leases granted minus leases drained; threads
     /// spend from their stripes without telling the pool). Read exactly only when the pool nears full.
     leased_out: f64,
+    /// The same for the leases held by the key shards (`ShardCell::lease`).
+    shard_leased: f64,
+    /// Debits draining the shards' leases right now: while any does, no shard lease is granted.
+    draining: u32,
+}
+
+/// Why the pool could not pay: a wait (ms), or shard leases that must be drained first (`Tier::take`).
+enum Short {
+    Wait(f64),
+    Drain,
+}
+
+/// Lowers `draining` again when a debit that raised it is done.
+struct DrainGuard<'a>(&'a Tier);
+
+impl Drop for DrainGuard<'_> {
+    fn drop(&mut self) {
+        self.0.pool.0.lock().draining -= 1;
+    }
 }
 
 /// Lease stripes per tier pool; threads are spread over them round-robin.
@@ -169,6 +191,9 @@ const INLINE_KEY: usize = 24;
 
 struct StoredKey {
     len: u32,
+    /// The entry's generation (`Slot`). It lives here, in what would be the key's padding, so the
+    /// entry stays one cache line.
+    gen: u32,
     inline: [u8; INLINE_KEY],
     /// A thin pointer (8 bytes, not a 16-byte slice pointer), so the entry fits one cache line.
     heap: Option<Box<Box<[u8]>>>,
@@ -196,6 +221,7 @@ impl StoredKey {
         let probe = Probe::new(key);
         StoredKey {
             len: key.len() as u32,
+            gen: 0,
             inline: probe.padded,
             heap: (key.len() > INLINE_KEY).then(|| Box::new(key.into())),
         }
@@ -219,17 +245,44 @@ struct Shard {
     entries: Vec<Entry>,
     cap: usize,
     hand: usize,
+    /// The generation the next entry placed at an index gets (wrapping; never reset).
+    next_gen: u32,
+}
+
+/// Where a key's bucket was found: for a caller that looks a key up once and then debits it by
+/// position (`try_consume_slot_now`), skipping the key's hashing and table lookup. A slot goes stale
+/// when its entry is removed or moved (eviction, sweep, reset); it is then refused, never misread:
+/// the entry at `idx` must carry both `gen` (a per-shard counter stamped on every entry placed at an
+/// index) and the key's 64-bit `hash` (which also picks the shard). A wrong match needs the counter
+/// to wrap at that very index (2^32 placements in the shard) onto a key of the same 64-bit hash.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Slot {
+    hash: u64,
+    idx: u32,
+    gen: u32,
 }
 
 /// Keeps each lock on its own cache line, so two threads on different shards do not slow each other.
 #[repr(align(128))]
 struct Padded<T>(T);
 
+/// A shard and its lease of the tier pool. A keyed debit holds the shard's lock anyway, so it pays the
+/// tier from this lease with a plain store instead of a second atomic read-modify-write (a thread
+/// stripe's compare-exchange, ~2.5 ns of a ~50 ns call). The lease is written only under the shard's
+/// lock; others read it (atomically, without the lock) to count the tier's tokens. Like the stripes'
+/// leases these are the pool's tokens moved, never created, and a debit is refused for want of tier
+/// tokens only once every shard's lease has been drained back (`Tier::take`).
+struct ShardCell {
+    lock: SpinLock<Shard>,
+    /// Tokens, as f64 bits.
+    lease: AtomicU64,
+}
+
 struct KeyMap {
     cfg: PerKeyConfig,
     idle_ttl_ns: f64,
     hasher: DefaultHashBuilder,
-    shards: Box<[Padded<SpinLock<Shard>>]>,
+    shards: Box<[Padded<ShardCell>]>,
     shard_shift: u32,
 }
 
@@ -362,12 +415,16 @@ impl KeyMap {
         let (base, extra) = (cfg.max_keys / n, cfg.max_keys % n);
         let shards = (0..n)
             .map(|i| {
-                Padded(SpinLock::new(Shard {
-                    table: HashTable::new(),
-                    entries: Vec::new(),
-                    cap: base + usize::from(i < extra),
-                    hand: 0,
-                }))
+                Padded(ShardCell {
+                    lock: SpinLock::new(Shard {
+                        table: HashTable::new(),
+                        entries: Vec::new(),
+                        cap: base + usize::from(i < extra),
+                        hand: 0,
+                        next_gen: 0,
+                    }),
+                    lease: AtomicU64::new(0f64.to_bits()),
+                })
             })
             .collect();
         KeyMap {
@@ -380,19 +437,19 @@ impl KeyMap {
     }
 
     #[inline]
-    fn shard(&self, hash: u64) -> &SpinLock<Shard> {
+    fn shard(&self, hash: u64) -> &ShardCell {
         // The top bits pick the shard; the table uses the low bits, so they stay independent.
         let i = if self.shard_shift == 64 { 0 } else { (hash >> self.shard_shift) as usize };
         &self.shards[i].0
     }
 
     fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.0.lock().entries.len()).sum()
+        self.shards.iter().map(|s| s.0.lock.lock().entries.len()).sum()
     }
 
     fn clear(&self) {
         for s in self.shards.iter() {
-            let mut s = s.0.lock();
+            let mut s = s.0.lock.lock();
             s.table = HashTable::new();
             s.entries = Vec::new();
             s.hand = 0;
@@ -401,7 +458,7 @@ impl KeyMap {
 
     fn remove(&self, key: &[u8]) -> bool {
         let hash = self.hasher.hash_one(key);
-        let mut shard = self.shard(hash).lock();
+        let mut shard = self.shard(hash).lock.lock();
         match shard.find(hash, key) {
             Some(i) => {
                 shard.remove_at(i);
@@ -413,7 +470,7 @@ impl KeyMap {
 
     fn tokens(&self, key: &[u8], now_ns: u64) -> Option<f64> {
         let hash = self.hasher.hash_one(key);
-        let shard = self.shard(hash).lock();
+        let shard = self.shard(hash).lock.lock();
         shard
             .find(hash, key)
             .map(|i| shard.entries[i].bucket.tokens_at(self.cfg.capacity, self.cfg.refill_per_sec, now_ns))
@@ -444,8 +501,24 @@ impl Shard {
             if let Some(slot) = self.table.find_mut(moved, |&i| i as usize == last) {
                 *slot = idx as u32;
             }
+            // The moved entry is at a new index: slots that knew it at `last` go stale.
+            self.entries[last].key.gen = self.new_gen();
         }
         self.entries.swap_remove(idx);
+    }
+
+    #[inline]
+    fn new_gen(&mut self) -> u32 {
+        self.next_gen = self.next_gen.wrapping_add(1);
+        self.next_gen
+    }
+
+    /// The index a slot names, if its entry is still there.
+    #[inline]
+    fn at(&self, slot: &Slot) -> Option<usize> {
+        let i = slot.idx as usize;
+        let e = self.entries.get(i)?;
+        (e.key.gen == slot.gen && e.hash == slot.hash).then_some(i)
     }
 
     fn is_idle(e: &Entry, idle_ttl_ns: f64, now_ns: u64) -> bool {
@@ -507,7 +580,9 @@ impl Shard {
             // Grow by doubling, but never past the shard's cap.
             self.entries.reserve_exact(idx.max(8).min(self.cap - idx));
         }
-        self.entries.push(Entry { hash, key: StoredKey::new(key), bucket: Bucket::full(map.cfg.capacity, now_ns) });
+        let mut stored = StoredKey::new(key);
+        stored.gen = self.new_gen();
+        self.entries.push(Entry { hash, key: stored, bucket: Bucket::full(map.cfg.capacity, now_ns) });
         let entries = &self.entries;
         self.table.insert_unique(hash, idx as u32, |&i| entries[i as usize].hash);
         idx
@@ -522,7 +597,7 @@ impl Tier {
 
     /// Debits `cost` from the tier: `Err(retry_after_ms)` if the tier does not hold it.
     #[inline]
-    fn debit(&self, cost: f64, now: impl FnOnce() -> u64) -> Result<(), f64> {
+    fn debit(&self, cost: f64, now: impl Fn() -> u64) -> Result<(), f64> {
         if cost > self.capacity {
             return Err(f64::INFINITY);
         }
@@ -531,7 +606,7 @@ impl Tier {
         loop {
             let held = f64::from_bits(cur);
             if held < cost {
-                return self.debit_slow(stripe, cost, now());
+                return self.debit_slow(stripe, cost, now);
             }
             match stripe.compare_exchange_weak(cur, (held - cost).to_bits(), Relaxed, Relaxed) {
                 Ok(_) => return Ok(()),
@@ -540,28 +615,101 @@ impl Tier {
         }
     }
 
-    /// The lease does not cover `cost`: debit the pool under its lock and renew the lease; if the pool
-    /// is short, first pull every stripe's lease back into it.
+    /// The lease does not cover `cost`: debit the pool under its lock and renew the lease (`take`
+    /// decides, draining the shards' leases first if it must).
     #[inline(never)]
-    fn debit_slow(&self, stripe: &AtomicU64, cost: f64, now_ns: u64) -> Result<(), f64> {
+    fn debit_slow(&self, stripe: &AtomicU64, cost: f64, now: impl Fn() -> u64) -> Result<(), f64> {
+        let attempt = |drained: bool| {
+            let mut pool = self.pool.0.lock();
+            let rate = self.rate(&pool);
+            self.refill(&mut pool, rate, now());
+            self.take(&mut pool, cost, rate, drained)?;
+            let lease = pool.bucket.tokens.min(self.lease);
+            if lease > 0.0 {
+                pool.bucket.tokens -= lease;
+                pool.leased_out += lease;
+                add_f64(stripe, lease);
+            }
+            Ok(())
+        };
+        match attempt(false) {
+            Ok(()) => Ok(()),
+            Err(Short::Wait(ms)) => Err(ms),
+            Err(Short::Drain) => {
+                let _drain = DrainGuard(self);
+                self.drain_shards();
+                attempt(true).map_err(|s| match s {
+                    Short::Wait(ms) => ms,
+                    Short::Drain => unreachable!("take never asks twice"),
+                })
+            }
+        }
+    }
+
+    /// A keyed debit, under the lock of the key's shard, whose `lease` does not cover `cost`: give
+    /// back what is left of the lease, debit the pool, and take a new lease if the pool is well
+    /// above empty and nobody is draining.
+    #[inline(never)]
+    fn debit_keyed_slow(&self, lease: &AtomicU64, cost: f64, now_ns: u64, drained: bool) -> Result<(), Short> {
         let mut pool = self.pool.0.lock();
         let rate = self.rate(&pool);
         self.refill(&mut pool, rate, now_ns);
+        let held = f64::from_bits(lease.swap(0f64.to_bits(), Relaxed));
+        pool.bucket.tokens += held;
+        pool.shard_leased = (pool.shard_leased - held).max(0.0);
+        self.take(&mut pool, cost, rate, drained)?;
+        if pool.draining == 0 && pool.bucket.tokens >= 2.0 * self.lease {
+            pool.bucket.tokens -= self.lease;
+            pool.shard_leased += self.lease;
+            lease.store(self.lease.to_bits(), Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Under the pool's lock: takes `cost` from the pool, pulling the stripes' leases back first if it
+    /// is short. Still short while shards may hold leases: `Short::Drain` (with `draining` raised: the
+    /// caller drains them with `drain_shards`, lowers it with a `DrainGuard` and asks again with
+    /// `drained`). Only then is the tier short: "refused iff the tier holds less than `cost`" stays
+    /// exact, since nothing can be leased out between the drain and the second asking.
+    fn take(&self, pool: &mut Pool, cost: f64, rate: f64, drained: bool) -> Result<(), Short> {
         if pool.bucket.tokens < cost {
             pool.bucket.tokens += self.drain();
             pool.leased_out = 0.0;
         }
         if pool.bucket.tokens < cost {
-            return Err(pool.bucket.wait_ms(cost, self.capacity, rate));
+            if pool.shard_leased > 0.0 {
+                pool.shard_leased = self.shard_leases();
+            }
+            if pool.shard_leased > 0.0 && !drained {
+                pool.draining += 1;
+                return Err(Short::Drain);
+            }
+            return Err(Short::Wait(pool.bucket.wait_ms(cost, self.capacity, rate)));
         }
         pool.bucket.tokens -= cost;
-        let lease = pool.bucket.tokens.min(self.lease);
-        if lease > 0.0 {
-            pool.bucket.tokens -= lease;
-            pool.leased_out += lease;
-            add_f64(stripe, lease);
-        }
         Ok(())
+    }
+
+    /// Moves every shard's lease back into the pool, one shard at a time, taking its lock and then the
+    /// pool's (a keyed debit's lock order). The caller has raised `draining`.
+    fn drain_shards(&self) {
+        let Some(map) = &self.keys else { return };
+        for cell in map.shards.iter() {
+            let _shard = cell.0.lock.lock();
+            let held = f64::from_bits(cell.0.lease.load(Relaxed));
+            if held > 0.0 {
+                let mut pool = self.pool.0.lock();
+                pool.bucket.tokens += held;
+                pool.shard_leased = (pool.shard_leased - held).max(0.0);
+                cell.0.lease.store(0f64.to_bits(), Relaxed);
+            }
+        }
+    }
+
+    /// The tokens the shards' leases hold. Read under the pool's lock it is an upper bound: no lease
+    /// grows or is returned without that lock, and debits only spend from them.
+    fn shard_leases(&self) -> f64 {
+        self.keys.as_ref().map_or(0.0, |m| m.shards.iter().map(|c| f64::from_bits(c.0.lease.load(Relaxed))).sum())
     }
 
     /// Brings the pool up to `now_ns`; pool plus leases never exceed the capacity.
@@ -569,10 +717,11 @@ impl Tier {
         if now_ns <= pool.bucket.last_ns {
             return;
         }
-        let mut cap = self.capacity - pool.leased_out;
-        if pool.leased_out > 0.0 && pool.bucket.tokens_at(self.capacity, rate, now_ns) > cap {
+        let mut cap = self.capacity - pool.leased_out - pool.shard_leased;
+        if (pool.leased_out > 0.0 || pool.shard_leased > 0.0) && pool.bucket.tokens_at(self.capacity, rate, now_ns) > cap {
             pool.leased_out = self.leased();
-            cap = self.capacity - pool.leased_out;
+            pool.shard_leased = self.shard_leases();
+            cap = self.capacity - pool.leased_out - pool.shard_leased;
         }
         pool.bucket.refill(cap.max(0.0), rate, now_ns);
     }
@@ -589,7 +738,7 @@ impl Tier {
     fn view(&self, now_ns: u64) -> (f64, f64) {
         let pool = self.pool.0.lock();
         let rate = self.rate(&pool);
-        let leased = self.leased();
+        let leased = self.leased() + self.shard_leases();
         let cap = (self.capacity - leased).max(0.0);
         (pool.bucket.tokens_at(cap, rate, now_ns).min(cap) + leased, rate)
     }
@@ -630,7 +779,13 @@ impl Ledger {
                 capacity: t.capacity,
                 refill_per_sec: t.refill_per_sec,
                 protected: t.protected,
-                pool: Padded(Mutex::new(Pool { bucket: Bucket::full(t.capacity, now), scale: 1.0, leased_out: 0.0 })),
+                pool: Padded(Mutex::new(Pool {
+                    bucket: Bucket::full(t.capacity, now),
+                    scale: 1.0,
+                    leased_out: 0.0,
+                    shard_leased: 0.0,
+                    draining: 0,
+                })),
                 stripes: (0..STRIPES).map(|_| Padded(AtomicU64::new(0f64.to_bits()))).collect(),
                 lease: t.capacity * LEASE_FRACTION,
                 keys: t.per_key.clone().map(KeyMap::new),
@@ -712,6 +867,137 @@ impl Ledger {
         self.debit::<false>(tier, key, cost, || self.clock.now_ns()).allowed
     }
 
+    /// `try_consume_now` for a keyed tier that also returns where the key's bucket is, for
+    /// `try_consume_slot_now`; `None` for a tier without per-key buckets (the debit is then the tier's
+    /// alone, as `try_consume_now` does it).
+    #[inline]
+    pub fn try_consume_now_slot(&self, tier: usize, key: &[u8], cost: f64) -> (bool, Option<Slot>) {
+        let t = &self.tiers[tier];
+        let Some(map) = &t.keys else {
+            return (self.try_consume_now(tier, None, cost), None);
+        };
+        let hash = map.hasher.hash_one(key);
+        let found = self.coarse_then_precise(|clock| {
+            self.debit_keyed::<false>(t, map, hash, |s, now_ns| Some(s.get_or_insert(map, hash, key, now_ns)), cost, || clock.now_ns())
+        });
+        match found {
+            Some((o, slot)) => (o.allowed, Some(slot)),
+            None => unreachable!("a key lookup always finds or inserts its entry"),
+        }
+    }
+
+    /// `try_consume_now` of the key whose bucket `slot` names (from `try_consume_now_slot` on the same
+    /// tier): the same debit without hashing or looking up the key. `None` if the slot is stale (the
+    /// entry was evicted, moved or reset since): nothing was debited, look the key up again.
+    #[inline]
+    pub fn try_consume_slot_now(&self, tier: usize, slot: Slot, cost: f64) -> Option<bool> {
+        let t = &self.tiers[tier];
+        let map = t.keys.as_ref()?;
+        // `coarse_then_precise`, written out so that the usual case (coarse clock, admitted) compiles
+        // into this one function and the precise retry stays out of its way.
+        if let Some(coarse) = &self.coarse {
+            let (o, _) = self.debit_keyed::<false>(t, map, slot.hash, |s, _| s.at(&slot), cost, || coarse.now_ns())?;
+            if o.allowed || o.retry_after_ms > 2.0 * self.tick_ms {
+                return Some(o.allowed);
+            }
+        }
+        self.try_consume_slot_precise(t, map, slot, cost)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn try_consume_slot_precise(&self, t: &Tier, map: &KeyMap, slot: Slot, cost: f64) -> Option<bool> {
+        let (o, _) = self.debit_keyed::<false>(t, map, slot.hash, |s, _| s.at(&slot), cost, || self.clock.now_ns())?;
+        Some(o.allowed)
+    }
+
+    /// Runs a debit at the coarse clock where there is one, and again at the precise clock if it was
+    /// refused short of no more than two ticks' refill (as `try_consume_now`). `None` from `attempt`
+    /// is passed through.
+    #[inline(always)]
+    fn coarse_then_precise<R>(&self, attempt: impl Fn(&LedgerClock) -> Option<(Outcome, R)>) -> Option<(Outcome, R)> {
+        if let Some(coarse) = &self.coarse {
+            let r = attempt(coarse)?;
+            if r.0.allowed || r.0.retry_after_ms > 2.0 * self.tick_ms {
+                return Some(r);
+            }
+        }
+        attempt(&self.clock)
+    }
+
+    /// The keyed debit: under the shard lock of `hash`, `locate` finds (or inserts) the entry; then the
+    /// key's bucket and the tier pool are debited, both or neither. `None` if `locate` finds nothing.
+    #[inline(always)]
+    fn debit_keyed<const DETAIL: bool>(
+        &self,
+        t: &Tier,
+        map: &KeyMap,
+        hash: u64,
+        locate: impl Fn(&mut Shard, u64) -> Option<usize>,
+        cost: f64,
+        now: impl Fn() -> u64,
+    ) -> Option<(Outcome, Slot)> {
+        let cfg = &map.cfg;
+        let cell = map.shard(hash);
+        // Set once the shards' leases had to be drained (then `draining` stays raised until done).
+        let mut drain: Option<DrainGuard> = None;
+        loop {
+            let mut shard = cell.lock.lock();
+            let now_ns = now();
+            let i = locate(&mut shard, now_ns)?;
+            let e = &mut shard.entries[i];
+            let slot = Slot { hash, idx: i as u32, gen: e.key.gen };
+            let kb = &mut e.bucket;
+            kb.refill(cfg.capacity, cfg.refill_per_sec, now_ns);
+            let mut out = Outcome {
+                allowed: false,
+                limited_by: Limit::Key,
+                remaining: kb.tokens,
+                limit: cfg.capacity,
+                retry_after_ms: 0.0,
+                reset_ms: 0.0,
+            };
+            if cost > cfg.capacity || kb.tokens < cost {
+                out.retry_after_ms = kb.wait_ms(cost, cfg.capacity, cfg.refill_per_sec);
+            } else {
+                // The tier pays from the shard's lease, held under the shard's lock (`ShardCell`).
+                let held = f64::from_bits(cell.lease.load(Relaxed));
+                let paid = if cost > t.capacity {
+                    Err(Short::Wait(f64::INFINITY))
+                } else if held >= cost {
+                    cell.lease.store((held - cost).to_bits(), Relaxed);
+                    Ok(())
+                } else {
+                    t.debit_keyed_slow(&cell.lease, cost, now_ns, drain.is_some())
+                };
+                match paid {
+                    Ok(()) => {
+                        kb.tokens -= cost;
+                        out.allowed = true;
+                        out.limited_by = Limit::None;
+                        out.remaining = kb.tokens;
+                    }
+                    Err(Short::Wait(retry)) => {
+                        out.limited_by = Limit::Tier;
+                        out.retry_after_ms = retry;
+                    }
+                    Err(Short::Drain) => {
+                        // Other shards may hold the tokens: drain them without holding this shard's
+                        // lock (they are taken shard first), then ask again from the start.
+                        drop(shard);
+                        drain = Some(DrainGuard(t));
+                        t.drain_shards();
+                        continue;
+                    }
+                }
+            }
+            if DETAIL {
+                out.reset_ms = kb.reset_ms(cfg.capacity, cfg.refill_per_sec);
+            }
+            return Some((out, slot));
+        }
+    }
+
     #[inline(always)]
     fn debit<const DETAIL: bool>(
         &self,
@@ -723,41 +1009,11 @@ impl Ledger {
         let t = &self.tiers[tier];
         match (key, &t.keys) {
             (Some(key), Some(map)) => {
-                let cfg = &map.cfg;
                 let hash = map.hasher.hash_one(key);
-                let mut shard = map.shard(hash).lock();
-                let now_ns = now();
-                let i = shard.get_or_insert(map, hash, key, now_ns);
-                let kb = &mut shard.entries[i].bucket;
-                kb.refill(cfg.capacity, cfg.refill_per_sec, now_ns);
-                let mut out = Outcome {
-                    allowed: false,
-                    limited_by: Limit::Key,
-                    remaining: kb.tokens,
-                    limit: cfg.capacity,
-                    retry_after_ms: 0.0,
-                    reset_ms: 0.0,
-                };
-                if cost > cfg.capacity || kb.tokens < cost {
-                    out.retry_after_ms = kb.wait_ms(cost, cfg.capacity, cfg.refill_per_sec);
-                } else {
-                    match t.debit(cost, || now_ns) {
-                        Ok(()) => {
-                            kb.tokens -= cost;
-                            out.allowed = true;
-                            out.limited_by = Limit::None;
-                            out.remaining = kb.tokens;
-                        }
-                        Err(retry) => {
-                            out.limited_by = Limit::Tier;
-                            out.retry_after_ms = retry;
-                        }
-                    }
+                match self.debit_keyed::<DETAIL>(t, map, hash, |s, now_ns| Some(s.get_or_insert(map, hash, key, now_ns)), cost, now) {
+                    Some((o, _)) => o,
+                    None => unreachable!("a key lookup always finds or inserts its entry"),
                 }
-                if DETAIL {
-                    out.reset_ms = kb.reset_ms(cfg.capacity, cfg.refill_per_sec);
-                }
-                out
             }
             _ => {
                 // The time, read at most once and only if needed.
@@ -856,9 +1112,20 @@ impl Ledger {
             match key {
                 Some(key) => n += t.keys.as_ref().map_or(0, |m| usize::from(m.remove(key))),
                 None => {
+                    // The shards' leases are forgotten with the pool's tokens; no new one is granted
+                    // between forgetting them and refilling the pool.
+                    t.pool.0.lock().draining += 1;
+                    let _drain = DrainGuard(t);
+                    if let Some(m) = &t.keys {
+                        for cell in m.shards.iter() {
+                            let _shard = cell.0.lock.lock();
+                            cell.0.lease.store(0f64.to_bits(), Relaxed);
+                        }
+                    }
                     let mut pool = t.pool.0.lock();
                     t.drain();
                     pool.leased_out = 0.0;
+                    pool.shard_leased = 0.0;
                     pool.bucket = Bucket::full(t.capacity, now_ns);
                     drop(pool);
                     n += 1;
@@ -1171,7 +1438,7 @@ mod tests {
     fn shard_caps_add_up_to_max_keys() {
         for max in [1usize, 7, 255, 256, 513, 10_000, 1_000_000, 1_000_003] {
             let m = KeyMap::new(PerKeyConfig { capacity: 1.0, refill_per_sec: 1.0, max_keys: max, idle_ttl_ms: 1.0 });
-            let total: usize = m.shards.iter().map(|s| s.0.lock().cap).sum();
+            let total: usize = m.shards.iter().map(|s| s.0.lock.lock().cap).sum();
             assert_eq!(total, max);
             assert!(m.shards.len().is_power_of_two() && m.shards.len() <= MAX_SHARDS);
         }
@@ -1373,6 +1640,220 @@ mod tests {
         let totals: Vec<u32> = (0..64).map(|k| per_key.iter().map(|g| g[k]).sum()).collect();
         assert!(totals.iter().all(|&t| t <= 50), "{totals:?}");
         assert_eq!(totals.iter().sum::<u32>(), 2000);
+        assert_eq!(l.snapshot()[0].tokens, 0.0);
+    }
+
+    /// Two keys whose buckets live in different shards of tier `tier`.
+    fn keys_in_two_shards(l: &Ledger, tier: usize) -> (Vec<u8>, Vec<u8>) {
+        let map = l.tiers[tier].keys.as_ref().unwrap();
+        let shard_of = |k: &[u8]| map.shard(map.hasher.hash_one(k)) as *const ShardCell;
+        let a = b"key-0".to_vec();
+        let b = (1..1000).map(|i| format!("key-{i}").into_bytes()).find(|k| shard_of(k) != shard_of(&a)).unwrap();
+        (a, b)
+    }
+
+    #[test]
+    fn shard_leases_are_drained_back_before_the_tier_refuses() {
+        // A pool of 640: a keyed debit also takes a lease of 10 into its shard.
+        let (l, _) = ledger(vec![keyed("t", 640.0, 0.0, 1e9, 0.0, 1024)]);
+        let (a, b) = keys_in_two_shards(&l, 0);
+        assert!(l.consume(0, Some(&a), 1.0, 0).allowed);
+        assert_eq!(l.tiers[0].shard_leases(), 10.0, "a's shard holds a lease");
+        assert_eq!(l.snapshot_at(0)[0].tokens, 639.0, "leases count as the tier's tokens");
+        // b, in another shard, can take everything that is left, a's shard's lease included.
+        assert!(l.consume(0, Some(&b), 639.0, 0).allowed);
+        assert_eq!(l.tiers[0].shard_leases(), 0.0);
+        let o = l.consume(0, Some(&a), 0.5, 0);
+        assert_eq!((o.allowed, o.limited_by), (false, Limit::Tier));
+        assert_eq!(l.snapshot_at(0)[0].tokens, 0.0);
+        // The same for a debit without a key.
+        l.reset(Some(0), None);
+        assert!(l.consume(0, Some(&a), 1.0, 0).allowed);
+        assert!(l.consume(0, None, 639.0, 0).allowed, "a tier-only debit drains the shards' leases too");
+        assert!(!l.consume(0, None, 0.001, 0).allowed);
+    }
+
+    #[test]
+    fn no_shard_lease_when_the_pool_is_near_empty_and_reset_forgets_them() {
+        let (l, _) = ledger(vec![keyed("t", 640.0, 0.0, 1e9, 0.0, 1024)]);
+        let (a, b) = keys_in_two_shards(&l, 0);
+        assert!(l.consume(0, Some(&a), 620.0, 0).allowed);
+        assert_eq!(l.tiers[0].shard_leases(), 10.0, "20 were left: a's shard leased 10");
+        assert!(l.consume(0, Some(&b), 1.0, 0).allowed);
+        assert_eq!(l.tiers[0].shard_leases(), 10.0, "9 left in the pool: b's shard leases nothing");
+        assert!(l.consume(0, Some(&a), 19.0, 0).allowed, "a's shard's lease and the pool");
+        assert!(!l.consume(0, Some(&a), 1.0, 0).allowed);
+        l.reset(Some(0), None);
+        assert!(l.consume(0, Some(&a), 1.0, 0).allowed);
+        assert_eq!(l.tiers[0].shard_leases(), 10.0);
+        l.reset(Some(0), None);
+        assert_eq!(l.tiers[0].shard_leases(), 0.0);
+        assert_eq!(l.snapshot_at(0)[0].tokens, 640.0, "pool full, no lease left over: nothing created");
+        assert!(l.consume(0, None, 640.0, 0).allowed);
+    }
+
+    #[test]
+    fn refill_counts_shard_leases_so_the_tier_never_exceeds_its_capacity() {
+        let (l, _) = ledger(vec![keyed("t", 640.0, 1000.0, 1e9, 0.0, 1024)]);
+        let (a, _) = keys_in_two_shards(&l, 0);
+        assert!(l.consume(0, Some(&a), 1.0, 0).allowed);
+        // A minute later the pool is full again: pool plus a's shard's lease, never more than 640.
+        assert_eq!(l.snapshot_at(60 * SEC)[0].tokens, 640.0);
+        assert!(l.consume(0, None, 640.0, 60 * SEC).allowed);
+        assert!(!l.consume(0, None, 0.001, 60 * SEC).allowed);
+    }
+
+    #[test]
+    fn shard_leases_keep_exact_totals_across_threads() {
+        // 4 threads, keyed debits over many shards mixed with tier-only ones, through a pool of 5,000
+        // (leases of 78): exactly the pool is granted, whichever shard or stripe held the tokens.
+        for _ in 0..5 {
+            let l = Arc::new(Ledger::new(vec![keyed("t", 5000.0, 0.0, 1e9, 0.0, 16_384)]).unwrap());
+            let granted: u32 = (0..4u64)
+                .map(|w| {
+                    let l = l.clone();
+                    std::thread::spawn(move || {
+                        let mut granted = 0u32;
+                        for i in 0..20_000u64 {
+                            let key = format!("k{}", (i * 31 + w * 7) % 3000);
+                            let keyed = i % 3 != 0;
+                            let cost = if i % 5 == 0 { 2.5 } else { 1.0 };
+                            granted += u32::from(l.try_consume_now(0, keyed.then_some(key.as_bytes()), cost)) * if cost == 1.0 { 2 } else { 5 };
+                        }
+                        granted
+                    })
+                })
+                .collect::<Vec<_>>()
+                .into_iter()
+                .map(|h| h.join().unwrap())
+                .sum();
+            // Granted is counted in half tokens; the pool ends empty (no cost is left unpaid at 5,000).
+            assert_eq!(l.snapshot()[0].tokens, 5000.0 - f64::from(granted) / 2.0);
+            assert!(l.snapshot()[0].tokens < 1.0, "{}", l.snapshot()[0].tokens);
+            assert_eq!(l.tiers[0].shard_leases(), 0.0);
+        }
+    }
+
+    #[test]
+    fn a_slot_debits_its_key_as_the_key_itself_would() {
+        let (l, _) = ledger(vec![tier("plain", 10.0, 0.0), keyed("k", 100.0, 0.0, 3.0, 0.0, 10)]);
+        assert_eq!(l.try_consume_now_slot(0, b"u", 1.0), (true, None), "no per-key buckets: no slot");
+        let (allowed, slot) = l.try_consume_now_slot(1, b"u", 1.0);
+        let slot = slot.expect("a keyed tier gives a slot");
+        assert!(allowed);
+        assert_eq!(l.try_consume_slot_now(1, slot, 1.5), Some(true));
+        assert_eq!(l.key_tokens(1, b"u", 0), Some(0.5));
+        assert_eq!(l.try_consume_slot_now(1, slot, 1.0), Some(false), "the key's quota refuses");
+        assert_eq!(l.try_consume_slot_now(1, slot, 0.5), Some(true));
+        assert_eq!(l.snapshot_at(0)[1].tokens, 97.0, "the pool paid what the key granted");
+        assert_eq!(l.try_consume_now_slot(1, b"u", 0.0), (true, Some(slot)), "the same key, the same slot");
+        assert_eq!(l.try_consume_slot_now(0, slot, 1.0), None, "a tier without keys has no slots");
+    }
+
+    #[test]
+    fn a_slot_goes_stale_when_its_entry_is_forgotten_moved_or_reused() {
+        let (l, clock) = ledger(vec![keyed("k", 1e9, 0.0, 5.0, 0.0, 2)]);
+        let slot = |k: &[u8]| l.try_consume_now_slot(0, k, 1.0).1.unwrap();
+        // Forgotten by reset(key); the key comes back as a new entry with a new slot.
+        let a = slot(b"a");
+        assert_eq!(l.reset(Some(0), Some(b"a")), 1);
+        assert_eq!(l.try_consume_slot_now(0, a, 1.0), None);
+        let a = slot(b"a");
+        assert_ne!(l.try_consume_slot_now(0, a, 1.0), None);
+        // Moved: removing an entry moves the last one into its place.
+        let b = slot(b"b");
+        assert_eq!(l.reset(Some(0), Some(b"a")), 1);
+        assert_eq!(l.try_consume_slot_now(0, b, 1.0), None, "b moved to a's index");
+        let b = slot(b"b");
+        assert_eq!(l.key_tokens(0, b"b", 0), Some(3.0));
+        // Reused: with maxKeys 2, newer keys evict b (the least recently touched), and whatever then
+        // sits at b's index is not b.
+        clock.set_ns(SEC);
+        let mut others = Vec::new();
+        for i in 0..10u8 {
+            others.push([b'x', i]);
+            slot(&others[others.len() - 1]);
+            if l.key_tokens(0, b"b", 0).is_none() {
+                break;
+            }
+        }
+        assert_eq!(l.key_tokens(0, b"b", 0), None, "b was evicted");
+        assert_eq!(l.try_consume_slot_now(0, b, 1.0), None);
+        for k in &others {
+            assert!(matches!(l.key_tokens(0, k, SEC), None | Some(4.0)), "nobody else paid for b");
+        }
+        // Cleared: reset(tier) forgets every key.
+        let c = slot(b"c");
+        l.reset(Some(0), None);
+        assert_eq!(l.try_consume_slot_now(0, c, 1.0), None);
+    }
+
+    #[test]
+    fn a_slot_on_the_coarse_clock_refuses_nothing_the_precise_one_admits() {
+        // As the key test above: one token per 4 ms tick, asked for every 125 µs, by slot.
+        let k = || vec![keyed("t", 1e9, 0.0, 64.0, 250.0, 10)];
+        let precise = Arc::new(ManualClock::new(0));
+        let lp = Ledger::with_clock(k(), precise.clone()).unwrap();
+        let (lc, clock) = coarse_ledger(k());
+        let slot = lc.try_consume_now_slot(0, b"k", 0.0).1.unwrap();
+        let (mut gp, mut gc) = (0u64, 0u64);
+        for step in 0..80_000u64 {
+            let t = step * 125_000;
+            precise.set_ns(t);
+            clock.set_ns(t);
+            gp += u64::from(lp.try_consume_now(0, Some(b"k"), 1.0));
+            gc += u64::from(lc.try_consume_slot_now(0, slot, 1.0).unwrap());
+            assert_eq!(gc, gp, "at {t} ns");
+        }
+        assert_eq!(gp, 64 + 2499);
+    }
+
+    #[test]
+    fn slots_keep_exact_totals_across_threads() {
+        // 4 threads debit 64 keys by slot (each key 50 tokens, no refill) through a pool of 2,000,
+        // while a fifth resets keys, so slots go stale and are looked up again.
+        let l = Arc::new(Ledger::new(vec![keyed("t", 2000.0, 0.0, 50.0, 0.0, 64)]).unwrap());
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let resetter = {
+            let (l, stop) = (l.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut resets = 0u32;
+                while !stop.load(Relaxed) || resets == 0 {
+                    resets += l.reset(Some(0), Some(format!("key-{}", resets % 64).as_bytes())) as u32;
+                    std::thread::yield_now();
+                }
+                resets
+            })
+        };
+        let granted: u32 = (0..4u64)
+            .map(|w| {
+                let l = l.clone();
+                std::thread::spawn(move || {
+                    let keys: Vec<Vec<u8>> = (0..64).map(|k| format!("key-{k}").into_bytes()).collect();
+                    let mut slots: Vec<Option<Slot>> = vec![None; 64];
+                    let mut granted = 0u32;
+                    for i in 0..20_000u64 {
+                        let k = ((i * 7 + w * 13) % 64) as usize;
+                        let allowed = match slots[k].and_then(|s| l.try_consume_slot_now(0, s, 1.0)) {
+                            Some(a) => a,
+                            None => {
+                                let (a, s) = l.try_consume_now_slot(0, &keys[k], 1.0);
+                                slots[k] = s;
+                                a
+                            }
+                        };
+                        granted += u32::from(allowed);
+                    }
+                    granted
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .sum();
+        stop.store(true, Relaxed);
+        assert!(resetter.join().unwrap() > 0);
+        assert_eq!(granted, 2000, "keys reset to full never lift the pool");
         assert_eq!(l.snapshot()[0].tokens, 0.0);
     }
 

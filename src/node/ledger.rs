@@ -6,7 +6,7 @@
 //! the tier read as a number (or a short name read into a stack buffer), the key read into a stack
 //! buffer, a primitive returned. `consume` writes its details into a Float64Array instead of allocating
 //! an object per call.
-use crate::core::ledger::{js_number, ConfigError, Ledger, PerKeyConfig, TierConfig};
+use crate::core::ledger::{js_number, ConfigError, Ledger, PerKeyConfig, Slot, TierConfig};
 use crate::node::raw;
 use napi::bindgen_prelude::*;
 use napi::{sys, JsValue};
@@ -151,6 +151,18 @@ impl LedgerHandle {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 
+    /// The bits of a `tryConsumeSlot` code that hold the tier (its other bits hold the slot index).
+    #[napi]
+    pub fn slot_code_bits(&self) -> u32 {
+        code_bits(self.inner.tier_count())
+    }
+
+    /// Per tier, its per-key `maxKeys`, or 0 for a tier without per-key buckets.
+    #[napi]
+    pub fn max_keys(&self) -> Vec<f64> {
+        self.inner.config().iter().map(|t| t.per_key.as_ref().map_or(0.0, |k| k.max_keys as f64)).collect()
+    }
+
     #[napi]
     pub fn tier_names(&self) -> Vec<String> {
         (0..self.inner.tier_count()).map(|i| self.inner.tier_name(i).to_owned()).collect()
@@ -205,31 +217,66 @@ impl LedgerHandle {
         Ok(self.inner.reset(tier, key.as_deref().map(str::as_bytes)) as u32)
     }
 
-    /// Defines the hot-path functions `tryConsume` and `consume` and the Float64Array `result` on
-    /// `target` (the JS `Ledger`).
+    /// Defines the hot-path function `consume` and the Float64Array `result` on `target` (the JS
+    /// `Ledger`), and on `internal` (kept private by lib/ledger.js, which builds the public
+    /// `tryConsume` from them) the raw callbacks `tryConsume(tier, key?, cost?)`,
+    /// `tryConsumeKeyed(tier, key, cost, index)` and `tryConsumeSlot(tier, index, cost)`.
     #[napi]
-    pub fn bind(&self, env: Env, target: Object) -> Result<()> {
-        let bound = Arc::new(Bound { ledger: self.inner.clone(), out: Box::new(UnsafeCell::new([0.0; RESULT_LEN])) });
-        let (env, target) = (env.raw(), target.raw());
+    pub fn bind(&self, env: Env, target: Object, internal: Object) -> Result<()> {
+        let slots = (0..self.inner.tier_count()).map(|_| UnsafeCell::new(Vec::new())).collect();
+        let code_bits = code_bits(self.inner.tier_count());
+        let bound = Arc::new(Bound {
+            ledger: self.inner.clone(),
+            out: Box::new(UnsafeCell::new([0.0; RESULT_LEN])),
+            slots,
+            slot_args: Box::new(UnsafeCell::new([0.0; 3])),
+            slot_hits: UnsafeCell::new(vec![0.0; self.inner.tier_count()].into_boxed_slice()),
+            code_bits,
+        });
+        let (env, target, internal) = (env.raw(), target.raw(), internal.raw());
         unsafe {
             let out = bound.out.get() as *mut f64;
             raw::define_f64_view(env, target, c"result", out, RESULT_LEN, &bound)?;
-            raw::define_fn(env, target, "tryConsume", try_consume, bound.clone())?;
-            raw::define_fn(env, target, "consume", consume, bound)?;
+            raw::define_fn(env, target, "consume", consume, bound.clone())?;
+            raw::define_fn(env, internal, "tryConsume", try_consume, bound.clone())?;
+            raw::define_fn(env, internal, "tryConsumeKeyed", try_consume_keyed, bound.clone())?;
+            let args = bound.slot_args.get() as *mut f64;
+            raw::define_f64_view(env, internal, c"slotArgs", args, 3, &bound)?;
+            let hits = &mut *bound.slot_hits.get();
+            raw::define_f64_view(env, internal, c"slotHits", hits.as_mut_ptr(), hits.len(), &bound)?;
+            raw::define_fn(env, internal, "tryConsumeSlot", try_consume_slot, bound)?;
         }
         Ok(())
     }
 }
 
-/// What the raw callbacks carry: the ledger and this JS object's result buffer.
+/// What the raw callbacks carry: the ledger, this JS object's result buffer, and per tier the slots of
+/// the keys that this JS object's key cache (lib/ledger.js) holds, by the index the cache gave them.
 struct Bound {
     ledger: Arc<Ledger>,
     out: Box<UnsafeCell<[f64; RESULT_LEN]>>,
+    slots: Box<[UnsafeCell<Vec<Slot>>]>,
+    /// `tryConsumeSlot`'s arguments `[code, cost]`, written by JS into a Float64Array over them: two
+    /// typed-array stores cost less than reading a number argument through N-API.
+    slot_args: Box<UnsafeCell<[f64; 3]>>,
+    /// Per tier, the debits `tryConsumeSlot` made: how lib/ledger.js tells whether its key cache pays.
+    slot_hits: UnsafeCell<Box<[f64]>>,
+    /// Bits of a `tryConsumeSlot` code that hold the tier.
+    code_bits: u32,
 }
 
-// The result buffer is only written by the JS thread that owns the functions and the array.
+/// The bits `tryConsumeSlot` codes give to the tier, for `tiers` tiers.
+fn code_bits(tiers: usize) -> u32 {
+    tiers.next_power_of_two().trailing_zeros()
+}
+
+// The result buffer and the slots are only used by the JS thread that owns the functions and the
+// array (a JS object never crosses threads; each thread of a Ledger.shared has its own Bound).
 unsafe impl Send for Bound {}
 unsafe impl Sync for Bound {}
+
+/// The most slots one tier's key cache may index (lib/ledger.js caps its cache at this).
+const MAX_SLOTS: usize = 1 << 20;
 
 /// Defines, for the benchmark, `target.noop(tier, key, cost)`: a raw callback that takes the same
 /// arguments as `tryConsume` and returns `false` (the floor), and `target.readKey(tier, key)`, which
@@ -369,6 +416,71 @@ unsafe extern "C" fn try_consume(env: sys::napi_env, info: sys::napi_callback_in
         None => ptr::null_mut(),
     }
 }
+
+/// `tryConsumeKeyed(tier, key, cost, index) -> boolean`: `tryConsume(tier, key, cost)` with every
+/// argument read and checked as there, which also records where the key's bucket is as slot `index`
+/// of the tier, for `tryConsumeSlot`. `index` may be at most the count of slots recorded so far (it
+/// then adds one); anything else is not recorded.
+unsafe extern "C" fn try_consume_keyed(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    let (argv, _, data) = raw::args::<4>(env, info);
+    let bound = &*(data as *const Bound);
+    let ledger = &bound.ledger;
+    let Ok(tier) = tier_arg(env, ledger, argv[0]) else { return ptr::null_mut() };
+    let mut stack = [0u8; 256];
+    let mut heap = Vec::new();
+    let key = match raw::get_key(env, argv[1], &mut stack, &mut heap) {
+        Some(k) if k.len() <= MAX_KEY_BYTES => k,
+        Some(k) => return raw::throw_range_error(env, &format!("key is {} bytes long; the limit is {MAX_KEY_BYTES}", k.len())),
+        None => return raw::throw_type_error(env, &format!("key must be a string or undefined, got {}", type_name(raw::type_of(env, argv[1])))),
+    };
+    let Ok(cost) = cost_arg(env, 3, argv[2]) else { return ptr::null_mut() };
+    let (allowed, slot) = ledger.try_consume_now_slot(tier, key, cost);
+    if let (Some(slot), Some(index)) = (slot, raw::get_f64(env, argv[3])) {
+        let slots = &mut *bound.slots[tier].get();
+        let i = index as usize;
+        if i as f64 == index && i < MAX_SLOTS {
+            if i < slots.len() {
+                slots[i] = slot;
+            } else if i == slots.len() {
+                slots.push(slot);
+            }
+        }
+    }
+    raw::boolean(env, allowed)
+}
+
+/// `tryConsumeSlot(code, cost = 1) -> boolean | null`: `tryConsume(tier, key, cost)` for the key
+/// recorded as slot `index` of `tier` by `tryConsumeKeyed`, without reading or hashing the key; `code`
+/// is `index * 2^b + tier`, `b` the bits of the tier count (`slotCodeBits`; one argument fewer to
+/// read, ~2 ns). `null` when there is no such slot or it went stale (evicted, moved, reset): nothing
+/// was debited; look the key up again with `tryConsumeKeyed`. `code` is trusted to be a non-negative
+/// integer (lib/ledger.js passes its own); `cost` is checked as `tryConsume` checks it.
+unsafe extern "C" fn try_consume_slot(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    let (_, _, data) = raw::args::<0>(env, info);
+    let bound = &*(data as *const Bound);
+    let io = &mut *bound.slot_args.get();
+    let [code, cost, _] = *io;
+    io[2] = SLOT_STALE;
+    // A non-negative integer below 2^53 (lib/key-cache.js): one conversion instruction, not Rust's
+    // saturating f64 -> u64 sequence.
+    let code = code as i64 as u64;
+    let tier = (code & ((1 << bound.code_bits) - 1)) as usize;
+    let Some(slots) = bound.slots.get(tier) else { return ptr::null_mut() };
+    let slots = &*slots.get();
+    let Some(&slot) = slots.get((code >> bound.code_bits) as usize) else { return ptr::null_mut() };
+    if !(cost.is_finite() && cost >= 0.0) {
+        return raw::throw_range_error(env, &format!("cost must be a finite number >= 0 (got {})", js_number(cost)));
+    }
+    if let Some(allowed) = bound.ledger.try_consume_slot_now(tier, slot, cost) {
+        io[2] = f64::from(u8::from(allowed));
+        (*bound.slot_hits.get())[tier] += 1.0;
+    }
+    // No return value (undefined): creating a boolean is one more N-API call.
+    ptr::null_mut()
+}
+
+/// `slotArgs[2]` after a `tryConsumeSlot` that debited nothing because the slot is stale or unknown.
+const SLOT_STALE: f64 = -1.0;
 
 /// `consume(tier, key?, cost = 1, out?) -> boolean`, writing
 /// `[allowed, remaining, limit, retryAfterMs, resetMs, limitedBy]` into `out` (a Float64Array of at
