@@ -20,7 +20,9 @@ const TIERS = [
 // 50..150 ms: background throttled over 50..100, standard over 100..150.
 // No integral term: each injected lag gives exactly its proportional pressure (one test turns it on).
 // confirmMs 0: an injected reading acts at once (the spike filter has its own tests).
-const SHED = { targetLagMs: 50, criticalLagMs: 150, holdMs: 0, recoveryMs: 0, hysteresisMs: 10, integralMs: 0, confirmMs: 0 };
+// turnBudgetMs 0: these tests are about the refill scales; during an injected episode the turn budget
+// would also shed a request that arrives late in a busy turn of this test process (it has its own tests).
+const SHED = { targetLagMs: 50, criticalLagMs: 150, holdMs: 0, recoveryMs: 0, hysteresisMs: 10, integralMs: 0, confirmMs: 0, turnBudgetMs: 0 };
 
 /** Starts a node:http server behind `gatekeeper.http(options)` that echoes 200 JSON. */
 async function serve(t, options) {
