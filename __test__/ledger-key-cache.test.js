@@ -154,3 +154,19 @@ test('4 workers debiting 50 shared keys through their own caches grant exactly t
   assert.equal(perKey.reduce((a, b) => a + b, 0), 1000);
   assert.equal(mine.snapshot()[0].tokens, 0);
 });
+
+test('tier names alternating call after call each debit their own tier; an unknown name still throws', () => {
+  const l = keyed({});
+  for (let i = 0; i < 10; i++) {
+    assert.equal(l.tryConsume('plain'), true);
+    assert.equal(l.tryConsume('k', `u${i}`), true);
+    assert.equal(l.tryConsume('k'), true);
+  }
+  const [plain, k] = l.snapshot();
+  assert.equal(plain.tokens, 90);
+  assert.equal(k.tokens, 1000 - 20);
+  assert.throws(() => l.tryConsume('nope'), /nope/);
+  assert.throws(() => l.tryConsume('nope', 'u1'), /nope/);
+  assert.equal(l.tryConsume('plain'), true, 'the remembered name is not disturbed by a failed lookup');
+  assert.equal(l.snapshot()[0].tokens, 89);
+});

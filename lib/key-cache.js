@@ -58,9 +58,23 @@ function keyedTryConsume(raw, ids, maxKeys, tierSpan) {
     return allowed;
   }
 
+  // The tier name last looked up, and its id: callers name the same tier call after call, and comparing
+  // the same string object is a pointer compare, cheaper than a Map lookup of the name.
+  let lastName = null;
+  let lastId;
+  function idOf(name) {
+    if (name === lastName) return lastId;
+    const id = ids.get(name);
+    if (id !== undefined) {
+      lastName = name;
+      lastId = id;
+    }
+    return id;
+  }
+
   return function tryConsume(tier, key, cost) {
     if (typeof key === 'string' && (cost === undefined || (typeof cost === 'number' && cost >= 0 && cost < Infinity))) {
-      const id = typeof tier === 'number' ? tier : typeof tier === 'string' ? ids.get(tier) : undefined;
+      const id = typeof tier === 'number' ? tier : typeof tier === 'string' ? idOf(tier) : undefined;
       const cache = id === undefined ? undefined : caches[id];
       if (cache !== undefined) {
         const c = cost === undefined ? 1 : cost;
@@ -75,8 +89,10 @@ function keyedTryConsume(raw, ids, maxKeys, tierSpan) {
         return miss(id, cache, key, c, code);
       }
     }
-    // As many arguments as given: the native side skips reading absent ones.
-    return key === undefined && cost === undefined ? plain(tier) : plain(tier, key, cost);
+    // As many arguments as given: the native side skips reading absent ones. A known tier name goes as
+    // its id (a number reads faster than a string); anything else as given, for the native checks.
+    if (key === undefined && cost === undefined) return plain(typeof tier === 'string' ? idOf(tier) ?? tier : tier);
+    return plain(tier, key, cost);
   };
 }
 
