@@ -628,7 +628,7 @@ test('invalid options throw at construction naming the option', () => {
     [{ shed: { resolutionMs: 1, windowMs: 3_600_000 } }, RangeError, /options\.shed\.windowMs \/ resolutionMs must be at most 32768 ticks/],
     [{ perKey: { capacity: -1, refillPerSec: 1 } }, RangeError, /^gatekeeper: options\.perKey\.capacity must be/],
     [{ tiers: [{ name: 'a', capacity: 1, refillPerSec: 1, perKey: { capacity: 1, refillPerSec: -1 } }] }, RangeError, /^gatekeeper: options\.tiers\[0\]\.perKey\.refillPerSec/],
-    [{ cost: 5000 }, RangeError, /cost 5000 exceeds tiers\[0\]\.capacity 2000 \(tier "critical"\)/],
+    [{ cost: 5000, tiers: [{ name: 'critical', protected: true, capacity: 2000, refillPerSec: 2000 }] }, RangeError, /cost 5000 exceeds tiers\[0\]\.capacity 2000 \(tier "critical"\)/],
     [{ cost: 3, perKey: { capacity: 2, refillPerSec: 1 } }, RangeError, /cost 3 exceeds tiers\[0\]\.perKey\.capacity 2/],
     [{ cost: -1 }, RangeError, /cost/],
     [{ cost: Infinity }, RangeError, /cost/],
@@ -740,4 +740,16 @@ test('turnBudgetMs is validated', () => {
   for (const bad of [-1, NaN, Infinity, '5', 60_001]) {
     assert.throws(() => gatekeeper({ shed: { turnBudgetMs: bad } }), /options\.shed\.turnBudgetMs must be/);
   }
+});
+
+test('the default tiers cap nothing on a healthy loop: 20,000 requests at once are all admitted', () => {
+  const gk = new Gatekeeper({ shed: false });
+  let refused = 0;
+  for (let i = 0; i < 20_000; i++) {
+    const tier = ['critical', 'standard', 'background', undefined][i % 4];
+    if (gk.admit(fakeReq({ headers: tier ? { 'x-user-tier': tier } : {} }), fakeRes) !== null) refused++;
+  }
+  assert.equal(refused, 0);
+  const s = gk.stats().tiers;
+  assert.equal(s.background.admitted + s.standard.admitted + s.critical.admitted, 20_000);
 });

@@ -6,7 +6,7 @@
 // The server runs in a child process (scenario.js), the generator here: one core each.
 //
 //   node benchmark/overload.js [--quick] [--only id,id] [--load 3] [--seconds 6] [--work-ms 3] [--work pbkdf2|sha256-chain] [--shed '{json}']
-//   (ids: none, toobusy, under-pressure, tiergate-defaults, tiergate, tiergate-fastify [extra];
+//   (ids: none, toobusy, under-pressure, tiergate-defaults, tiergate, tiergate-plain [extra], tiergate-fastify [extra];
 //    --shed overrides tiergate's shed options)
 //
 // Per configuration, one server process, phases in order: warm-up (0.5x, 1 s), unloaded (0.25x, 3 s:
@@ -96,6 +96,16 @@ function configurations(cap) {
       options: tiergateOptions(cap, NO_FILTER_SHED),
       thresholdMs: LAG_MS,
       target: true,
+    },
+    {
+      id: 'tiergate-plain',
+      title: 'tiergate (Express, everything default: no tier budgets)',
+      framework: 'express',
+      protection: 'tiergate',
+      options: { tierHeader: 'x-user-tier', trustTierHeader: true },
+      thresholdMs: LAG_MS,
+      target: true,
+      extra: true,
     },
     {
       id: 'tiergate-fastify',

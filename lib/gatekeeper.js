@@ -33,10 +33,14 @@ const TIER_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 const DECISION_CHANNEL = 'tiergate:decision';
 const decisionChannel = diagnostics.channel(DECISION_CHANNEL);
 
+// The default tiers' budgets: no practical cap (a billion requests per second and tier), so that
+// `gatekeeper()` refuses nothing on a healthy loop; under overload their refill scales shed them
+// tier by tier (a scale of 0 refuses at once), and the turn budget trims what the loop cannot run.
+const UNBOUNDED_RATE = 1e9;
 const DEFAULT_TIERS = Object.freeze([
-  Object.freeze({ name: 'critical', protected: true, capacity: 2000, refillPerSec: 2000 }),
-  Object.freeze({ name: 'standard', capacity: 1000, refillPerSec: 1000 }),
-  Object.freeze({ name: 'background', capacity: 1000, refillPerSec: 1000 }),
+  Object.freeze({ name: 'critical', protected: true, capacity: UNBOUNDED_RATE, refillPerSec: UNBOUNDED_RATE }),
+  Object.freeze({ name: 'standard', capacity: UNBOUNDED_RATE, refillPerSec: UNBOUNDED_RATE }),
+  Object.freeze({ name: 'background', capacity: UNBOUNDED_RATE, refillPerSec: UNBOUNDED_RATE }),
 ]);
 
 const SHED_DEFAULTS = Object.freeze({
