@@ -106,7 +106,7 @@ export interface RespondResult {
 }
 
 export interface GatekeeperOptions {
-  /** Tiers, highest priority first. Default: critical (protected, 2000/s), standard (1000/s), background (1000/s). */
+  /** Tiers, highest priority first. Default: critical (protected), standard, background, with no rate cap (10^9/s each). */
   tiers?: TierOptions[];
   /** Use this ledger (e.g. `Ledger.shared(...)`) instead of building one from `tiers`. */
   ledger?: Ledger;
