@@ -29,8 +29,16 @@ pub unsafe fn define_fn<T: Send + Sync + 'static>(
     }
     let raw = Arc::into_raw(data) as *mut c_void;
     let mut func = ptr::null_mut();
-    check(sys::napi_create_function(env, name.as_ptr().cast(), name.len() as isize, Some(cb), raw, &mut func))?;
-    check(sys::napi_add_finalizer(env, func, raw, Some(release::<T>), ptr::null_mut(), ptr::null_mut()))?;
+    let mut status = sys::napi_create_function(env, name.as_ptr().cast(), name.len() as isize, Some(cb), raw, &mut func);
+    if status == sys::Status::napi_ok {
+        status = sys::napi_add_finalizer(env, func, raw, Some(release::<T>), ptr::null_mut(), ptr::null_mut());
+    }
+    if status != sys::Status::napi_ok {
+        // No finalizer owns the reference: release it here (a function created without one is never
+        // attached to `target`, so nothing can call it with this data).
+        drop(Arc::from_raw(raw as *const T));
+        return check(status);
+    }
     let cname = CString::new(name).map_err(|_| napi::Error::from_reason("function name contains NUL"))?;
     check(sys::napi_set_named_property(env, target, cname.as_ptr(), func))
 }
