@@ -246,8 +246,8 @@ pub struct ShedController {
 
 /// Time (ms) in which turn-budget sheds, one or more in every update, raise the turn part from 0 to 1.
 const TURN_RISE_MS: f64 = 1000.0;
-/// Event-loop utilisation from which turn-budget sheds count as overload (see the turn part).
-const TURN_SATURATED_ELU: f64 = 0.95;
+/// Share of the last ~100 ms the loop was busy from which turn-budget sheds count as overload.
+const TURN_SATURATED_BUSY: f64 = 0.95;
 
 /// How much slower a recovery goes below the level of its last relapse: near the pressure the
 /// overload needs, creep rather than swing back into it.
@@ -490,13 +490,13 @@ impl ShedController {
         }
 
         // Turn part. The turn budget keeps the lag down, so while it sheds the lag no longer shows the
-        // overload: the sheds themselves do, on a saturated loop (busy >= TURN_SATURATED_ELU over the
+        // overload: the sheds themselves do, on a saturated loop (busy >= TURN_SATURATED_BUSY over the
         // last ~100 ms; with idle time left, a turn shed only trimmed a burst). They raise this
         // part (full range in TURN_RISE_MS) and hold it; once none came for `hold_ms` it recovers at
         // the recovery rate. The refill scales follow, lowest tier first, until the tiers' budgets
         // admit about what the loop can run.
         let turn_sheds = std::mem::take(&mut self.turn_sheds);
-        if turn_sheds > 0 && self.pressure > 0.0 && input.busy >= TURN_SATURATED_ELU {
+        if turn_sheds > 0 && self.pressure > 0.0 && input.busy >= TURN_SATURATED_BUSY {
             self.turn = (self.turn + dt_ms.min(100.0) / TURN_RISE_MS).min(1.0);
             self.turn_hold_until_ns = hold(now_ns);
         } else if self.turn > 0.0 && now_ns >= self.turn_hold_until_ns {
