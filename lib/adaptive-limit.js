@@ -12,8 +12,9 @@
 //   target   = limit * gradient + sqrt(limit)                sqrt(limit): headroom to probe upwards
 //   limit    = limit * (1 - smoothing) + target * smoothing, clamped to [min, max]
 // The limit only grows while the gate is actually using at least half of it (an app-limited service
-// says nothing about how much more it could take). A window in which the event loop was saturated
-// (utilization >= 0.9) halves the limit instead: a saturated loop cannot run more requests
+// says nothing about how much more it could take). Every 20 ms, apart from the windows, the event
+// loop's utilization since the last check is read; at >= 0.9 (saturated) the limit is halved at once
+// and the window starts afresh: a saturated loop cannot run more requests
 // at once, only longer turns, and on a CPU-bound route every extra request per turn adds a handler's
 // time to everyone's latency — including the wait of requests not yet read from their sockets, which
 // no latency sample sees, so the gradient alone cannot tell. The limit falls until the loop has idle
@@ -22,9 +23,11 @@
 
 const { checkNumber, checkFunction, unknownKey } = require('./validate');
 
-// Event-loop utilization at or above which the loop counts as saturated for a window, and the factor
-// a saturated window applies to the limit (the multiplicative decrease of AIMD: 32 -> 1 in five windows).
+// Event-loop utilization at or above which the loop counts as saturated, how often (ms) it is checked,
+// and the factor a saturated check applies to the limit (AIMD's multiplicative decrease: a CPU-bound
+// route under a sudden overload goes from 32 to 1 in about 100 ms).
 const SATURATED = 0.9;
+const SATURATION_CHECK_MS = 20;
 const SATURATED_DECREASE = 0.5;
 
 const LIMIT_KEYS = new Set(['min', 'max', 'initial', 'tolerance', 'smoothing', 'windowMs', 'minSamples', 'longWindow']);
@@ -42,7 +45,7 @@ class AdaptiveLimit {
    * @param {number} [options.longWindow=100] windows over which the baseline rises (EWMA span upwards)
    * @param {string} [prefix]                 option path used in error messages
    * @param {() => number} [loopUtilization]   the event loop's utilization (0..1) since its previous
-   *                                           call, read once per window; NaN = unknown (not saturated)
+   *                                           call, read every 20 ms (on samples); NaN = unknown (not saturated)
    */
   constructor(options = {}, prefix = 'limit', loopUtilization = () => NaN) {
     if (options === null || typeof options !== 'object') throw new TypeError(`${prefix} must be an object`);
@@ -69,7 +72,8 @@ class AdaptiveLimit {
     this._count = 0;
     this._maxInFlight = 0;
     this._loopUtilization = checkFunction('loopUtilization', loopUtilization);
-    this.saturated = false; // the last window's loop was saturated
+    this._checkedAt = 0;
+    this.saturated = false; // the loop was saturated at the last check
   }
 
   /**
@@ -79,7 +83,20 @@ class AdaptiveLimit {
    * @param {number} now        monotonic ms (performance.now())
    */
   sample(rttMs, inFlight, now) {
-    if (this._windowStart < 0) this._windowStart = now;
+    if (this._windowStart < 0) this._windowStart = this._checkedAt = now;
+    if (now - this._checkedAt >= SATURATION_CHECK_MS) {
+      this._checkedAt = now;
+      this.saturated = this._loopUtilization() >= SATURATED;
+      if (this.saturated) {
+        // The samples gathered so far were taken at the larger limit: start the window afresh.
+        this._windowStart = now;
+        this._sum = 0;
+        this._count = 0;
+        this._maxInFlight = 0;
+        this.updates++;
+        return this._set(this.estimate * SATURATED_DECREASE);
+      }
+    }
     this._sum += rttMs;
     this._count++;
     if (inFlight > this._maxInFlight) this._maxInFlight = inFlight;
@@ -100,15 +117,15 @@ class AdaptiveLimit {
     else if (short < this.longRtt) this.longRtt += (short - this.longRtt) / 4;
     else this.longRtt += (short - this.longRtt) / this.longWindow;
     const gradient = Math.max(0.5, Math.min(1, (this.tolerance * this.longRtt) / Math.max(short, 1e-6)));
-    this.saturated = this._loopUtilization() >= SATURATED;
-    let next;
-    if (this.saturated) next = this.estimate * SATURATED_DECREASE;
-    else {
-      // App-limited: the gate never came close to the limit, so the samples say nothing about raising it.
-      if (gradient >= 1 && maxInFlight < this.estimate / 2) return false;
-      const target = this.estimate * gradient + Math.sqrt(this.estimate);
-      next = this.estimate * (1 - this.smoothing) + target * this.smoothing;
-    }
+    // App-limited (the gate never came close to the limit) or loop-limited (saturated at the last
+    // check): the samples say nothing about raising it.
+    if (gradient >= 1 && (maxInFlight < this.estimate / 2 || this.saturated)) return false;
+    const target = this.estimate * gradient + Math.sqrt(this.estimate);
+    return this._set(this.estimate * (1 - this.smoothing) + target * this.smoothing);
+  }
+
+  /** Moves the estimate to `next` (clamped); true when the integer limit changed. */
+  _set(next) {
     next = Math.max(this.min, Math.min(this.max, next));
     this.estimate = next;
     const limit = Math.max(this.min, Math.min(this.max, Math.floor(next)));

@@ -166,8 +166,8 @@ export declare function createConcurrencyGate(options: ConcurrencyGateOptions): 
 
 export declare class AdaptiveLimit {
   /**
-   * @param loopUtilization the event loop's utilization (0..1) since its previous call, read once per
-   * window; at 0.9 or more the limit does not grow (default: unknown, never saturated).
+   * @param loopUtilization the event loop's utilization (0..1) since its previous call, read every
+   * 20 ms (on samples); at 0.9 or more the limit is halved (default: unknown, never saturated).
    */
   constructor(options?: AdaptiveLimitOptions, prefix?: string, loopUtilization?: () => number);
   readonly min: number;
@@ -176,7 +176,7 @@ export declare class AdaptiveLimit {
   readonly estimate: number;
   readonly longRtt: number;
   readonly updates: number;
-  /** Whether the last window's event loop was saturated (utilization >= 0.9). */
+  /** Whether the event loop was saturated (utilization >= 0.9) at the last check. */
   readonly saturated: boolean;
   /** Records one latency sample; true when the limit changed. */
   sample(rttMs: number, inFlight: number, nowMs: number): boolean;
