@@ -5,22 +5,16 @@
 // interrupt (a synchronous handler), and whenever a request ends the server starts a queued request of
 // `tier` if there is one, else any other waiting request. Rejecting costs nothing, and network and
 // parsing take no time: real servers can only do worse.
-const { prng, percentile } = require('./openloop');
+const { tierPicker, percentile } = require('./openloop');
 
 /** Latency p50/p99/max (ms, arrival to response) of `tier` under that ideal scheduler. */
 function idealTierLatency({ rate, durationMs, serviceMs, mix, tier = 'critical', seed = 42 }) {
-  const random = prng(seed);
-  const total = mix.reduce((s, m) => s + m.weight, 0);
+  const nextTier = tierPicker(mix, seed);
   const gap = 1000 / rate;
   const n = Math.floor((rate * durationMs) / 1000);
   const favoured = []; // arrival times of `tier` requests
   const others = []; // arrival times of every other request
-  for (let i = 0; i < n; i++) {
-    let r = random() * total;
-    let m = 0;
-    while (m < mix.length - 1 && r >= mix[m].weight) r -= mix[m++].weight;
-    (mix[m].tier === tier ? favoured : others).push(i * gap);
-  }
+  for (let i = 0; i < n; i++) (mix[nextTier()].tier === tier ? favoured : others).push(i * gap);
   const latencies = [];
   let now = 0;
   let f = 0; // next favoured request not yet served

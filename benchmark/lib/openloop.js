@@ -34,6 +34,25 @@ function prng(seed) {
   };
 }
 
+/**
+ * The generator's tier sequence: a function that returns the index into `mix` of the next request,
+ * drawn with the seeded PRNG in proportion to the weights (lib/ideal.js replays the same sequence).
+ */
+function tierPicker(mix, seed = 42) {
+  const totalWeight = mix.reduce((s, m) => s + m.weight, 0);
+  checkPositive('mix weights', totalWeight);
+  const cumulative = [];
+  let acc = 0;
+  for (const m of mix) cumulative.push((acc += m.weight / totalWeight));
+  const random = prng(seed);
+  return () => {
+    const r = random();
+    let k = 0;
+    while (k < cumulative.length - 1 && r >= cumulative[k]) k++;
+    return k;
+  };
+}
+
 /** Percentile (0..100) of an ascending sorted array, nearest-rank. */
 function percentile(sorted, p) {
   if (sorted.length === 0) return NaN;
@@ -104,17 +123,12 @@ async function openLoop(opts) {
   checkPositive('bucketMs', bucketMs);
   const tierHeader = opts.tierHeader === undefined ? 'x-user-tier' : opts.tierHeader;
   const mix = opts.mix && opts.mix.length ? opts.mix : [{ tier: 'all', weight: 1 }];
-  const totalWeight = mix.reduce((s, m) => s + m.weight, 0);
-  checkPositive('mix weights', totalWeight);
-  const cumulative = [];
-  let acc = 0;
-  for (const m of mix) cumulative.push((acc += m.weight / totalWeight));
+  const nextTier = tierPicker(mix, opts.seed ?? 42);
   const headersFor = mix.map((m) => {
     const h = { ...(opts.headers || {}), ...(m.headers || {}) };
     if (tierHeader && m.tier !== 'all') h[tierHeader] = m.tier;
     return h;
   });
-  const random = prng(opts.seed ?? 42);
   const ownAgent = !opts.agent;
   const agent = opts.agent || new http.Agent({ keepAlive: true, maxSockets: maxOutstanding, maxFreeSockets: maxOutstanding });
 
@@ -225,12 +239,7 @@ async function openLoop(opts) {
     function tick() {
       const now = nowAbs();
       const due = Math.min(total, Math.floor((now - start) / interval) + 1);
-      while (issued < due) {
-        const r = random();
-        let k = 0;
-        while (k < cumulative.length - 1 && r >= cumulative[k]) k++;
-        fire(k, start + issued * interval, now);
-      }
+      while (issued < due) fire(nextTier(), start + issued * interval, now);
       if (issued >= total) return resolve();
       setTimeout(tick, 1);
     }
@@ -357,4 +366,4 @@ async function closedLoop({ host = '127.0.0.1', port, path: reqPath = '/', heade
   return { reqPerSec: (ok * 1000) / durationMs, ok, other, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
 }
 
-module.exports = { openLoop, closedLoop, warmPool, percentile, prng, nowAbs };
+module.exports = { openLoop, closedLoop, warmPool, percentile, prng, tierPicker, nowAbs };
