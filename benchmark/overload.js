@@ -17,7 +17,7 @@ const http = require('node:http');
 const path = require('node:path');
 const os = require('node:os');
 const { startServer, calibrateWork, measureCapacity, runLoad } = require('./lib/scenario');
-const { checkKind } = require('./lib/work');
+const { checkKind, DEFAULT_WORK_KIND } = require('./lib/work');
 const { idealTierLatency, idealText } = require('./lib/ideal');
 const { timelineSvg } = require('./lib/svg');
 const { openLoop } = require('./lib/openloop');
@@ -121,7 +121,7 @@ function configurations(cap) {
 }
 
 function parseArgs(argv) {
-  const a = { quick: false, only: null, load: 3, seconds: 6, workMs: 3, work: 'pbkdf2', shed: {} };
+  const a = { quick: false, only: null, load: 3, seconds: 6, workMs: 3, work: DEFAULT_WORK_KIND, shed: {} };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     if (k === '--quick') a.quick = true;

@@ -17,7 +17,7 @@ const path = require('node:path');
 const os = require('node:os');
 const { fork } = require('node:child_process');
 const { startServer, calibrateWork, measureCapacity, runLoad } = require('./lib/scenario');
-const { checkKind } = require('./lib/work');
+const { checkKind, DEFAULT_WORK_KIND } = require('./lib/work');
 const { idealTierLatency, idealText } = require('./lib/ideal');
 const { timelineSvg } = require('./lib/svg');
 const { MIX, TIERS, WARM_CONNECTIONS } = require('./overload');
@@ -25,7 +25,7 @@ const { MIX, TIERS, WARM_CONNECTIONS } = require('./overload');
 const GUARDS = path.join(__dirname, 'lib', 'queue-guards.js');
 
 function parseArgs(argv) {
-  const a = { quick: false, only: null, framework: 'express', load: 3, seconds: 5, workMs: 3, work: 'pbkdf2', repeat: 1, limit: 1, queue: 100, timeout: 500 };
+  const a = { quick: false, only: null, framework: 'express', load: 3, seconds: 5, workMs: 3, work: DEFAULT_WORK_KIND, repeat: 1, limit: 1, queue: 100, timeout: 500 };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     const num = () => {

@@ -197,7 +197,6 @@ function attach(ledger, handle) {
   ledger.tryConsume = keyedTryConsume(raw, ids, handle.maxKeys(), 2 ** handle.slotCodeBits());
 }
 
-
 /** The native LedgerHandle behind a Ledger, for native components that share its state. */
 function ledgerHandle(ledger) {
   if (!(ledger instanceof Ledger)) throw new TypeError(`expected a Ledger, got ${typeName(ledger)}`);

@@ -19,12 +19,12 @@
 const path = require('node:path');
 const { fork } = require('node:child_process');
 const { openLoop, closedLoop } = require('./openloop');
-const { calibrate } = require('./work');
+const { calibrate, DEFAULT_WORK_KIND } = require('./work');
 
 const SERVER = path.join(__dirname, 'server.js');
 
 /** Iterations of work (lib/work.js, `workKind`) per request that cost about `targetMs` of CPU here. */
-function calibrateWork(targetMs = 3, workKind = 'pbkdf2') {
+function calibrateWork(targetMs = 3, workKind = DEFAULT_WORK_KIND) {
   return calibrate(targetMs, workKind);
 }
 
@@ -34,7 +34,7 @@ function calibrateWork(targetMs = 3, workKind = 'pbkdf2') {
  * (lag timeline + first-rejection time, for overload runs). Resolves to a handle with `port`,
  * `windowStart()`, `windowEnd()`, `guardStats()`, `cpuUsage()`, `stop()`.
  */
-function startServer({ framework = 'express', protection = 'none', options = {}, workIters = 0, workKind = 'pbkdf2', record = false, backlog = 511 } = {}) {
+function startServer({ framework = 'express', protection = 'none', options = {}, workIters = 0, workKind = DEFAULT_WORK_KIND, record = false, backlog = 511 } = {}) {
   const child = fork(SERVER, [], {
     env: { ...process.env, TG_BENCH_SERVER: JSON.stringify({ framework, protection, options, workIters, workKind, record, backlog }) },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],

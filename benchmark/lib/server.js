@@ -28,8 +28,8 @@ const SAMPLE_MS = 10;
 const MAX_SAMPLES = 200_000;
 
 const nowAbs = () => performance.timeOrigin + performance.now();
-const { work, checkKind } = require('./work');
-const workKind = checkKind(cfg.workKind || 'pbkdf2');
+const { work, checkKind, DEFAULT_WORK_KIND } = require('./work');
+const workKind = checkKind(cfg.workKind || DEFAULT_WORK_KIND);
 
 // ---- lag: perf_hooks histogram (p99 over the window) + a 10 ms drift sampler (timeline) ----
 const histogram = monitorEventLoopDelay({ resolution: SAMPLE_MS });

@@ -12,9 +12,10 @@ const crypto = require('node:crypto');
 const { performance } = require('node:perf_hooks');
 
 const WORK_KINDS = ['pbkdf2', 'sha256-chain'];
+const DEFAULT_WORK_KIND = WORK_KINDS[0];
 const block = Buffer.alloc(1024, 7);
 
-function work(iters, kind = 'pbkdf2') {
+function work(iters, kind = DEFAULT_WORK_KIND) {
   if (kind === 'pbkdf2') return crypto.pbkdf2Sync(block, 'tiergate', iters, 32, 'sha256').toString('hex', 0, 8);
   let digest = block;
   for (let i = 0; i < iters; i++) digest = crypto.createHash('sha256').update(block).update(digest).digest();
@@ -27,7 +28,7 @@ function checkKind(kind) {
 }
 
 /** Iterations of work() that take about `targetMs` of CPU here (median of a few timed runs). */
-function calibrate(targetMs, kind = 'pbkdf2', runs = 7) {
+function calibrate(targetMs, kind = DEFAULT_WORK_KIND, runs = 7) {
   checkKind(kind);
   const probe = kind === 'pbkdf2' ? 4000 : 400;
   work(probe, kind); // warm up
@@ -41,4 +42,4 @@ function calibrate(targetMs, kind = 'pbkdf2', runs = 7) {
   return Math.max(1, Math.round(targetMs / perIter[runs >> 1]));
 }
 
-module.exports = { WORK_KINDS, work, calibrate, checkKind };
+module.exports = { WORK_KINDS, DEFAULT_WORK_KIND, work, calibrate, checkKind };
