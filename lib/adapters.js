@@ -8,8 +8,16 @@
 // `req`/`res` are always node's IncomingMessage/ServerResponse (Fastify passes request.raw/reply.raw),
 // so guards are written once. A rejection is not written to a client that has already gone.
 
+// Gone: answered already, or its client can no longer receive an answer. The response alone does not
+// say so for a pipelined request whose response is not yet attached to the socket (node emits neither
+// 'finish' nor 'close' on it when the connection dies): its request and its socket do.
 function isGone(res) {
-  return res.destroyed || res.writableEnded;
+  if (res.destroyed || res.writableEnded) return true;
+  const req = res.req;
+  if (req === undefined || req === null) return false;
+  if (req.readableAborted === true) return true; // destroyed before its body ended: the connection died
+  const socket = req.socket;
+  return socket !== null && socket !== undefined && socket.destroyed === true;
 }
 
 function writeRejection(res, rejection) {

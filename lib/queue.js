@@ -4,8 +4,8 @@
 // node:http): admit() answers null (run now), a rejection, or a Promise of either (queued).
 //
 // Everything is event-driven: a slot is handed to the next waiter when the response emits 'finish' or
-// 'close' (at the end of that event-loop turn, see "slots" below), and one unref'd timer (armed at the earliest queue deadline) expires waiters — no
-// polling. Queued requests hold a Promise, one small list node and one shared 'close' listener; the
+// 'close', or its connection closes (at the end of that event-loop turn, see "slots" below), and one
+// unref'd timer (armed at the earliest queue deadline) expires waiters — no polling. Queued requests hold a Promise, one small list node and one shared 'close' listener; the
 // counters are plain JS numbers (a queue of JS continuations gains nothing from a native crossing).
 
 const { STATUS_CODES } = require('node:http');
@@ -227,6 +227,7 @@ function buildGate(options) {
   let lifoDequeues = 0;
   const kSlot = Symbol('tiergate.queue.slot'); // res[kSlot]: admission time while the slot is held
   const kWaiter = Symbol('tiergate.queue.waiter'); // res[kWaiter]: the queue node while queued
+  const kHeld = Symbol('tiergate.queue.held'); // socket[kHeld]: the responses on it holding a slot or a place
 
   // ---- classification (a client cannot promote itself through an untrusted header)
   // A value that cannot be read (an unknown name, an over-long value) gives the LOWEST tier, not the
@@ -308,10 +309,12 @@ function buildGate(options) {
   let releaseScheduled = false;
 
   function onResponseEnd() {
-    // 'finish' or 'close' of an admitted request's response; `this` is the response. Exactly once.
+    // 'finish' or 'close' of an admitted request's response, or its connection's 'close'; `this` is the
+    // response. Exactly once.
     const start = this[kSlot];
     if (start === undefined) return;
     this[kSlot] = undefined;
+    untrack(this);
     // Latency samples for the adaptive limit: finished responses only (an aborted one says nothing).
     releasing.push(adaptive !== null && this.writableFinished ? start : -1);
     if (!releaseScheduled) {
@@ -341,6 +344,39 @@ function buildGate(options) {
     res[kSlot] = t;
     res.on('finish', onResponseEnd);
     res.on('close', onResponseEnd);
+    track(res);
+  }
+
+  // ---- connections
+  // Node emits neither 'finish' nor 'close' on the response of a pipelined request that is not yet
+  // attached to its socket when that connection dies (reset, half-closed, destroyed): only the socket
+  // says so. Each socket carrying a slot holder or a waiter of this gate gets one 'close' listener for
+  // its lifetime, and a set of those responses (entries leave it as they leave the gate).
+  function track(res) {
+    const socket = res.req && res.req.socket;
+    if (socket === null || socket === undefined || typeof socket.once !== 'function') return;
+    let held = socket[kHeld];
+    if (held === undefined) {
+      held = new Set();
+      socket[kHeld] = held;
+      socket.once('close', onSocketClose);
+    }
+    held.add(res);
+  }
+
+  function untrack(res) {
+    const socket = res.req && res.req.socket;
+    const held = socket ? socket[kHeld] : undefined;
+    if (held !== undefined) held.delete(res);
+  }
+
+  function onSocketClose() {
+    const held = this[kHeld];
+    this[kHeld] = undefined;
+    for (const res of held) {
+      if (res[kWaiter] !== undefined) onQueuedClose.call(res);
+      else onResponseEnd.call(res);
+    }
   }
 
   // ---- queue (per tier doubly linked lists; O(1) push, pop at either end, unlink)
@@ -368,6 +404,7 @@ function buildGate(options) {
     if (queued === 0) nonEmptySince = -1;
     node.res.removeListener('close', onQueuedClose);
     node.res[kWaiter] = undefined;
+    untrack(node.res);
   }
 
   function standing(t) {
@@ -534,6 +571,7 @@ function buildGate(options) {
     tier.queuedTotal++;
     res[kWaiter] = node;
     res.on('close', onQueuedClose);
+    track(res);
     schedule(t);
     return promise;
   }
