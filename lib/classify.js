@@ -131,9 +131,15 @@ function checkTrustProxy(v, at) {
   throw new TypeError(`${at} must be true, false or a number of trusted proxy hops, got ${typeName(v)}`);
 }
 
-/** The client address as a string (normalised later in Rust), or undefined. */
+/**
+ * The client address as a string (normalised later in Rust). Never undefined: a peer that cannot be
+ * read (the client closed its socket while earlier middleware ran, and node forgets the address) is
+ * the empty string, which shares the one invalid-IP key: no key at all would skip every per-key quota.
+ */
 function clientIp(req, hops) {
-  const peer = req.socket ? req.socket.remoteAddress : undefined;
+  const socket = req.socket;
+  const address = socket ? socket.remoteAddress : undefined;
+  const peer = typeof address === 'string' ? address : '';
   if (hops === 0) return peer;
   let xff = req.headers['x-forwarded-for'];
   if (typeof xff !== 'string' || xff.length === 0) return peer;
