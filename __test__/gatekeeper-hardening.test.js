@@ -40,3 +40,92 @@ test('a client that closes its socket before the gatekeeper runs still pays its 
     await close(server);
   }
 });
+
+// Targets an attacker would try: authority ending at '?', backslashes, escapes, case, dot segments.
+const TARGETS = [
+  '/payments/1', '/reports/1', '/reports/1?x', '/reports/1#x', '/', '/other',
+  'http://x/payments/1', 'HTTP://x:80/reports/1', 'https://x/reports/1?a=1', 'http://x?/payments/1', 'http://x?/reports/1',
+  'http://x/reports\\1', '/reports\\1', 'http://x\\reports/1', 'http://x/payments\\1?\\',
+  '/%72eports/1', '/re%70orts/1', '/%70ayments/1', '/%50ayments/1', '/reports%2F1', '/re%2570orts/1', '/reports%5c1',
+  '/REPORTS/1', '/Payments/1', '/x/../reports/1', '/./reports/1', '/reports/./1', '/%2e%2e/reports/1', '/a/%2e%2e/reports/1',
+  '/reports/../payments/1', '//reports/1', '/reports;a/1', '/reportsx/1', '/paymentsx',
+];
+
+function rawGet(port, target) {
+  return new Promise((resolve) => {
+    const socket = net.connect(port, '127.0.0.1', () => socket.write(`GET ${target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`));
+    let data = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (d) => {
+      data += d;
+    });
+    socket.on('error', () => {});
+    socket.on('close', () => {
+      const status = Number((/^HTTP\/1\.1 (\d{3})/.exec(data) || [])[1]);
+      const body = data.slice(data.indexOf('\r\n\r\n') + 4);
+      resolve({ status, served: /^(PAY|REP)$/.test(body) ? body : 'other' });
+    });
+  });
+}
+
+const ROUTING_RULES = { routes: [{ path: '/payments/', tier: 'critical' }, { path: '/reports/', tier: 'background' }], defaultTier: 'standard', shed: false };
+
+async function routingServer(kind, onDecision) {
+  const options = { ...ROUTING_RULES, onDecision };
+  if (kind === 'fastify') {
+    const fastify = require('fastify')({ logger: false });
+    await fastify.register(require('..').tiergatePlugin, options);
+    fastify.get('/payments/:id', async () => 'PAY');
+    fastify.get('/reports/:id', async () => 'REP');
+    await fastify.listen({ port: 0, host: '127.0.0.1' });
+    return { port: fastify.server.address().port, close: () => fastify.close() };
+  }
+  let server;
+  if (kind === 'http') {
+    // An application routing on the WHATWG URL's decoded path: the node:http dialect must classify
+    // at least everything such a router serves.
+    server = http.createServer(gatekeeper.http(options, (req, res) => {
+      let path;
+      try {
+        path = decodeURIComponent(new URL(req.url, 'http://x').pathname);
+      } catch {
+        path = '';
+      }
+      res.end(/^\/payments\/[^/]+$/i.test(path) ? 'PAY' : /^\/reports\/[^/]+$/i.test(path) ? 'REP' : 'none');
+    }));
+  } else {
+    const app = require(kind)();
+    app.use(gatekeeper(options));
+    app.get('/payments/:id', (req, res) => res.send('PAY'));
+    app.get('/reports/:id', (req, res) => res.send('REP'));
+    server = http.createServer(app);
+  }
+  const port = await listen(server);
+  return { port, close: () => close(server) };
+}
+
+for (const kind of ['express', 'express4', 'fastify', 'http']) {
+  test(`${kind}: route rules classify the path the router serves, however the target is spelled`, async () => {
+    let tier;
+    const srv = await routingServer(kind, (info) => {
+      tier = info.tier;
+    });
+    const wrong = [];
+    try {
+      for (const target of TARGETS) {
+        tier = undefined;
+        const { status, served } = await rawGet(srv.port, target);
+        if (tier === undefined) continue; // refused by node's parser: no handler ran
+        // What the router served carries the rule's tier (no background route reached as standard),
+        // and nothing else is critical (no tier picked by spelling). On node:http the application's
+        // router is unknown, so only the first is required there.
+        if (served === 'PAY' && tier !== 'critical') wrong.push(`${target}: served PAY as ${tier}`);
+        if (served === 'REP' && tier !== 'background') wrong.push(`${target}: served REP as ${tier}`);
+        if (kind !== 'http' && served === 'other' && tier === 'critical') wrong.push(`${target}: served ${status} (not the payments route) as critical`);
+      }
+    } finally {
+      await srv.close();
+    }
+    assert.deepEqual(wrong, []);
+  });
+}

@@ -8,10 +8,9 @@ const MAX_KEY_LEN = 256;
 /** At most this many X-Forwarded-For entries are looked at; at most this many characters read. */
 const MAX_FORWARDED_HOPS = 32;
 const MAX_FORWARDED_LEN = 2048;
-/** Paths longer than this are matched on their first MAX_PATH_LEN characters only. */
-const MAX_PATH_LEN = 2048;
 
 const { typeName: baseTypeName, isObject, onlyKnown } = require('./validate');
+const { routedPath } = require('./adapters/routing');
 
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'CONNECT', 'OPTIONS', 'TRACE', 'PATCH']);
 
@@ -25,10 +24,10 @@ function typeName(v) {
 
 /**
  * Compiles route rules `{ method?, path, tier }` (first match wins) against tier ids.
- * `path`: a string prefix matched case-insensitively on whole segments ('/checkout' matches
- * '/checkout', '/Checkout/x' and '/checkout?x', not '/checkouts'; a prefix ending in '/' matches
- * anything below it), or a RegExp tested against the path without scheme://authority and query
- * string (use the i flag to match as Express routes). `method`: a method name or an array of them.
+ * `path`: a string prefix matched on whole segments ('/checkout' matches '/checkout', '/checkout/x'
+ * and '/checkout?x', not '/checkouts'; a prefix ending in '/' matches anything below it), as the
+ * framework's router compares (case-insensitively but on Fastify), or a RegExp tested against the
+ * path the framework routes (use the i flag to match as Express routes). `method`: a method name or an array of them.
  */
 function compileRoutes(routes, tierIds, at) {
   if (routes === undefined) return null;
@@ -49,10 +48,12 @@ function compileRoutes(routes, tierIds, at) {
       });
     }
     let prefix = null;
+    let path = null;
     let regex = null;
     if (typeof r.path === 'string') {
       if (!r.path.startsWith('/')) throw new RangeError(`${here}.path must start with "/", got ${JSON.stringify(r.path)}`);
       prefix = r.path.toLowerCase();
+      path = r.path;
     } else if (r.path instanceof RegExp) {
       // A global or sticky RegExp keeps state between tests; use a stateless copy.
       regex = r.path.global || r.path.sticky ? new RegExp(r.path.source, r.path.flags.replace(/[gy]/g, '')) : r.path;
@@ -62,55 +63,39 @@ function compileRoutes(routes, tierIds, at) {
     if (typeof r.tier !== 'string') throw new TypeError(`${here}.tier must be a tier name, got ${typeName(r.tier)}`);
     const tier = tierIds.get(r.tier);
     if (tier === undefined) throw new RangeError(`${here}.tier "${r.tier}" is not one of the tiers (${[...tierIds.keys()].join(', ')})`);
-    return { methods, prefix, regex, tier };
+    return { methods, prefix, path, regex, tier };
   });
   return out.length ? out : null;
 }
 
-// Express routes case-insensitively by default and accepts absolute-form targets
-// (`GET http://host/reports/1`), so a rule compared against the raw URL could be escaped with
-// `/REPORTS/1` or `http://x/reports/1`. Rules therefore see the target without its scheme://authority,
-// and string prefixes (lower-cased at compile time) are compared ASCII-case-insensitively.
+// Rules see the path the framework will route (lib/adapters/routing.js: authority, backslashes,
+// escapes, dot segments, as that framework treats them). String prefixes are compared
+// ASCII-case-insensitively unless the framework routes case-sensitively (Fastify's default).
 
-/** Where the path starts in a request target: 0 for origin-form, after scheme://authority for absolute-form. */
-function pathStart(url) {
-  if (url.charCodeAt(0) === 47 /* / */) return 0;
-  const scheme = url.indexOf('://');
-  if (scheme < 0) return 0; // '*' (OPTIONS) or junk: matched as is, no rule starts without '/'
-  const slash = url.indexOf('/', scheme + 3);
-  return slash < 0 ? url.length : slash;
-}
-
-/** Does url, from index start, begin with the lower-case prefix (ASCII case folded), on a segment boundary? */
-function prefixMatches(url, start, prefix) {
+/** Does path begin with the prefix on a segment boundary? `folded`: compare ASCII case-insensitively. */
+function prefixMatches(path, prefix, folded) {
   const n = prefix.length;
-  if (url.length - start < n) return false;
+  if (path.length < n) return false;
   for (let i = 0; i < n; i++) {
-    let c = url.charCodeAt(start + i);
-    if (c >= 65 && c <= 90) c += 32; // A-Z -> a-z
+    let c = path.charCodeAt(i);
+    if (folded && c >= 65 && c <= 90) c += 32; // A-Z -> a-z
     if (c !== prefix.charCodeAt(i)) return false;
   }
-  if (url.length - start === n || prefix.charCodeAt(n - 1) === 47) return true;
-  const c = url.charCodeAt(start + n);
-  return c === 47 /* / */ || c === 63 /* ? */ || c === 35 /* # */;
+  return path.length === n || prefix.charCodeAt(n - 1) === 47 || path.charCodeAt(n) === 47 /* / */;
 }
 
-/** The tier id of the first matching rule, or -1. */
-function matchRoute(rules, method, url) {
-  const start = pathStart(url);
-  let path = null;
+/** The tier id of the first rule matching the path `dialect` routes `url` to, or -1. */
+function matchRoute(rules, method, url, dialect) {
+  const path = routedPath(url, dialect);
+  if (path === null) return -1;
+  const folded = !dialect.caseSensitive;
   for (let i = 0; i < rules.length; i++) {
     const r = rules[i];
     if (r.methods !== null && !r.methods.includes(method)) continue;
-    if (r.prefix !== null) {
-      if (prefixMatches(url, start, r.prefix)) return r.tier;
-    } else {
-      if (path === null) {
-        const q = url.indexOf('?', start);
-        path = url.slice(start, q < 0 ? url.length : q) || '/';
-        if (path.length > MAX_PATH_LEN) path = path.slice(0, MAX_PATH_LEN);
-      }
+    if (r.regex !== null) {
       if (r.regex.test(path)) return r.tier;
+    } else if (prefixMatches(path, folded ? r.prefix : r.path, folded)) {
+      return r.tier;
     }
   }
   return -1;

@@ -14,6 +14,7 @@ const { Ledger, ledgerHandle } = require('./ledger');
 const { MAX_TICKS_PER_WINDOW } = require('./lag'); // also registers this thread's heap source for the native sampler
 const { expressMiddleware, httpHandler, fastifyPlugin } = require('./adapters');
 const { compileRoutes, matchRoute, checkTrustProxy, clientIp, compileKey, usableKey } = require('./classify');
+const { DIALECTS } = require('./adapters/routing');
 const { Responder } = require('./respond');
 const { typeName, isObject, unknownKey, onlyKnown, boolean, optionalFn, finite } = require('./validate');
 
@@ -246,8 +247,10 @@ class Gatekeeper {
     return usableKey(v);
   }
 
-  constructor(options) {
+  /** `routing`: how the framework in front routes a target (lib/adapters/routing.js); node:http's by default. */
+  constructor(options, routing = DIALECTS.http) {
     const o = normalize(options);
+    o.routing = routing;
     this.#o = o;
     const s = o.shed;
     try {
@@ -325,7 +328,7 @@ class Gatekeeper {
       }
     }
     if (tier < 0 && o.routes !== null) {
-      tier = matchRoute(o.routes, req.method, req.originalUrl || req.url);
+      tier = matchRoute(o.routes, req.method, req.originalUrl || req.url, o.routing);
       if (tier >= 0) given = 'route';
     }
     let header;
@@ -505,7 +508,7 @@ function expose(target, gk) {
 
 /** Express 4/5 middleware: `app.use(gatekeeper(options))`. Carries stats(), injectHealth(), ... */
 function gatekeeper(options) {
-  const gk = new Gatekeeper(options);
+  const gk = new Gatekeeper(options, DIALECTS.express);
   return expose(expressMiddleware(gk), gk);
 }
 
@@ -516,7 +519,7 @@ gatekeeper.http = function http(options, handler) {
 };
 
 /** Fastify 5: `fastify.register(tiergatePlugin, options)`; the gate is `fastify.tiergate`. */
-const tiergatePlugin = fastifyPlugin((options) => new Gatekeeper(options), 'tiergate');
+const tiergatePlugin = fastifyPlugin((options, routing) => new Gatekeeper(options, routing), 'tiergate');
 
 /**
  * Mints a signed tier token for the tier header: `t1.<tier>.<expires>.<mac>`, HMAC-SHA256 with

@@ -15,6 +15,7 @@ const { AdaptiveLimit } = require('./adaptive-limit');
 const { describe, unknownKey, checkNumber, checkBoolean, checkFunction } = require('./validate');
 const { PROBLEM_TYPE } = require('./respond');
 const { compileRoutes, matchRoute } = require('./classify');
+const { DIALECTS } = require('./adapters/routing');
 
 const DEFAULT_TIERS = [
   { name: 'critical', protected: true },
@@ -150,16 +151,16 @@ function round3(x) {
  * Use it through `concurrencyGate(options)` (Express), `concurrencyGate.http(options, handler)` or
  * `fastify.register(concurrencyGatePlugin, options)`.
  */
-function createConcurrencyGate(options) {
+function createConcurrencyGate(options, routing = DIALECTS.http) {
   try {
-    return buildGate(options);
+    return buildGate(options, routing);
   } catch (err) {
     if (err instanceof TypeError || err instanceof RangeError) err.message = `concurrencyGate: ${err.message}`;
     throw err;
   }
 }
 
-function buildGate(options) {
+function buildGate(options, routing) {
   if (options === null || typeof options !== 'object') throw new TypeError('concurrencyGate options must be an object');
   const unknown = unknownKey(options, OPTION_KEYS);
   if (unknown !== undefined) throw new TypeError(`${unknown} is not a known concurrencyGate option`);
@@ -257,7 +258,7 @@ function buildGate(options) {
       }
     }
     if (routeRules !== null) {
-      const id = matchRoute(routeRules, req.method, req.originalUrl || req.url);
+      const id = matchRoute(routeRules, req.method, req.originalUrl || req.url, routing);
       if (id >= 0) return tiers[id];
     }
     if (headerName !== null) {
@@ -691,7 +692,7 @@ function attach(target, gate) {
 
 /** Express 4/5 middleware: `app.use(concurrencyGate({ maxConcurrent: 8, maxQueue: 100 }))`. */
 function concurrencyGate(options) {
-  const gate = createConcurrencyGate(options);
+  const gate = createConcurrencyGate(options, DIALECTS.express);
   return attach(expressMiddleware(gate), gate);
 }
 
