@@ -129,3 +129,59 @@ for (const kind of ['express', 'express4', 'fastify', 'http']) {
     assert.deepEqual(wrong, []);
   });
 }
+
+// Node keeps only the first headers (maxHeadersCount); a gateway appends its own after the client's.
+function paddedRequest(port, gatewayHeaders, padding) {
+  return new Promise((resolve) => {
+    const socket = net.connect(port, '127.0.0.1', () => {
+      let head = 'GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n';
+      for (let i = 0; i < padding; i++) head += `x-pad-${i}: 1\r\n`;
+      for (const [k, v] of Object.entries(gatewayHeaders)) head += `${k}: ${v}\r\n`;
+      socket.write(`${head}\r\n`);
+    });
+    let data = '';
+    socket.on('data', (d) => {
+      data += d;
+    });
+    socket.on('error', () => {});
+    socket.on('close', () => resolve(Number((/^HTTP\/1\.1 (\d{3})/.exec(data) || [])[1])));
+  });
+}
+
+test('a request whose headers node truncated is not trusted: no tier from its header, no address from X-Forwarded-For', async () => {
+  const seen = [];
+  const app = express();
+  app.use(gatekeeper({
+    trustTierHeader: true,
+    trustProxy: 1,
+    defaultTier: 'standard',
+    perKey: { capacity: 100, refillPerSec: 0.001 },
+    shed: false,
+    onDecision: (info) => seen.push([info.tier, info.tierSource, info.key]),
+  }));
+  app.get('/', (req, res) => res.send('ok'));
+  const server = http.createServer(app);
+  server.maxHeadersCount = 50; // the same cut as node's default of 2,000, at a size a test sends quickly
+  const port = await listen(server);
+  try {
+    const gatewaySays = { 'x-user-tier': 'critical', 'x-forwarded-for': '203.0.113.7' };
+    assert.equal(await paddedRequest(port, gatewaySays, 3), 200);
+    assert.equal(await paddedRequest(port, gatewaySays, 60), 200);
+    assert.deepEqual(seen, [['critical', 'header', '203.0.113.7'], ['background', 'truncated', '']]);
+  } finally {
+    await close(server);
+  }
+});
+
+test("node's default cut (1,000 headers on node 20) is detected too", async () => {
+  const seen = [];
+  // 2,100 headers take more than node's default 16 KiB header limit, which a deployment may raise.
+  const server = http.createServer({ maxHeaderSize: 65536 }, gatekeeper.http({ trustTierHeader: true, shed: false, onDecision: (info) => seen.push(info.tierSource) }, (req, res) => res.end('ok')));
+  const port = await listen(server);
+  try {
+    assert.equal(await paddedRequest(port, { 'x-user-tier': 'critical' }, 2100), 200);
+    assert.deepEqual(seen, ['truncated']);
+  } finally {
+    await close(server);
+  }
+});

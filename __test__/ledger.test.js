@@ -250,6 +250,8 @@ test('invalid configuration throws at construction, naming the option', () => {
     [t({ perKey: { capacity: 1, refillPerSec: 1, maxKeys: 0 } }), RangeError, /tiers\[0\].perKey.maxKeys must be an integer from 1/],
     [t({ perKey: { capacity: 1, refillPerSec: 1, maxKeys: 2.5 } }), RangeError, /maxKeys .*got 2.5/],
     [t({ perKey: { capacity: 1, refillPerSec: 1, idleTtlMs: -5 } }), RangeError, /tiers\[0\].perKey.idleTtlMs/],
+    [t({ perKey: { capacity: 1, refillPerSec: 1, maxKeys: null } }), TypeError, /tiers\[0\].perKey.maxKeys must be a number, got null/],
+    [t({ perKey: { capacity: 1, refillPerSec: 1, idleTtlMs: null } }), TypeError, /tiers\[0\].perKey.idleTtlMs must be a number, got null/],
     [t({ perKey: { capacity: 1, refillPerSec: 1, ttl: 5 } }), TypeError, /perKey has an unknown option "ttl"/],
     [{ tiers: [{ name: 'a', capacity: 1, refillPerSec: 1 }], perKey: { refillPerSec: 1 } }, TypeError, /options.perKey.capacity must be a number/],
     [{ tiers: [{ name: 'a', capacity: 1, refillPerSec: 1 }, { name: 'a', capacity: 2, refillPerSec: 2 }] }, RangeError,

@@ -116,16 +116,34 @@ function checkTrustProxy(v, at) {
   throw new TypeError(`${at} must be true, false or a number of trusted proxy hops, got ${typeName(v)}`);
 }
 
+// Node keeps the first `server.maxHeadersCount` headers and drops the rest; left unset, its parser
+// keeps 2,000 raw entries, i.e. 1,000 headers (measured on node 20).
+const NODE_DEFAULT_HEADER_ENTRIES = 2000;
+
+/**
+ * Did node drop headers? A header a gateway appended after a client's padding (its X-User-Tier, its
+ * X-Forwarded-For) is then silently lost, so such a request's headers are not trusted: no tier from a
+ * header, no address from a forwarded one. rawHeaders keeps growing past the cut, so it tells.
+ */
+function headersTruncated(req) {
+  const raw = req.rawHeaders;
+  if (raw === undefined) return false;
+  const server = req.socket ? req.socket.server : undefined;
+  const max = server && Number.isInteger(server.maxHeadersCount) && server.maxHeadersCount > 0 ? 2 * server.maxHeadersCount : NODE_DEFAULT_HEADER_ENTRIES;
+  return raw.length > max;
+}
+
 /**
  * The client address as a string (normalised later in Rust). Never undefined: a peer that cannot be
  * read (the client closed its socket while earlier middleware ran, and node forgets the address) is
  * the empty string, which shares the one invalid-IP key: no key at all would skip every per-key quota.
  */
-function clientIp(req, hops) {
+function clientIp(req, hops, truncated = false) {
   const socket = req.socket;
   const address = socket ? socket.remoteAddress : undefined;
   const peer = typeof address === 'string' ? address : '';
   if (hops === 0) return peer;
+  if (truncated) return ''; // the trusted proxy's X-Forwarded-For may be among the lost headers
   let xff = req.headers['x-forwarded-for'];
   if (typeof xff !== 'string' || xff.length === 0) return peer;
   if (xff.length > MAX_FORWARDED_LEN) xff = xff.slice(xff.length - MAX_FORWARDED_LEN);
@@ -166,4 +184,4 @@ function usableKey(v) {
   return typeof v === 'string' && v.length > 0 && v.length <= MAX_KEY_LEN ? v : undefined;
 }
 
-module.exports = { compileRoutes, matchRoute, checkTrustProxy, clientIp, compileKey, usableKey, MAX_KEY_LEN };
+module.exports = { compileRoutes, matchRoute, checkTrustProxy, clientIp, headersTruncated, compileKey, usableKey, MAX_KEY_LEN };

@@ -67,7 +67,7 @@ export interface ShedOptions {
 export type Verdict = 'admit' | 'shed' | 'tier-full' | 'rate-limited';
 export type TierSource =
   | 'classify' | 'route' | 'default' | 'header' | 'signed'
-  | 'untrusted' | 'bad-signature' | 'expired' | 'invalid';
+  | 'untrusted' | 'bad-signature' | 'expired' | 'invalid' | 'truncated';
 
 /** What hooks, `respond` and the 'tiergate:decision' diagnostics channel receive. */
 export interface DecisionInfo {

@@ -13,10 +13,10 @@ const native = require('./native');
 const { Ledger, ledgerHandle } = require('./ledger');
 const { MAX_TICKS_PER_WINDOW } = require('./lag'); // also registers this thread's heap source for the native sampler
 const { expressMiddleware, httpHandler, fastifyPlugin } = require('./adapters');
-const { compileRoutes, matchRoute, checkTrustProxy, clientIp, compileKey, usableKey } = require('./classify');
+const { compileRoutes, matchRoute, checkTrustProxy, clientIp, headersTruncated, compileKey, usableKey } = require('./classify');
 const { DIALECTS } = require('./adapters/routing');
 const { Responder } = require('./respond');
-const { typeName, isObject, unknownKey, onlyKnown, boolean, optionalFn, finite } = require('./validate');
+const { typeName, isObject, unknownKey, onlyKnown, boolean, optionalFn, finite, retryAfterOptions } = require('./validate');
 
 /** Verdicts returned by the native decide. */
 const VERDICT = Object.freeze({ ADMIT: 0, SHED: 1, TIER_FULL: 2, RATE_LIMITED: 3 });
@@ -72,7 +72,6 @@ const OPTIONS = new Set([
   'retryAfter', 'respond', 'onDecision', 'onShed', 'onReject',
 ]);
 const SHED_FIELDS = new Set(Object.keys(SHED_DEFAULTS));
-const RETRY_AFTER_FIELDS = new Set(['minSec', 'maxSec']);
 const HEALTH_NUMBERS = ['lagMs', 'ewmaLagMs', 'p99LagMs', 'elu', 'heapUsed', 'heapLimit'];
 const HEALTH_FIELDS = new Set([...HEALTH_NUMBERS, 'stalled']);
 
@@ -116,15 +115,6 @@ function shedOptions(shed) {
   finite(o.idleElu, at('idleElu'), { max: 1 });
   finite(o.turnBudgetMs, at('turnBudgetMs'), { max: 60_000 });
   return o;
-}
-
-function retryAfterOptions(r) {
-  if (r === undefined) return { minSec: 1, maxSec: 3 };
-  if (!isObject(r)) throw new TypeError(`gatekeeper: options.retryAfter must be an object { minSec, maxSec }, got ${typeName(r)}`);
-  onlyKnown(r, RETRY_AFTER_FIELDS, 'gatekeeper: options.retryAfter');
-  const minSec = finite(r.minSec ?? 1, 'gatekeeper: options.retryAfter.minSec', { min: 0, max: 86400, integer: true });
-  const maxSec = finite(r.maxSec ?? Math.max(minSec, 3), 'gatekeeper: options.retryAfter.maxSec', { min: minSec, max: 86400, integer: true });
-  return { minSec, maxSec };
 }
 
 function normalize(options) {
@@ -205,7 +195,7 @@ function normalize(options) {
     shed: shedOptions(options.shed),
     rateLimitHeaders: headersOpt,
     rateLimitHeadersOnSuccess: options.rateLimitHeadersOnSuccess === true,
-    retryAfter: retryAfterOptions(options.retryAfter),
+    retryAfter: retryAfterOptions(options.retryAfter, 'gatekeeper: options.retryAfter'),
     respond: optionalFn(options.respond, 'gatekeeper: options.respond'),
     onDecision: optionalFn(options.onDecision, 'gatekeeper: options.onDecision'),
     onShed: optionalFn(options.onShed, 'gatekeeper: options.onShed'),
@@ -331,6 +321,11 @@ class Gatekeeper {
       tier = matchRoute(o.routes, req.method, req.originalUrl || req.url, o.routing);
       if (tier >= 0) given = 'route';
     }
+    const truncated = headersTruncated(req);
+    if (tier < 0 && truncated && o.tierHeader !== null) {
+      tier = o.names.length - 1; // the gateway's tier header may be among the lost ones: the lowest tier
+      given = 'truncated';
+    }
     let header;
     if (tier < 0 && o.tierHeader !== null) {
       const h = req.headers[o.tierHeader];
@@ -341,10 +336,10 @@ class Gatekeeper {
     let key;
     if (this.#needKey) {
       const k = o.key;
-      if (k.kind === 'header') key = usableKey(req.headers[k.header]);
+      if (k.kind === 'header') key = truncated ? undefined : usableKey(req.headers[k.header]);
       else if (k.kind === 'fn') key = this.#fnKey(k.fn(req));
       if (key === undefined) {
-        key = clientIp(req, o.trustProxy);
+        key = clientIp(req, o.trustProxy, truncated);
         sel |= SEL_KEY_IS_IP;
       }
     }

@@ -37,8 +37,8 @@ function perKeyOptions(pk, at) {
   return {
     capacity: number(pk.capacity, `${at}.capacity`),
     refillPerSec: number(pk.refillPerSec, `${at}.refillPerSec`),
-    maxKeys: number(pk.maxKeys ?? PER_KEY_DEFAULTS.maxKeys, `${at}.maxKeys`),
-    idleTtlMs: number(pk.idleTtlMs ?? PER_KEY_DEFAULTS.idleTtlMs, `${at}.idleTtlMs`),
+    maxKeys: number(pk.maxKeys === undefined ? PER_KEY_DEFAULTS.maxKeys : pk.maxKeys, `${at}.maxKeys`),
+    idleTtlMs: number(pk.idleTtlMs === undefined ? PER_KEY_DEFAULTS.idleTtlMs : pk.idleTtlMs, `${at}.idleTtlMs`),
   };
 }
 

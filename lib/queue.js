@@ -12,9 +12,9 @@ const { STATUS_CODES } = require('node:http');
 const { performance } = require('node:perf_hooks');
 const { expressMiddleware, httpHandler, fastifyPlugin, isGone } = require('./adapters');
 const { AdaptiveLimit } = require('./adaptive-limit');
-const { describe, unknownKey, checkNumber, checkBoolean, checkFunction } = require('./validate');
+const { describe, unknownKey, checkNumber, checkBoolean, checkFunction, retryAfterOptions } = require('./validate');
 const { PROBLEM_TYPE } = require('./respond');
-const { compileRoutes, matchRoute } = require('./classify');
+const { compileRoutes, matchRoute, headersTruncated } = require('./classify');
 const { DIALECTS } = require('./adapters/routing');
 
 const DEFAULT_TIERS = [
@@ -31,7 +31,6 @@ const TIER_KEYS = new Set(['name', 'protected', 'maxQueue', 'queueTimeoutMs']);
 const FOREIGN_TIER_KEYS = new Set(['capacity', 'refillPerSec', 'perKey']);
 const KNOWN_TIER_KEYS = new Set([...TIER_KEYS, ...FOREIGN_TIER_KEYS]);
 const CODEL_KEYS = new Set(['targetMs', 'intervalMs']);
-const RETRY_AFTER_KEYS = new Set(['minSec', 'maxSec']);
 const MAX_HEADER_LENGTH = 64;
 
 function now() {
@@ -166,7 +165,7 @@ function buildGate(options, routing) {
   if (unknown !== undefined) throw new TypeError(`${unknown} is not a known concurrencyGate option`);
   const {
     maxConcurrent, limit: limitOptions, maxQueue = 100, queueTimeoutMs = 10_000, timeoutStatus = 408,
-    retryAfter = { minSec: 1, maxSec: 3 }, tiers: tierSpecs = DEFAULT_TIERS, defaultTier, tierHeader = 'x-user-tier',
+    retryAfter, tiers: tierSpecs = DEFAULT_TIERS, defaultTier, tierHeader = 'x-user-tier',
     trustTierHeader = false, classify, routes, displace = true, codel: codelSpec, lifo = false, onReject,
   } = options;
 
@@ -185,12 +184,7 @@ function buildGate(options, routing) {
   checkNumber('maxQueue', maxQueue, { integer: true });
   checkNumber('queueTimeoutMs', queueTimeoutMs, { min: 0, minExclusive: true });
   checkNumber('timeoutStatus', timeoutStatus, { min: 400, max: 599, integer: true });
-  if (retryAfter === null || typeof retryAfter !== 'object') throw new TypeError(`retryAfter must be { minSec, maxSec }, got ${describe(retryAfter)}`);
-  const unknownRetry = unknownKey(retryAfter, RETRY_AFTER_KEYS);
-  if (unknownRetry !== undefined) throw new TypeError(`retryAfter.${unknownRetry} is not a known option (minSec, maxSec)`);
-  const retryMinSec = checkNumber('retryAfter.minSec', retryAfter.minSec ?? 1, { integer: true });
-  const retryMaxSec = checkNumber('retryAfter.maxSec', retryAfter.maxSec ?? Math.max(3, retryMinSec), { integer: true });
-  if (retryMaxSec < retryMinSec) throw new RangeError(`retryAfter.maxSec (${retryMaxSec}) must be >= retryAfter.minSec (${retryMinSec})`);
+  const { minSec: retryMinSec, maxSec: retryMaxSec } = retryAfterOptions(retryAfter, 'retryAfter');
   const retrySpan = retryMaxSec - retryMinSec + 1;
   if (tierHeader !== false && (typeof tierHeader !== 'string' || !/^[!#$%&'*+.^_`|~0-9a-z-]+$/i.test(tierHeader))) {
     throw new TypeError(`tierHeader must be a header name or false, got ${describe(tierHeader)}`);
@@ -262,6 +256,7 @@ function buildGate(options, routing) {
       if (id >= 0) return tiers[id];
     }
     if (headerName !== null) {
+      if (headersTruncated(req)) return lowestTier; // the gateway's tier header may be among the lost ones
       const t = tierFromHeader(req);
       if (t !== null) return trustTierHeader || t.id >= defaultTierRec.id ? t : defaultTierRec;
     }

@@ -88,6 +88,22 @@ function checkFunction(name, value) {
   return value;
 }
 
+const RETRY_AFTER_FIELDS = new Set(['minSec', 'maxSec']);
+/** Retry-After is at most a day: a client told to come back in 1e21 s has been told nothing useful. */
+const MAX_RETRY_AFTER_SEC = 86400;
+
+/** `retryAfter: { minSec?, maxSec? }` (whole seconds, 0..86400; default 1..3), as every guard takes it. */
+function retryAfterOptions(r, at) {
+  if (r === undefined) return { minSec: 1, maxSec: 3 };
+  if (!isObject(r)) throw new TypeError(`${at} must be an object { minSec, maxSec }, got ${typeName(r)}`);
+  onlyKnown(r, RETRY_AFTER_FIELDS, at);
+  const minSec = finite(r.minSec === undefined ? 1 : r.minSec, `${at}.minSec`, { min: 0, max: MAX_RETRY_AFTER_SEC, integer: true });
+  const maxSec = finite(r.maxSec === undefined ? Math.max(minSec, 3) : r.maxSec, `${at}.maxSec`, { min: minSec, max: MAX_RETRY_AFTER_SEC, integer: true });
+  return { minSec, maxSec };
+}
+
 module.exports = {
+  retryAfterOptions,
+  MAX_RETRY_AFTER_SEC,
   typeName, describe, isObject, unknownKey, onlyKnown, number, boolean, optionalFn, finite, checkNumber, checkBoolean, checkFunction,
 };
