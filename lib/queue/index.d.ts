@@ -130,7 +130,7 @@ export interface QueueRejection {
   body: string;
 }
 
-/** The guard itself (lib/adapters.js contract). */
+/** The guard itself (lib/adapters/index.js contract). */
 export interface ConcurrencyGate {
   admit(req: IncomingMessage, res: ServerResponse): null | QueueRejection | Promise<null | QueueRejection>;
   stats(): ConcurrencyGateStats;

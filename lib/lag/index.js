@@ -3,8 +3,8 @@
 // timer (src/node/lag.rs). All monitors of a thread share one timer, running at the finest resolution
 // any of them asked for; each monitor keeps its own window, EWMA and stall threshold.
 const v8 = require('node:v8');
-const native = require('./native');
-const { unknownKey } = require('./validate');
+const native = require('../native');
+const { unknownKey } = require('../options');
 
 // Heap figures come from V8 through the same call JS would make; registered once per thread.
 native.lagSetHeapSource(v8.getHeapStatistics);

@@ -9,14 +9,16 @@
 // `decide` reads this thread's loop health, moves the shed controller when due, debits the tier pool
 // and the key's bucket, and returns a verdict; the details land in a preallocated Float64Array.
 const diagnostics = require('node:diagnostics_channel');
-const native = require('./native');
-const { Ledger, ledgerHandle } = require('./ledger');
-const { MAX_TICKS_PER_WINDOW } = require('./lag'); // also registers this thread's heap source for the native sampler
-const { expressMiddleware, httpHandler, fastifyPlugin } = require('./adapters');
-const { compileRoutes, matchRoute, checkTrustProxy, clientIp, headersTruncated, compileKey, usableKey } = require('./classify');
-const { DIALECTS } = require('./adapters/routing');
+const native = require('../native');
+const { Ledger, ledgerHandle } = require('../ledger');
+const { MAX_TICKS_PER_WINDOW } = require('../lag'); // also registers this thread's heap source for the native sampler
+const { expressMiddleware, httpHandler, fastifyPlugin } = require('../adapters');
+const { compileRoutes, matchRoute } = require('../adapters/route-rules');
+const { checkTrustProxy, clientIp, headersTruncated } = require('../adapters/client');
+const { compileKey, usableKey } = require('./key');
+const { DIALECTS } = require('../adapters/routing');
 const { Responder } = require('./respond');
-const { typeName, isObject, unknownKey, onlyKnown, boolean, optionalFn, finite, retryAfterOptions } = require('./validate');
+const { typeName, isObject, unknownKey, onlyKnown, boolean, optionalFn, finite, retryAfterOptions } = require('../options');
 
 /** Verdicts returned by the native decide. */
 const VERDICT = Object.freeze({ ADMIT: 0, SHED: 1, TIER_FULL: 2, RATE_LIMITED: 3 });
@@ -214,7 +216,7 @@ function once(fn) {
 }
 
 /**
- * One gatekeeper: a guard (`admit(req, res)`, see lib/adapters.js) plus its stats and test seam.
+ * One gatekeeper: a guard (`admit(req, res)`, see lib/adapters/index.js) plus its stats and test seam.
  * Use `gatekeeper(options)` (Express), `gatekeeper.http(options, handler)` or `tiergatePlugin`.
  */
 class Gatekeeper {
@@ -301,7 +303,7 @@ class Gatekeeper {
     return this.#o.ledger;
   }
 
-  /** The guard contract of lib/adapters.js: null to proceed, or the rejection to send. */
+  /** The guard contract of lib/adapters/index.js: null to proceed, or the rejection to send. */
   admit(req, res) {
     const o = this.#o;
     let tier = -1;

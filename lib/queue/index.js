@@ -1,6 +1,6 @@
 'use strict';
 // Concurrency gate: at most N requests in flight, the excess waiting in bounded per-tier FIFO queues
-// for at most a timeout, served highest tier first. A guard for lib/adapters.js (Express, Fastify,
+// for at most a timeout, served highest tier first. A guard for lib/adapters/index.js (Express, Fastify,
 // node:http): admit() answers null (run now), a rejection, or a Promise of either (queued).
 //
 // Everything is event-driven: a slot is handed to the next waiter when the response emits 'finish' or
@@ -10,12 +10,13 @@
 
 const { STATUS_CODES } = require('node:http');
 const { performance } = require('node:perf_hooks');
-const { expressMiddleware, httpHandler, fastifyPlugin, isGone } = require('./adapters');
+const { expressMiddleware, httpHandler, fastifyPlugin, isGone } = require('../adapters');
 const { AdaptiveLimit } = require('./adaptive-limit');
-const { describe, unknownKey, checkNumber, checkBoolean, checkFunction, retryAfterOptions } = require('./validate');
-const { PROBLEM_TYPE } = require('./respond');
-const { compileRoutes, matchRoute, headersTruncated } = require('./classify');
-const { DIALECTS } = require('./adapters/routing');
+const { describe, unknownKey, checkNumber, checkBoolean, checkFunction, retryAfterOptions } = require('../options');
+const { PROBLEM_TYPE } = require('../gatekeeper/respond');
+const { compileRoutes, matchRoute } = require('../adapters/route-rules');
+const { headersTruncated } = require('../adapters/client');
+const { DIALECTS } = require('../adapters/routing');
 
 const DEFAULT_TIERS = [
   { name: 'critical', protected: true },

@@ -21,7 +21,7 @@
 // time again (on a CPU-bound route: to `min`), then the gradient takes over; on an I/O-bound route it
 // grows until the latency of the downstream starts to inflate.
 
-const { checkNumber, checkFunction, unknownKey } = require('./validate');
+const { checkNumber, checkFunction, unknownKey } = require('../options');
 
 // Event-loop utilization at or above which the loop counts as saturated, how often (ms) it is checked,
 // and the factor a saturated check applies to the limit (AIMD's multiplicative decrease: a CPU-bound

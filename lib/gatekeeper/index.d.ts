@@ -1,6 +1,6 @@
 /// <reference types="node" />
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Ledger, PerKeyOptions, TierOptions } from './ledger';
+import type { Ledger, PerKeyOptions, TierOptions } from '../ledger';
 
 /** A route rule: the first rule that matches the request chooses its tier. */
 export interface RouteRule {

@@ -6,10 +6,10 @@
 // Hot path: `consume` is a raw native callback defined as an own property of each Ledger by the native
 // `bind` (src/node/ledger.rs) — no JS wrapper, no object allocated per call. `tryConsume` is a small JS
 // function around raw native callbacks that caches, per keyed tier, where each key's bucket sits
-// (lib/key-cache.js): a string read through N-API costs more than a whole JS Map lookup.
-const native = require('./native');
+// (lib/ledger/key-cache.js): a string read through N-API costs more than a whole JS Map lookup.
+const native = require('../native');
 const { keyedTryConsume } = require('./key-cache');
-const { typeName, isObject, onlyKnown, number, boolean } = require('./validate');
+const { typeName, isObject, onlyKnown, number, boolean } = require('../options');
 
 /** Indices into the Float64Array that `consume` fills. */
 const RESULT = Object.freeze({
