@@ -19,6 +19,7 @@ const { compileKey, usableKey } = require('./key');
 const { DIALECTS } = require('../adapters/routing');
 const { Responder } = require('./respond');
 const { typeName, isObject, unknownKey, onlyKnown, boolean, optionalFn, finite, retryAfterOptions } = require('../options');
+const { CODES, withCode, buildingOptions } = require('../errors');
 
 /** Verdicts returned by the native decide. */
 const VERDICT = Object.freeze({ ADMIT: 0, SHED: 1, TIER_FULL: 2, RATE_LIMITED: 3 });
@@ -122,8 +123,7 @@ function shedOptions(shed) {
 function normalize(options) {
   if (options === undefined) options = {};
   if (!isObject(options)) throw new TypeError(`gatekeeper: options must be an object, got ${typeName(options)}`);
-  const unknown = unknownKey(options, OPTIONS);
-  if (unknown !== undefined) throw new TypeError(`gatekeeper: unknown option "${unknown}" (known: ${[...OPTIONS].join(', ')})`);
+  onlyKnown(options, OPTIONS, 'gatekeeper: options');
   // The ledger: given, or built from the tiers.
   let ledger = options.ledger;
   if (ledger !== undefined) {
@@ -241,6 +241,10 @@ class Gatekeeper {
 
   /** `routing`: how the framework in front routes a target (lib/adapters/routing.js); node:http's by default. */
   constructor(options, routing = DIALECTS.http) {
+    buildingOptions(() => this.#build(options, routing));
+  }
+
+  #build(options, routing) {
     const o = normalize(options);
     o.routing = routing;
     this.#o = o;
@@ -470,13 +474,11 @@ class Gatekeeper {
    * stalled? }`; ewma and p99 default to lagMs.
    */
   injectHealth(health) {
-    if (!isObject(health)) throw new TypeError(`injectHealth: health must be an object, got ${typeName(health)}`);
-    const unknown = unknownKey(health, HEALTH_FIELDS);
-    if (unknown !== undefined) throw new TypeError(`injectHealth: unknown field "${unknown}" (known: ${[...HEALTH_FIELDS].join(', ')})`);
-    for (const k of HEALTH_NUMBERS) {
-      if (health[k] !== undefined) finite(health[k], `injectHealth: ${k}`);
+    try {
+      checkHealth(health);
+    } catch (err) {
+      throw withCode(err, CODES.INVALID_ARGUMENT);
     }
-    if (health.stalled !== undefined) boolean(health.stalled, 'injectHealth: stalled');
     this.#handle.injectHealth(health);
     this.#handle.update();
   }
@@ -491,6 +493,17 @@ class Gatekeeper {
   updateController() {
     return this.#handle.update();
   }
+}
+
+/** injectHealth's argument: the fields it names, each a finite number (stalled: a boolean). */
+function checkHealth(health) {
+  if (!isObject(health)) throw new TypeError(`injectHealth: health must be an object, got ${typeName(health)}`);
+  const unknown = unknownKey(health, HEALTH_FIELDS);
+  if (unknown !== undefined) throw new TypeError(`injectHealth: unknown field "${unknown}" (known: ${[...HEALTH_FIELDS].join(', ')})`);
+  for (const k of HEALTH_NUMBERS) {
+    if (health[k] !== undefined) finite(health[k], `injectHealth: ${k}`);
+  }
+  if (health.stalled !== undefined) boolean(health.stalled, 'injectHealth: stalled');
 }
 
 const METHODS = ['stats', 'resetStats', 'injectHealth', 'useLiveHealth', 'updateController'];
@@ -522,7 +535,15 @@ const tiergatePlugin = fastifyPlugin((options, routing) => new Gatekeeper(option
  * Mints a signed tier token for the tier header: `t1.<tier>.<expires>.<mac>`, HMAC-SHA256 with
  * `secret`, valid until `expiresAt` (Unix seconds) or for `ttlSec` seconds from now.
  */
-function mintTierToken(secret, tier, { ttlSec, expiresAt } = {}) {
+function mintTierToken(secret, tier, when) {
+  try {
+    return mint(secret, tier, when);
+  } catch (err) {
+    throw withCode(err, CODES.INVALID_ARGUMENT);
+  }
+}
+
+function mint(secret, tier, { ttlSec, expiresAt } = {}) {
   const key = secretBuffer(secret, 'mintTierToken: secret');
   if (typeof tier !== 'string') throw new TypeError(`mintTierToken: tier must be a tier name, got ${typeName(tier)}`);
   if (!TIER_NAME.test(tier)) throw new RangeError(`mintTierToken: tier must be 1-64 characters of A-Z a-z 0-9 _ -, got ${JSON.stringify(tier)}`);

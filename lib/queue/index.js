@@ -12,7 +12,8 @@ const { STATUS_CODES } = require('node:http');
 const { performance } = require('node:perf_hooks');
 const { expressMiddleware, httpHandler, fastifyPlugin, isGone } = require('../adapters');
 const { AdaptiveLimit } = require('./adaptive-limit');
-const { describe, unknownKey, checkNumber, checkBoolean, checkFunction, retryAfterOptions } = require('../options');
+const { describe, onlyKnown, checkNumber, checkBoolean, checkFunction, retryAfterOptions } = require('../options');
+const { CODES, withCode } = require('../errors');
 const { PROBLEM_TYPE } = require('../gatekeeper/respond');
 const { compileRoutes, matchRoute } = require('../adapters/route-rules');
 const { headersTruncated } = require('../adapters/client');
@@ -44,8 +45,7 @@ function parseTiers(tiers, defaults) {
   return tiers.map((t, i) => {
     const spec = typeof t === 'string' ? { name: t } : t;
     if (spec === null || typeof spec !== 'object') throw new TypeError(`tiers[${i}] must be a tier name or { name, protected?, maxQueue?, queueTimeoutMs? }`);
-    const key = unknownKey(spec, KNOWN_TIER_KEYS);
-    if (key !== undefined) throw new TypeError(`tiers[${i}].${key} is not a known option`);
+    onlyKnown(spec, KNOWN_TIER_KEYS, `tiers[${i}]`);
     if (typeof spec.name !== 'string' || spec.name.length === 0 || spec.name.length > MAX_HEADER_LENGTH) {
       throw new TypeError(`tiers[${i}].name must be a non-empty string of at most ${MAX_HEADER_LENGTH} characters`);
     }
@@ -84,8 +84,7 @@ function parseCodel(codel) {
   if (codel === undefined || codel === false) return null;
   if (codel === true) return { targetMs: 5, intervalMs: 100 };
   if (codel === null || typeof codel !== 'object') throw new TypeError(`codel must be a boolean or { targetMs, intervalMs }, got ${describe(codel)}`);
-  const key = unknownKey(codel, CODEL_KEYS);
-  if (key !== undefined) throw new TypeError(`codel.${key} is not a known option (targetMs, intervalMs)`);
+  onlyKnown(codel, CODEL_KEYS, 'codel');
   const targetMs = codel.targetMs === undefined ? 5 : checkNumber('codel.targetMs', codel.targetMs, { min: 0, minExclusive: true });
   const intervalMs = codel.intervalMs === undefined ? 100 : checkNumber('codel.intervalMs', codel.intervalMs, { min: 0, minExclusive: true });
   return { targetMs, intervalMs };
@@ -156,14 +155,13 @@ function createConcurrencyGate(options, routing = DIALECTS.http) {
     return buildGate(options, routing);
   } catch (err) {
     if (err instanceof TypeError || err instanceof RangeError) err.message = `concurrencyGate: ${err.message}`;
-    throw err;
+    throw withCode(err, CODES.INVALID_OPTION);
   }
 }
 
 function buildGate(options, routing) {
   if (options === null || typeof options !== 'object') throw new TypeError('concurrencyGate options must be an object');
-  const unknown = unknownKey(options, OPTION_KEYS);
-  if (unknown !== undefined) throw new TypeError(`${unknown} is not a known concurrencyGate option`);
+  onlyKnown(options, OPTION_KEYS, 'options');
   const {
     maxConcurrent, limit: limitOptions, maxQueue = 100, queueTimeoutMs = 10_000, timeoutStatus = 408,
     retryAfter, tiers: tierSpecs = DEFAULT_TIERS, defaultTier, tierHeader = 'x-user-tier',
