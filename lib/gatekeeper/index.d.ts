@@ -144,7 +144,9 @@ export interface GatekeeperOptions {
   /** Replaces a rejection: return { status, headers?, body? }, or undefined to keep the default. */
   respond?: (info: DecisionInfo, req: IncomingMessage, rejection: Rejection) => RespondResult | undefined | null;
   onDecision?: (info: DecisionInfo, req: IncomingMessage) => void;
+  /** Overload sheds: the loop's health refused the request (verdict 'shed'). */
   onShed?: (info: DecisionInfo, req: IncomingMessage) => void;
+  /** Quota refusals on a healthy loop too: the key's quota (429) or the tier's budget ('tier-full', 503). */
   onReject?: (info: DecisionInfo, req: IncomingMessage) => void;
 }
 

@@ -230,6 +230,12 @@ class Gatekeeper {
   #warnHook = once((name, err) => process.emitWarning(`tiergate: options.${name} threw: ${err && err.stack ? err.stack : err}`, 'TiergateWarning'));
   #warnClassify = once((v) => process.emitWarning(`tiergate: options.classify returned ${JSON.stringify(String(v))}, which is not a tier; using the route rules or the default tier`, 'TiergateWarning'));
 
+  // As express-rate-limit does: behind a proxy with trustProxy off, every client shares the proxy's key.
+  #warnForwarded = once(() => process.emitWarning(
+    'tiergate: a request carries X-Forwarded-For but options.trustProxy is off, so clients are keyed by the socket peer (your proxy?): set trustProxy to the number of proxies in front',
+    { type: 'TiergateWarning', code: 'ERR_TIERGATE_UNEXPECTED_X_FORWARDED_FOR' },
+  ));
+
   #warnKey = once((v) => process.emitWarning(`tiergate: options.key returned ${typeName(v)}, not a string; keying by the client IP`, 'TiergateWarning'));
 
   // A user id is often a number: key by its text rather than silently by IP; warn about other types.
@@ -345,6 +351,7 @@ class Gatekeeper {
       if (k.kind === 'header') key = truncated ? undefined : usableKey(req.headers[k.header]);
       else if (k.kind === 'fn') key = this.#fnKey(k.fn(req));
       if (key === undefined) {
+        if (o.trustProxy === 0 && req.headers['x-forwarded-for'] !== undefined) this.#warnForwarded();
         key = clientIp(req, o.trustProxy, truncated);
         sel |= SEL_KEY_IS_IP;
       }
@@ -360,7 +367,7 @@ class Gatekeeper {
     const r = this.#result;
     const tier = r[R.TIER];
     let info = null;
-    const needInfo = o.onDecision !== null || decisionChannel.hasSubscribers || (verdict !== 0 && (o.respond !== null || (verdict === VERDICT.RATE_LIMITED ? o.onReject : o.onShed) !== null));
+    const needInfo = o.onDecision !== null || decisionChannel.hasSubscribers || (verdict !== 0 && (o.respond !== null || this.#hookFor(verdict) !== null));
     if (needInfo) {
       info = {
         verdict: VERDICT_NAMES[verdict],
@@ -411,8 +418,14 @@ class Gatekeeper {
         }
       }
     }
-    this.#emit(info, req, verdict === VERDICT.RATE_LIMITED ? o.onReject : o.onShed);
+    this.#emit(info, req, this.#hookFor(verdict));
     return rejection;
+  }
+
+  // onShed reports overload sheds (the loop's health refused the request); onReject reports quota
+  // refusals: the key's (429) and the tier's budget (tier-full, 503), which happen on a healthy loop.
+  #hookFor(verdict) {
+    return verdict === VERDICT.SHED ? this.#o.onShed : this.#o.onReject;
   }
 
   #emit(info, req, hook) {
