@@ -3,6 +3,7 @@
 // path the framework in front will route (./routing.js). Bounded: one scan of the target.
 const { typeName: baseTypeName, isObject, onlyKnown } = require('../options');
 const { routedPath } = require('./routing');
+const { buildingOptions } = require('../errors');
 
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'CONNECT', 'OPTIONS', 'TRACE', 'PATCH']);
 const ROUTE_FIELDS = new Set(['method', 'path', 'tier']);
@@ -91,4 +92,17 @@ function matchRoute(rules, method, url, dialect) {
   return -1;
 }
 
-module.exports = { compileRoutes, matchRoute };
+const ROUTE_CONFIG_FIELDS = new Set(['tier']);
+
+/** A route's own settings (Fastify's route config): `{ tier }` -> the tier id. Errors carry their code. */
+function compileRouteConfig(value, tierIds, at) {
+  return buildingOptions(() => {
+    if (!isObject(value)) throw new TypeError(`${at} must be false or { tier }, got ${typeName(value)}`);
+    onlyKnown(value, ROUTE_CONFIG_FIELDS, at);
+    const tier = tierIds.get(value.tier);
+    if (tier === undefined) throw new RangeError(`${at}.tier must be one of the tiers (${[...tierIds.keys()].join(', ')}), got ${JSON.stringify(value.tier)}`);
+    return tier;
+  });
+}
+
+module.exports = { compileRoutes, compileRouteConfig, matchRoute };

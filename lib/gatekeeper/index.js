@@ -13,7 +13,7 @@ const native = require('../native');
 const { Ledger, ledgerHandle } = require('../ledger');
 const { MAX_TICKS_PER_WINDOW } = require('../lag'); // also registers this thread's heap source for the native sampler
 const { expressMiddleware, httpHandler, fastifyPlugin } = require('../adapters');
-const { compileRoutes, matchRoute } = require('../adapters/route-rules');
+const { compileRoutes, compileRouteConfig, matchRoute } = require('../adapters/route-rules');
 const { checkTrustProxy, clientIp, headersTruncated } = require('../adapters/client');
 const { compileKey, usableKey } = require('./key');
 const { DIALECTS } = require('../adapters/routing');
@@ -313,8 +313,13 @@ class Gatekeeper {
     return this.#o.ledger;
   }
 
+  /** A route's own settings (Fastify route config `{ tier }`), for admit's `route`. */
+  compileRoute(value, at) {
+    return { tier: compileRouteConfig(value, this.#o.ids, at) };
+  }
+
   /** The guard contract of lib/adapters/index.js: null to proceed, or the rejection to send. */
-  admit(req, res) {
+  admit(req, res, route) {
     const o = this.#o;
     let tier = -1;
     let given = null;
@@ -328,6 +333,10 @@ class Gatekeeper {
           given = 'classify';
         }
       }
+    }
+    if (tier < 0 && route !== undefined) {
+      tier = route.tier;
+      given = 'route';
     }
     if (tier < 0 && o.routes !== null) {
       tier = matchRoute(o.routes, req.method, req.originalUrl || req.url, o.routing);

@@ -32,7 +32,8 @@ function makeClassifier({ tiers, tierByName, defaultTier, headerName, trustTierH
     return t === undefined ? lowestTier : t;
   }
 
-  return function classifyRequest(req) {
+  /** `routeTier`: a route's own tier id (Fastify route config), or undefined. */
+  return function classifyRequest(req, routeTier) {
     if (classify !== undefined) {
       const name = classify(req);
       if (name !== undefined && name !== null) {
@@ -41,6 +42,7 @@ function makeClassifier({ tiers, tierByName, defaultTier, headerName, trustTierH
         if (t) return t;
       }
     }
+    if (routeTier !== undefined) return tiers[routeTier];
     if (routeRules !== null) {
       const id = matchRoute(routeRules, req.method, req.originalUrl || req.url, routing);
       if (id >= 0) return tiers[id];

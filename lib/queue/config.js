@@ -104,7 +104,8 @@ function parseOptions(options, routing, loopUtilization) {
     tiers, tierByName, defaultTier: defaultTierRec, headerName: tierHeader === false ? null : tierHeader.toLowerCase(),
     trustTierHeader, classify, routeRules, routing,
   });
-  return { limit, adaptive, maxQueue, timeoutStatus, retry, tiers, classifyRequest, displace, lifo, onReject, standing };
+  const tierIds = new Map(tiers.map((t) => [t.name, t.id]));
+  return { limit, adaptive, maxQueue, timeoutStatus, retry, tiers, tierIds, classifyRequest, displace, lifo, onReject, standing };
 }
 
 module.exports = { parseOptions, DEFAULT_TIERS };

@@ -244,14 +244,15 @@ class ConcurrencyGate {
   }
 
   // ---- the guard
-  admit(req, res) {
+  /** `route`: a route's own tier id (compileRoute), or undefined. */
+  admit(req, res, route) {
     // The client may have left while an earlier middleware or hook ran: a slot taken now would never
     // come back through the response's events.
     if (isGone(res)) return GONE;
     // Already holds this gate's slot (the same gate mounted twice, e.g. on the app and a router):
     // a second slot would never be released, and with one slot left it would wait behind itself.
     if (res[this.kSlot] !== undefined) return null;
-    const tier = this.classifyRequest(req);
+    const tier = this.classifyRequest(req, route);
     const t = now();
     const queues = this.queues;
     if (queues.size > 0 && this.inFlight < this.limit) this.drain(t); // only after a limit change or stale waiters

@@ -9,6 +9,7 @@ const { DIALECTS } = require('../adapters/routing');
 const { CODES, withCode } = require('../errors');
 const { AdaptiveLimit } = require('./adaptive-limit');
 const { parseOptions } = require('./config');
+const { compileRouteConfig } = require('../adapters/route-rules');
 const { ConcurrencyGate } = require('./gate');
 
 /** Reads this thread's event-loop utilization since the previous read (the adaptive limit's saturation test). */
@@ -36,7 +37,8 @@ function createConcurrencyGate(options, routing = DIALECTS.http) {
     throw withCode(err, CODES.INVALID_OPTION);
   }
   return {
-    admit: (req, res) => gate.admit(req, res),
+    admit: (req, res, route) => gate.admit(req, res, route),
+    compileRoute: (value, at) => compileRouteConfig(value, gate.tierIds, at),
     stats: () => gate.stats(),
     resetStats: () => gate.resetStats(),
     close: () => gate.close(),
