@@ -245,4 +245,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     tiergate: Gatekeeper;
   }
+  /** A route's own settings: `{ config: { tiergate: { tier: 'critical' } } }`, or `false` to skip the gatekeeper. */
+  interface FastifyContextConfig {
+    tiergate?: false | { tier: string };
+  }
 }

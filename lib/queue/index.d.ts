@@ -188,4 +188,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     concurrencyGate: ConcurrencyGate;
   }
+  /** A route's own tier in the queue, or `false` to skip the gate (a health route). */
+  interface FastifyContextConfig {
+    concurrencyGate?: false | { tier: string };
+  }
 }
