@@ -229,3 +229,35 @@ test('X-Forwarded-For with trustProxy off warns once, with a code', async () => 
     await close(server);
   }
 });
+
+test('a throwing hook warns once per hook, not once for all; a queue classify() that returns junk warns and falls through', async () => {
+  const warnings = [];
+  const onWarning = (w) => warnings.push(w.message);
+  process.on('warning', onWarning);
+  const { concurrencyGate } = require('..');
+  const gate = concurrencyGate.http({ maxConcurrent: 2, classify: () => 42 }, (req, res) => res.end('ok'));
+  const handler = gatekeeper.http({
+    tiers: [{ name: 'only', capacity: 1, refillPerSec: 0.001 }],
+    shed: false,
+    onDecision: () => {
+      throw new Error('decision hook broke');
+    },
+    onReject: () => {
+      throw new Error('reject hook broke');
+    },
+  }, (req, res) => gate(req, res));
+  const server = http.createServer(handler);
+  const port = await listen(server);
+  try {
+    assert.equal((await rawGet(port, '/')).status, 200, 'classify() junk: served in the default tier');
+    assert.equal((await rawGet(port, '/')).status, 503);
+    assert.equal((await rawGet(port, '/')).status, 503);
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(warnings.filter((m) => /options\.onDecision threw/.test(m)).length, 1);
+    assert.equal(warnings.filter((m) => /options\.onReject threw/.test(m)).length, 1);
+    assert.equal(warnings.filter((m) => /classify\(req\) returned 42/.test(m)).length, 1);
+  } finally {
+    process.off('warning', onWarning);
+    await close(server);
+  }
+});

@@ -6,8 +6,10 @@ import type { Ledger, PerKeyOptions, TierOptions } from '../ledger';
 export interface RouteRule {
   /** A method or methods (any when omitted). */
   method?: string | string[];
-  /** A path prefix matched case-insensitively on whole segments ('/checkout' matches '/Checkout/x',
-   *  not '/checkouts'), or a RegExp tested against the path without its query string (use the i flag). */
+  /** A path prefix matched on whole segments ('/checkout' matches '/checkout/x', not '/checkouts'),
+   *  compared as the framework routes (case-insensitively but on Fastify, whose router is
+   *  case-sensitive by default), or a RegExp tested against the path the framework routes, without
+   *  its query string (use the i flag to match as Express routes). See docs/gatekeeper.md. */
   path: string | RegExp;
   /** The tier's name. */
   tier: string;

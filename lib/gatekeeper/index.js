@@ -227,7 +227,13 @@ class Gatekeeper {
   #responder;
   #observe;
   #needKey;
-  #warnHook = once((name, err) => process.emitWarning(`tiergate: options.${name} threw: ${err && err.stack ? err.stack : err}`, 'TiergateWarning'));
+  // Once per hook: a hook that throws on every request must not flood the log, nor hide another's.
+  #hooksWarned = new Set();
+  #warnHook(name, err) {
+    if (this.#hooksWarned.has(name)) return;
+    this.#hooksWarned.add(name);
+    process.emitWarning(`tiergate: options.${name} threw: ${err && err.stack ? err.stack : err}`, 'TiergateWarning');
+  }
   #warnClassify = once((v) => process.emitWarning(`tiergate: options.classify returned ${JSON.stringify(String(v))}, which is not a tier; using the route rules or the default tier`, 'TiergateWarning'));
 
   // As express-rate-limit does: behind a proxy with trustProxy off, every client shares the proxy's key.

@@ -33,13 +33,21 @@ function makeClassifier({ tiers, tierByName, defaultTier, headerName, trustTierH
   }
 
   /** `routeTier`: a route's own tier id (Fastify route config), or undefined. */
+  // As the gatekeeper does: a classify() result that is not a tier warns once and falls through.
+  let warned = false;
+  function warnClassify(name) {
+    if (warned) return;
+    warned = true;
+    process.emitWarning(`tiergate: concurrencyGate classify(req) returned ${describe(name)}, which is not a tier; using the route rules, the header or the default tier`, 'TiergateWarning');
+  }
+
   return function classifyRequest(req, routeTier) {
     if (classify !== undefined) {
       const name = classify(req);
       if (name !== undefined && name !== null) {
-        if (typeof name !== 'string') throw new TypeError(`classify(req) must return a tier name or undefined, got ${describe(name)}`);
-        const t = tierByName.get(name.toLowerCase());
+        const t = typeof name === 'string' ? tierByName.get(name.toLowerCase()) : undefined;
         if (t) return t;
+        warnClassify(name);
       }
     }
     if (routeTier !== undefined) return tiers[routeTier];

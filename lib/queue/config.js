@@ -70,7 +70,7 @@ function parseLimit(maxConcurrent, limitOptions, loopUtilization) {
 
 /** Everything the gate needs, from the user's options and the framework's routing dialect. */
 function parseOptions(options, routing, loopUtilization) {
-  if (options === null || typeof options !== 'object') throw new TypeError('concurrencyGate options must be an object');
+  if (options === null || typeof options !== 'object') throw new TypeError(`options must be an object, got ${describe(options)}`);
   onlyKnown(options, OPTION_KEYS, 'options');
   const {
     maxConcurrent, limit: limitOptions, maxQueue = 100, queueTimeoutMs = 10_000, timeoutStatus = 408,
