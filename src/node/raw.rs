@@ -63,11 +63,14 @@ pub(crate) use guarded;
 pub struct PanicThrower {
     env: sys::napi_env,
     what: &'static str,
+    /// False if made while another panic was already unwinding (a call made from a destructor): that
+    /// panic is not this call's.
+    armed: bool,
 }
 
 impl Drop for PanicThrower {
     fn drop(&mut self) {
-        if std::thread::panicking() {
+        if self.armed && std::thread::panicking() {
             unsafe { throw_panic(self.env, self.what, "(no message)") };
         }
     }
@@ -77,7 +80,7 @@ impl Drop for PanicThrower {
 #[must_use]
 pub fn throw_on_panic(env: &napi::Env, what: &'static str) -> PanicThrower {
     record_panic_messages();
-    PanicThrower { env: env.raw(), what }
+    PanicThrower { env: env.raw(), what, armed: !std::thread::panicking() }
 }
 
 /// Runs the body of a callback that has no JS caller to throw to (libuv handles, env cleanup hooks);
