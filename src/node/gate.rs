@@ -8,9 +8,9 @@
 use crate::core::clock::{Clock, MonotonicClock};
 use crate::core::gate::{check_cost, Decision, Gate, GateConfig, MAX_HEADER_LEN};
 use crate::core::health::{HealthSample, LoopHealth};
-use crate::core::ipkey::IpKeyConfig;
+use crate::core::net::ipkey::IpKeyConfig;
 use crate::core::shed::{LagSignal, ShedConfig};
-use crate::core::signature::TierSigner;
+use crate::core::token::signature::TierSigner;
 use crate::node::lag::{acquire_thread_sampler_with, current_turn_age_ms, SamplerGuard, SamplerOptions};
 use crate::node::ledger::{LedgerHandle, MAX_KEY_BYTES};
 use crate::node::raw;

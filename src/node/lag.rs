@@ -5,7 +5,7 @@
 //!   handle is allocated with `uv_handle_size(UV_TIMER)` — no libuv struct layout is assumed here — and
 //!   `uv_unref`'d so it never keeps a process alive.
 //! * Each tick measures drift = (now − previous tick) − interval with `uv_hrtime` and feeds it to every
-//!   subscriber's `LagWindow` (src/core/histogram.rs), which writes the subscriber's `LoopHealth`.
+//!   subscriber's `LagWindow` (src/core/health/histogram.rs), which writes the subscriber's `LoopHealth`.
 //! * A prepare handle (same allocation rule, also unref'd) runs once per loop iteration, just before
 //!   the loop polls for I/O: (time since the previous prepare) − (idle time in between) is how long the
 //!   loop ran without polling — a synchronous block measured to the microsecond whatever the timer's
@@ -22,7 +22,7 @@
 //! * One process-wide watchdog thread raises `LoopHealth::stalled` when a loop has been overdue for
 //!   longer than a subscriber's `stall_ms`; the next tick of that loop decides the flag again.
 use crate::core::health::LoopHealth;
-use crate::core::histogram::{LagStats, LagWindow};
+use crate::core::health::histogram::{LagStats, LagWindow};
 use napi::bindgen_prelude::*;
 use napi::sys;
 use napi_derive::napi;

@@ -1,8 +1,8 @@
 //! The gate's options, and the check that every tier can pay a request's cost.
-use crate::core::ipkey::IpKeyConfig;
+use crate::core::net::ipkey::IpKeyConfig;
 use crate::core::ledger::TierConfig;
 use crate::core::shed::{LagSignal, ShedConfig};
-use crate::core::signature::TierSigner;
+use crate::core::token::signature::TierSigner;
 
 #[derive(Clone, Debug)]
 pub struct GateConfig {

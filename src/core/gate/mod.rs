@@ -42,7 +42,7 @@ pub use config::{check_cost, GateConfig};
 pub use tier::{TierSource, MAX_HEADER_LEN};
 
 use crate::core::health::{HealthSample, LoopHealth};
-use crate::core::ipkey::{ip_key, IpKeyBuf, MAX_KEY_LEN as MAX_IP_KEY_LEN};
+use crate::core::net::ipkey::{ip_key, IpKeyBuf, MAX_KEY_LEN as MAX_IP_KEY_LEN};
 use crate::core::ledger::{Ledger, Limit, Outcome};
 use crate::core::shed::{Cause, ShedConfigError, ShedController, ShedInput};
 use parking_lot::Mutex;

@@ -1,6 +1,6 @@
 use super::*;
 use crate::core::shed::ShedConfig;
-use crate::core::signature::TierSigner;
+use crate::core::token::signature::TierSigner;
 use crate::core::clock::ManualClock;
 use crate::core::ledger::{PerKeyConfig, TierConfig};
 

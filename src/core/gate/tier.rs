@@ -1,7 +1,7 @@
 //! The tier header: a plain tier name (honoured above the default tier only when trusted) or a
 //! signed tier token; anything unreadable gets the lowest tier.
 use super::Gate;
-use crate::core::signature::{looks_like_token, VerifyError};
+use crate::core::token::signature::{looks_like_token, VerifyError};
 
 /// Header values longer than this are ignored (the default tier applies).
 pub const MAX_HEADER_LEN: usize = 256;

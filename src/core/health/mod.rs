@@ -1,5 +1,9 @@
 //! The live health of one event loop. Its LagMonitor writes it on every tick (and its watchdog sets
 //! `stalled`); the shed controller reads it lock-free from any thread. Figures are in milliseconds.
+//!
+//! Files: `histogram.rs` (the rolling window of drift figures behind the record).
+pub mod histogram;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 #[derive(Debug, Default)]
