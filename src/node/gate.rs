@@ -14,11 +14,11 @@ use crate::core::token::signature::TierSigner;
 use crate::node::lag::{acquire_thread_sampler_with, current_turn_age_ms, SamplerGuard, SamplerOptions};
 use crate::node::ledger::{LedgerHandle, MAX_KEY_BYTES};
 use crate::node::raw;
+use crate::node::uv::{event_loop, idle_ns, UvLoop};
 use napi::bindgen_prelude::*;
 use napi::{sys, JsValue};
 use napi_derive::napi;
 use std::cell::UnsafeCell;
-use std::ptr;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -129,20 +129,6 @@ pub struct HealthInput {
     pub stalled: Option<bool>,
 }
 
-/// libuv's loop, opaque here; the two functions resolve against the node binary.
-#[repr(C)]
-struct UvLoop {
-    _opaque: [u8; 0],
-}
-
-#[allow(clashing_extern_declarations)] // src/node/lag.rs declares them with its own opaque loop type
-extern "C" {
-    fn napi_get_uv_event_loop(env: sys::napi_env, loop_: *mut *mut UvLoop) -> sys::napi_status;
-    /// Cumulative time the loop spent waiting for I/O, ns (0 unless idle-time metrics are on; Node
-    /// turns them on for the main and every worker loop).
-    fn uv_metrics_idle_time(loop_: *mut UvLoop) -> u64;
-}
-
 /// What the raw callback carries.
 struct Bound {
     gate: Arc<Gate>,
@@ -233,10 +219,7 @@ impl GateHandle {
             (None, Arc::new(LoopHealth::default()))
         };
         let gate = Gate::new(ledger.inner.clone(), cfg, health).map_err(|e| invalid(format!("shed.{e}")))?;
-        let mut loop_ = ptr::null_mut();
-        if unsafe { napi_get_uv_event_loop(env.raw(), &mut loop_) } != sys::Status::napi_ok {
-            loop_ = ptr::null_mut();
-        }
+        let loop_ = unsafe { event_loop(env.raw()) };
         Ok(GateHandle { gate: Arc::new(gate), loop_, guard })
     }
 
@@ -372,16 +355,6 @@ pub fn mint_tier_token(secret: Buffer, tier: String, expires_at_sec: f64) -> Res
 #[inline(always)]
 fn gate_now_ns() -> u64 {
     MonotonicClock.now_ns()
-}
-
-/// The loop's cumulative idle time, 0 without a loop.
-#[inline]
-unsafe fn idle_ns(loop_: *mut UvLoop) -> u64 {
-    if loop_.is_null() {
-        0
-    } else {
-        uv_metrics_idle_time(loop_)
-    }
 }
 
 fn unix_now_sec() -> u64 {
