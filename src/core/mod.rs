@@ -6,6 +6,7 @@ pub mod gate;
 pub mod health;
 pub mod keymap;
 pub mod ledger;
+pub mod names;
 pub mod net;
 mod padded;
 pub mod shed;

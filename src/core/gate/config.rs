@@ -3,6 +3,7 @@ use crate::core::net::ipkey::IpKeyConfig;
 use crate::core::ledger::TierConfig;
 use crate::core::shed::{LagSignal, ShedConfig};
 use crate::core::token::signature::TierSigner;
+use super::ShedOptions;
 
 #[derive(Clone, Debug)]
 pub struct GateConfig {
@@ -25,10 +26,11 @@ pub struct GateConfig {
 
 impl GateConfig {
     pub fn new(default_tier: usize) -> GateConfig {
+        let d = ShedOptions::default();
         GateConfig {
-            shed: ShedConfig::default(),
-            lag_signal: LagSignal::Ewma,
-            update_interval_ms: 1.0,
+            shed: d.shed,
+            lag_signal: d.lag_signal,
+            update_interval_ms: d.update_interval_ms,
             resolution_ms: 0.0,
             default_tier,
             trust_header: false,

@@ -34,16 +34,19 @@
 //!
 //! Files: `config.rs` (the gate's options), `tier.rs` (the tier header: names and signed tokens).
 mod config;
+mod options;
 mod tier;
 #[cfg(test)]
 mod tests;
 
 pub use config::{check_cost, GateConfig};
+pub use options::{OptionValue, ShedOption, ShedOptions, SHED_OPTIONS};
 pub use tier::{TierSource, MAX_HEADER_LEN};
 
 use crate::core::health::{HealthSample, LoopHealth};
 use crate::core::net::ipkey::{ip_key, IpKeyBuf, MAX_KEY_LEN as MAX_IP_KEY_LEN};
 use crate::core::ledger::{Ledger, Limit, Outcome};
+use crate::core::names::named_enum;
 use crate::core::shed::{Cause, ShedConfigError, ShedController, ShedInput};
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -55,13 +58,26 @@ const BUSY_TAU_MS: f64 = 100.0;
 /// keys come from JS strings as UTF-8, which never contains the byte 0xFF.
 pub const IP_KEY_TAG: u8 = 0xFF;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Verdict {
-    Admit = 0,
-    Shed = 1,
-    TierFull = 2,
-    KeyLimited = 3,
+named_enum! {
+    /// What the gate decided (module notes).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Verdict: u8 {
+        Admit = "admit",
+        Shed = "shed",
+        TierFull = "tier-full",
+        KeyLimited = "rate-limited",
+    }
+}
+
+impl Verdict {
+    /// The HTTP status a refusal of this kind answers with (200 for an admit).
+    pub fn http_status(self) -> u16 {
+        match self {
+            Verdict::Admit => 200,
+            Verdict::Shed | Verdict::TierFull => 503,
+            Verdict::KeyLimited => 429,
+        }
+    }
 }
 
 /// Everything one decision produced, for the response headers and the hooks.

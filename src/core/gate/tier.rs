@@ -1,31 +1,33 @@
 //! The tier header: a plain tier name (honoured above the default tier only when trusted) or a
 //! signed tier token; anything unreadable gets the lowest tier.
 use super::Gate;
+use crate::core::names::named_enum;
 use crate::core::token::signature::{looks_like_token, VerifyError};
 
 /// Header values longer than this are ignored (the default tier applies).
 pub const MAX_HEADER_LEN: usize = 256;
 
-/// Where the request's tier came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum TierSource {
-    /// No usable tier: the default.
-    Default = 0,
-    /// Chosen by the caller (route rule or classify function).
-    Given = 1,
-    /// A plain tier name in the header, honoured.
-    Header = 2,
-    /// A valid signed token.
-    Signed = 3,
-    /// A plain name above the default tier in an untrusted header: not honoured.
-    Untrusted = 4,
-    /// A token with a bad signature (or tokens not configured): not honoured.
-    BadSignature = 5,
-    /// An authentic but expired token: not honoured.
-    Expired = 6,
-    /// Malformed token, unknown tier name, several values, or an over-long header: the lowest tier.
-    Invalid = 7,
+named_enum! {
+    /// Where the request's tier came from.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum TierSource: u8 {
+        /// No usable tier: the default.
+        Default = "default",
+        /// Chosen by the caller (route rule or classify function).
+        Given = "given",
+        /// A plain tier name in the header, honoured.
+        Header = "header",
+        /// A valid signed token.
+        Signed = "signed",
+        /// A plain name above the default tier in an untrusted header: not honoured.
+        Untrusted = "untrusted",
+        /// A token with a bad signature (or tokens not configured): not honoured.
+        BadSignature = "bad-signature",
+        /// An authentic but expired token: not honoured.
+        Expired = "expired",
+        /// Malformed token, unknown tier name, several values, or an over-long header: the lowest tier.
+        Invalid = "invalid",
+    }
 }
 
 impl Gate {

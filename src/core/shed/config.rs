@@ -1,28 +1,25 @@
 //! The shed controller's options: defaults and validation.
+use crate::core::names::named_enum;
 use std::fmt;
 
-/// Which lag figure of a health sample the controller reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LagSignal {
-    /// The latest tick's drift: reacts within one tick, noisy.
-    Latest,
-    /// The sampler's exponentially weighted moving average.
-    Ewma,
-    /// The p99 over the sampler's window: slow to rise and slow to fall.
-    P99,
-    /// The larger of the latest tick and the EWMA: reacts at once to a choking loop, and smooths the fall.
-    Max,
+named_enum! {
+    /// Which lag figure of a health sample the controller reads.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum LagSignal: u8 {
+        /// The latest tick's drift: reacts within one tick, noisy.
+        Latest = "latest",
+        /// The sampler's exponentially weighted moving average.
+        Ewma = "ewma",
+        /// The p99 over the sampler's window: slow to rise and slow to fall.
+        P99 = "p99",
+        /// The larger of the latest tick and the EWMA: reacts at once to a choking loop, and smooths the fall.
+        Max = "max",
+    }
 }
 
 impl LagSignal {
     pub fn parse(name: &str) -> Option<LagSignal> {
-        Some(match name {
-            "latest" => LagSignal::Latest,
-            "ewma" => LagSignal::Ewma,
-            "p99" => LagSignal::P99,
-            "max" => LagSignal::Max,
-            _ => return None,
-        })
+        LagSignal::ALL.iter().copied().find(|s| s.as_str() == name)
     }
 }
 
@@ -74,7 +71,8 @@ impl Default for ShedConfig {
             confirm_ms: 30.0,
             heap_ratio: Some(0.9),
             baseline_tau_ms: 10_000.0,
-            max_baseline_ms: 50.0,
+            // As high as the target: a baseline above it would double the thresholds.
+            max_baseline_ms: 20.0,
             idle_elu: 0.5,
             turn_budget_ms: 2.0,
         }

@@ -40,6 +40,8 @@ mod tests;
 pub use config::{LagSignal, ShedConfig, ShedConfigError};
 pub use controller::ShedController;
 
+use crate::core::names::named_enum;
+
 /// What the controller reads: one plain copy of the signals, in the units of `HealthSample`.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ShedInput {
@@ -65,22 +67,13 @@ impl ShedInput {
     }
 }
 
-/// Why the controller holds its current pressure (for stats and diagnostics).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Cause {
-    None,
-    Lag,
-    Heap,
-    Stall,
-}
-
-impl Cause {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Cause::None => "none",
-            Cause::Lag => "lag",
-            Cause::Heap => "heap",
-            Cause::Stall => "stall",
-        }
+named_enum! {
+    /// Why the controller holds its current pressure (for stats and diagnostics).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Cause: u8 {
+        None = "none",
+        Lag = "lag",
+        Heap = "heap",
+        Stall = "stall",
     }
 }
