@@ -10,7 +10,6 @@ pub mod names;
 pub mod net;
 mod padded;
 pub mod shed;
-pub mod spinlock;
 pub mod token;
 
 // The modules' earlier paths, so that code written against them keeps compiling.

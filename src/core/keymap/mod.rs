@@ -15,7 +15,7 @@ pub(crate) use shard::{Entry, Shard};
 
 use crate::core::ledger::PerKeyConfig;
 use crate::core::padded::Padded;
-use crate::core::spinlock::SpinLock;
+use parking_lot::Mutex;
 use hashbrown::{DefaultHashBuilder, HashTable};
 use std::hash::BuildHasher;
 use std::sync::atomic::AtomicU64;
@@ -32,7 +32,7 @@ const MIN_PER_SHARD: usize = 256;
 /// leases these are the pool's tokens moved, never created, and a debit is refused for want of tier
 /// tokens only once every shard's lease has been drained back (`Tier::take`).
 pub(crate) struct ShardCell {
-    pub(crate) lock: SpinLock<Shard>,
+    pub(crate) lock: Mutex<Shard>,
     /// Tokens, as f64 bits.
     pub(crate) lease: AtomicU64,
 }
@@ -55,7 +55,7 @@ impl KeyMap {
         let shards = (0..n)
             .map(|i| {
                 Padded(ShardCell {
-                    lock: SpinLock::new(Shard {
+                    lock: Mutex::new(Shard {
                         table: HashTable::new(),
                         entries: Vec::new(),
                         cap: base + usize::from(i < extra),

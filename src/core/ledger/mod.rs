@@ -2,9 +2,10 @@
 //! optionally, one bucket per key (user, IP, API client) inside it.
 //!
 //! * A keyed debit takes from the tier pool and the key's bucket atomically: both or neither. The key's
-//!   shard lock (a spin lock: one atomic per lock/unlock, measured against parking_lot in the commit
-//!   log) is held while the tier pool is debited (lock order: shard, then pool; nothing takes them the
-//!   other way round), so no other debit of that key can slip in between the check and the debit.
+//!   shard lock (a `parking_lot::Mutex`: a holder allocates, scans for eviction and takes the pool's
+//!   lock, so a waiter must park rather than spin behind a preempted holder) is held while the tier
+//!   pool is debited (lock order: shard, then pool; nothing takes them the other way round), so no
+//!   other debit of that key can slip in between the check and the debit.
 //! * Tokens are fractional and refilled continuously from a monotonic nanosecond clock, clamped to the
 //!   capacity. A cost above the capacity never succeeds.
 //! * `try_consume_now`, the boolean hot path, reads CLOCK_MONOTONIC_COARSE where that is safe
