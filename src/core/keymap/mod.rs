@@ -1,10 +1,11 @@
 //! Bounded sharded key state: the per-key buckets of one ledger tier.
 //!
-//! The keys of a tier live in `shards` hash tables whose capacities add up to `max_keys`; the top bits
-//! of a key's hash pick its shard, each shard behind its own lock on its own cache line. A key's entry
+//! The keys of a tier live in `shards` hash tables whose capacities add up to `max_keys`; bits of a
+//! key's keyed hash (`hash.rs`) pick its shard, each shard behind its own lock on its own cache line. A key's entry
 //! can also be named by position (`Slot`), for callers that look a key up once and debit it again
 //! without hashing. Eviction and the idle sweep (`eviction.rs`) keep every shard within its cap.
 mod eviction;
+mod hash;
 mod key;
 mod shard;
 mod slot;
@@ -16,8 +17,8 @@ pub(crate) use shard::{Entry, Shard};
 use crate::core::ledger::PerKeyConfig;
 use crate::core::padded::Padded;
 use parking_lot::Mutex;
-use hashbrown::{DefaultHashBuilder, HashTable};
-use std::hash::BuildHasher;
+use hash::{shard_index, KeyHasher};
+use hashbrown::HashTable;
 use std::sync::atomic::AtomicU64;
 
 /// Most shards per tier; fewer when `max_keys` is small, so that every shard holds at least
@@ -40,9 +41,8 @@ pub(crate) struct ShardCell {
 pub(crate) struct KeyMap {
     pub(crate) cfg: PerKeyConfig,
     pub(crate) idle_ttl_ns: f64,
-    pub(crate) hasher: DefaultHashBuilder,
+    pub(crate) hasher: KeyHasher,
     pub(crate) shards: Box<[Padded<ShardCell>]>,
-    shard_shift: u32,
 }
 
 impl KeyMap {
@@ -69,17 +69,14 @@ impl KeyMap {
         KeyMap {
             idle_ttl_ns: cfg.idle_ttl_ms * 1e6,
             cfg,
-            hasher: DefaultHashBuilder::default(),
+            hasher: KeyHasher::process(),
             shards,
-            shard_shift: 64 - n.trailing_zeros(),
         }
     }
 
     #[inline]
     pub(crate) fn shard(&self, hash: u64) -> &ShardCell {
-        // The top bits pick the shard; the table uses the low bits, so they stay independent.
-        let i = if self.shard_shift == 64 { 0 } else { (hash >> self.shard_shift) as usize };
-        &self.shards[i].0
+        &self.shards[shard_index(hash, self.shards.len())].0
     }
 
     pub(crate) fn len(&self) -> usize {

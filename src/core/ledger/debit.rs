@@ -7,7 +7,6 @@ use super::{Ledger, Limit, Outcome};
 use crate::core::bucket::Bucket;
 use crate::core::keymap::{KeyMap, Shard, Slot};
 use std::cell::Cell;
-use std::hash::BuildHasher;
 use std::sync::atomic::Ordering::Relaxed;
 
 impl Ledger {

@@ -58,7 +58,6 @@ use coarse::{coarse_is_safe, LedgerClock};
 use config::validate;
 use lease::DrainGuard;
 use parking_lot::Mutex;
-use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use stripes::STRIPES;

@@ -1,6 +1,5 @@
 use super::*;
 use crate::core::keymap::ShardCell;
-use std::hash::BuildHasher;
 use crate::core::clock::ManualClock;
 
 const MS: u64 = 1_000_000;
