@@ -10,6 +10,7 @@ pub mod names;
 pub mod net;
 mod padded;
 pub mod shed;
+mod sync;
 pub mod token;
 
 // The modules' earlier paths, so that code written against them keeps compiling.

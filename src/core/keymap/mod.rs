@@ -16,10 +16,9 @@ pub(crate) use shard::{Entry, Shard};
 
 use crate::core::ledger::PerKeyConfig;
 use crate::core::padded::Padded;
-use parking_lot::Mutex;
-use hash::{shard_index, KeyHasher};
+use crate::core::sync::{AtomicU64, Mutex};
+pub(crate) use hash::{shard_index, KeyHasher};
 use hashbrown::HashTable;
-use std::sync::atomic::AtomicU64;
 
 /// Most shards per tier; fewer when `max_keys` is small, so that every shard holds at least
 /// `MIN_PER_SHARD` keys and the per-shard caps add up to `max_keys` exactly.

@@ -38,7 +38,7 @@ impl Ledger {
     ) -> Option<(Outcome, Slot)> {
         let cfg = &map.cfg;
         let cell = map.shard(hash);
-        // Set once the shards' leases had to be drained (then `draining` stays raised until done).
+        // Set once the shards' leases had to be drained: held until the debit is done.
         let mut drain: Option<DrainGuard> = None;
         loop {
             let mut shard = cell.lock.lock();
@@ -67,7 +67,7 @@ impl Ledger {
                     cell.lease.store((held - cost).to_bits(), Relaxed);
                     Ok(())
                 } else {
-                    t.debit_keyed_slow(&cell.lease, cost, now_ns, drain.is_some())
+                    t.debit_keyed_slow(&cell.lease, cost, now_ns, drain.as_ref())
                 };
                 match paid {
                     Ok(()) => {
@@ -80,12 +80,12 @@ impl Ledger {
                         out.limited_by = Limit::Tier;
                         out.retry_after_ms = retry;
                     }
-                    Err(Short::Drain) => {
+                    Err(Short::Drain(guard)) => {
                         // Other shards may hold the tokens: drain them without holding this shard's
                         // lock (they are taken shard first), then ask again from the start.
                         drop(shard);
-                        drain = Some(DrainGuard(t));
-                        t.drain_shards();
+                        guard.drain();
+                        drain = Some(guard);
                         continue;
                     }
                 }

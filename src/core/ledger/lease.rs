@@ -1,20 +1,43 @@
 //! The lease/drain protocol: how the tokens leased out to stripes and key shards come back before a
 //! tier refuses, so that "refused iff the tier holds less than `cost`" stays exact.
+//!
+//! The steps, for a debit the pool cannot pay (`Tier::take`, under the pool's lock):
+//! 1. pull every stripe's lease back (atomic swaps: no lock but the pool's is needed);
+//! 2. still short while shards hold leases: `take` raises the tier's `draining` count and returns a
+//!    `DrainGuard`, which the caller must hold while it drains the shards (`DrainGuard::drain`: shard
+//!    lock, then pool lock, the keyed debit's lock order) and asks `take` again with it;
+//! 3. while any guard lives no shard lease is granted, so the second asking sees every token the tier
+//!    holds: refused then means the tier holds less than `cost`.
+//!
+//! The guard is the only way to raise the count, and dropping it is the only way to lower it (an
+//! atomic decrement: it never takes a lock, so it cannot deadlock whatever its holder holds).
 use super::tier::{Pool, Tier};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use crate::core::sync::AtomicU64;
+use std::sync::atomic::Ordering::*;
 
-/// Why the pool could not pay: a wait (ms), or shard leases that must be drained first (`Tier::take`).
-pub(crate) enum Short {
+/// Why the pool could not pay: a wait (ms), or shard leases that must be drained first, with the guard
+/// that keeps new ones from being granted meanwhile (`Tier::take`).
+#[must_use]
+pub(crate) enum Short<'a> {
     Wait(f64),
-    Drain,
+    Drain(DrainGuard<'a>),
 }
 
-/// Lowers `draining` again when a debit that raised it is done.
-pub(crate) struct DrainGuard<'a>(pub(crate) &'a Tier);
+/// Held by a debit (or a reset) that drains the shards' leases: while any is held, no shard lease is
+/// granted. Made only by `Tier::hold_shard_leases`.
+#[must_use = "drain the shards with it (`DrainGuard::drain`) and ask `take` again with it"]
+pub(crate) struct DrainGuard<'a>(&'a Tier);
+
+impl DrainGuard<'_> {
+    /// Moves every shard's lease back into the pool (`Tier::drain_shards`).
+    pub(crate) fn drain(&self) {
+        self.0.drain_shards();
+    }
+}
 
 impl Drop for DrainGuard<'_> {
     fn drop(&mut self) {
-        self.0.pool.0.lock().draining -= 1;
+        self.0.draining.fetch_sub(1, Release);
     }
 }
 
@@ -23,7 +46,7 @@ impl Tier {
     /// back what is left of the lease, debit the pool, and take a new lease if the pool is well
     /// above empty and nobody is draining.
     #[inline(never)]
-    pub(crate) fn debit_keyed_slow(&self, lease: &AtomicU64, cost: f64, now_ns: u64, drained: bool) -> Result<(), Short> {
+    pub(crate) fn debit_keyed_slow(&self, lease: &AtomicU64, cost: f64, now_ns: u64, drained: Option<&DrainGuard>) -> Result<(), Short<'_>> {
         let mut pool = self.pool.0.lock();
         let rate = self.rate(&pool);
         self.refill(&mut pool, rate, now_ns);
@@ -31,7 +54,7 @@ impl Tier {
         pool.bucket.tokens += held;
         pool.shard_leased = (pool.shard_leased - held).max(0.0);
         self.take(&mut pool, cost, rate, drained)?;
-        if pool.draining == 0 && pool.bucket.tokens >= 2.0 * self.lease {
+        if !self.shard_leases_held() && pool.bucket.tokens >= 2.0 * self.lease {
             pool.bucket.tokens -= self.lease;
             pool.shard_leased += self.lease;
             lease.store(self.lease.to_bits(), Relaxed);
@@ -40,11 +63,11 @@ impl Tier {
     }
 
     /// Under the pool's lock: takes `cost` from the pool, pulling the stripes' leases back first if it
-    /// is short. Still short while shards may hold leases: `Short::Drain` (with `draining` raised: the
-    /// caller drains them with `drain_shards`, lowers it with a `DrainGuard` and asks again with
-    /// `drained`). Only then is the tier short: "refused iff the tier holds less than `cost`" stays
-    /// exact, since nothing can be leased out between the drain and the second asking.
-    pub(crate) fn take(&self, pool: &mut Pool, cost: f64, rate: f64, drained: bool) -> Result<(), Short> {
+    /// is short. Still short while shards may hold leases and `drained` is `None`: `Short::Drain` with
+    /// a guard, which the caller drains with and asks again with (module notes). Only then is the tier
+    /// short: "refused iff the tier holds less than `cost`" stays exact, since nothing can be leased out
+    /// between the drain and the second asking.
+    pub(crate) fn take(&self, pool: &mut Pool, cost: f64, rate: f64, drained: Option<&DrainGuard>) -> Result<(), Short<'_>> {
         if pool.bucket.tokens < cost {
             pool.bucket.tokens += self.drain();
             pool.leased_out = 0.0;
@@ -53,9 +76,8 @@ impl Tier {
             if pool.shard_leased > 0.0 {
                 pool.shard_leased = self.shard_leases();
             }
-            if pool.shard_leased > 0.0 && !drained {
-                pool.draining += 1;
-                return Err(Short::Drain);
+            if pool.shard_leased > 0.0 && drained.is_none() {
+                return Err(Short::Drain(self.hold_shard_leases()));
             }
             return Err(Short::Wait(pool.bucket.wait_ms(cost, self.capacity, rate)));
         }
@@ -63,9 +85,22 @@ impl Tier {
         Ok(())
     }
 
+    /// A guard under which no shard lease is granted. The count is raised before the drain takes any
+    /// shard's lock, and a lease is granted only under its shard's lock: a grant after the drain has
+    /// passed that shard sees the count (the shard lock orders them), and one before is found by it.
+    pub(crate) fn hold_shard_leases(&self) -> DrainGuard<'_> {
+        self.draining.fetch_add(1, Relaxed);
+        DrainGuard(self)
+    }
+
+    /// Whether some debit or reset holds a `DrainGuard` now (read under the pool's lock).
+    fn shard_leases_held(&self) -> bool {
+        self.draining.load(Acquire) != 0
+    }
+
     /// Moves every shard's lease back into the pool, one shard at a time, taking its lock and then the
-    /// pool's (a keyed debit's lock order). The caller has raised `draining`.
-    pub(crate) fn drain_shards(&self) {
+    /// pool's (a keyed debit's lock order). Only through a `DrainGuard`.
+    fn drain_shards(&self) {
         let Some(map) = &self.keys else { return };
         for cell in map.shards.iter() {
             let _shard = cell.0.lock.lock();

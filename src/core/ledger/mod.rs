@@ -35,7 +35,8 @@
 //!
 //! Files: `config.rs` (tier options and their validation), `outcome.rs` (what a debit returns),
 //! `coarse.rs` (the ledger's clocks), `tier.rs` (a tier and its pool), `stripes.rs` (per-thread lease
-//! stripes), `lease.rs` (the lease/drain protocol), `debit.rs` (the debits themselves).
+//! stripes), `lease.rs` (the lease/drain protocol), `debit.rs` (the debits themselves), `model.rs` (the
+//! protocol model-checked with loom, under `cfg(loom)`: `npm run test:model`).
 mod coarse;
 mod config;
 mod debit;
@@ -43,6 +44,8 @@ mod lease;
 mod outcome;
 mod stripes;
 mod tier;
+#[cfg(all(test, loom))]
+mod model;
 #[cfg(test)]
 mod tests;
 
@@ -56,9 +59,8 @@ use crate::core::keymap::{Entry, KeyMap};
 use crate::core::padded::Padded;
 use coarse::{coarse_is_safe, LedgerClock};
 use config::validate;
-use lease::DrainGuard;
-use parking_lot::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use crate::core::sync::{AtomicU32, AtomicU64, Mutex};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use stripes::STRIPES;
 use tier::{Pool, Tier, LEASE_FRACTION};
@@ -107,11 +109,11 @@ impl Ledger {
                     scale: 1.0,
                     leased_out: 0.0,
                     shard_leased: 0.0,
-                    draining: 0,
                 })),
                 stripes: (0..STRIPES).map(|_| Padded(AtomicU64::new(0f64.to_bits()))).collect(),
                 lease: t.capacity * LEASE_FRACTION,
                 keys: t.per_key.clone().map(KeyMap::new),
+                draining: AtomicU32::new(0),
             })
             .collect();
         let coarse = coarse.filter(|c| coarse_is_safe(&tiers, c.resolution_ns()));
@@ -302,8 +304,7 @@ impl Ledger {
                 None => {
                     // The shards' leases are forgotten with the pool's tokens; no new one is granted
                     // between forgetting them and refilling the pool.
-                    t.pool.0.lock().draining += 1;
-                    let _drain = DrainGuard(t);
+                    let _drain = t.hold_shard_leases();
                     if let Some(m) = &t.keys {
                         for cell in m.shards.iter() {
                             let _shard = cell.0.lock.lock();

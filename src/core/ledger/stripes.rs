@@ -1,16 +1,33 @@
 //! Per-thread lease stripes: each thread debits a small lease of a tier pool's tokens held in its own
 //! cache-line-padded atomic, and only takes the pool's lock to renew it.
 use super::tier::Tier;
+use crate::core::sync::AtomicU64;
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 
-/// Lease stripes per tier pool; threads are spread over them round-robin.
+/// Lease stripes per tier pool; threads are spread over them round-robin. (Two in the model check:
+/// as many as its threads, and every stripe a drain swaps is one more step to interleave.)
+#[cfg(not(loom))]
 pub(crate) const STRIPES: usize = 16;
+#[cfg(loom)]
+pub(crate) const STRIPES: usize = 2;
 
-static NEXT_STRIPE: AtomicUsize = AtomicUsize::new(0);
+#[cfg(not(loom))]
+static NEXT_STRIPE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
+#[cfg(not(loom))]
 thread_local! {
     static STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+#[cfg(loom)]
+loom::lazy_static! {
+    static ref NEXT_STRIPE: loom::sync::atomic::AtomicUsize = loom::sync::atomic::AtomicUsize::new(0);
+}
+
+#[cfg(loom)]
+loom::thread_local! {
+    static STRIPE: Cell<usize> = Cell::new(usize::MAX);
 }
 
 /// This thread's stripe.

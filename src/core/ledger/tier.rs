@@ -5,8 +5,8 @@ use super::stripes::{add_f64, my_stripe};
 use crate::core::bucket::Bucket;
 use crate::core::keymap::KeyMap;
 use crate::core::padded::Padded;
-use parking_lot::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use crate::core::sync::{AtomicU32, AtomicU64, Mutex};
+use std::sync::atomic::Ordering::Relaxed;
 
 pub(crate) struct Pool {
     /// The tokens not leased out to a stripe.
@@ -17,8 +17,6 @@ pub(crate) struct Pool {
     pub(crate) leased_out: f64,
     /// The same for the leases held by the key shards (`ShardCell::lease`).
     pub(crate) shard_leased: f64,
-    /// Debits draining the shards' leases right now: while any does, no shard lease is granted.
-    pub(crate) draining: u32,
 }
 
 /// A lease is this fraction of the tier's capacity (or whatever the pool holds, if less).
@@ -34,6 +32,8 @@ pub(crate) struct Tier {
     pub(crate) stripes: Box<[Padded<AtomicU64>]>,
     pub(crate) lease: f64,
     pub(crate) keys: Option<KeyMap>,
+    /// `DrainGuard`s held now: while any is, no shard lease is granted (lease.rs).
+    pub(crate) draining: AtomicU32,
 }
 
 impl Tier {
@@ -66,7 +66,7 @@ impl Tier {
     /// decides, draining the shards' leases first if it must).
     #[inline(never)]
     pub(crate) fn debit_slow(&self, stripe: &AtomicU64, cost: f64, now: impl Fn() -> u64) -> Result<(), f64> {
-        let attempt = |drained: bool| {
+        let attempt = |drained: Option<&DrainGuard>| {
             let mut pool = self.pool.0.lock();
             let rate = self.rate(&pool);
             self.refill(&mut pool, rate, now());
@@ -79,15 +79,14 @@ impl Tier {
             }
             Ok(())
         };
-        match attempt(false) {
+        match attempt(None) {
             Ok(()) => Ok(()),
             Err(Short::Wait(ms)) => Err(ms),
-            Err(Short::Drain) => {
-                let _drain = DrainGuard(self);
-                self.drain_shards();
-                attempt(true).map_err(|s| match s {
+            Err(Short::Drain(guard)) => {
+                guard.drain();
+                attempt(Some(&guard)).map_err(|s| match s {
                     Short::Wait(ms) => ms,
-                    Short::Drain => unreachable!("take never asks twice"),
+                    Short::Drain(_) => unreachable!("take never asks twice"),
                 })
             }
         }
