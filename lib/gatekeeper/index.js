@@ -21,16 +21,14 @@ const { Responder } = require('./respond');
 const { typeName, isObject, unknownKey, onlyKnown, boolean, optionalFn, finite, retryAfterOptions } = require('../options');
 const { CODES, withCode, buildingOptions } = require('../errors');
 
-/** Verdicts returned by the native decide. */
-const VERDICT = Object.freeze({ ADMIT: 0, SHED: 1, TIER_FULL: 2, RATE_LIMITED: 3 });
-const VERDICT_NAMES = Object.freeze(['admit', 'shed', 'tier-full', 'rate-limited']);
-const STATUS = Object.freeze([200, 503, 503, 429]);
-/** Indices into the Float64Array decide fills (src/node/gate.rs). */
-const R = Object.freeze({ VERDICT: 0, TIER: 1, SOURCE: 2, REMAINING: 3, LIMIT: 4, RETRY_AFTER_MS: 5, RESET_MS: 6, SCALE: 7, PRESSURE: 8, LAG_MS: 9, CAUSE: 10 });
-const SOURCES = Object.freeze(['default', 'given', 'header', 'signed', 'untrusted', 'bad-signature', 'expired', 'invalid']);
-const CAUSES = Object.freeze(['none', 'lag', 'heap', 'stall']);
-const SEL_KEY_IS_IP = 0x100;
-const MAX_TIERS = 254;
+// Verdict codes and names, the HTTP status per verdict, the indices of the Float64Array decide fills,
+// tier sources, causes, the `sel` bits and the shed defaults: declared once, in src/node/gate.rs.
+const {
+  verdict: VERDICT, verdictNames: VERDICT_NAMES, verdictStatus: STATUS, result: R, sources: SOURCES, causes: CAUSES, sel: SEL,
+  shedDefaults: SHED_DEFAULTS, lagSignals: LAG_SIGNALS,
+} = native.gateConstants();
+const SEL_KEY_IS_IP = SEL.KEY_IS_IP;
+const MAX_TIERS = SEL.MAX_TIERS;
 const TIER_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
 /** diagnostics_channel name; every decision is published when it has subscribers. */
@@ -46,28 +44,6 @@ const DEFAULT_TIERS = Object.freeze([
   Object.freeze({ name: 'standard', capacity: UNBOUNDED_RATE, refillPerSec: UNBOUNDED_RATE }),
   Object.freeze({ name: 'background', capacity: UNBOUNDED_RATE, refillPerSec: UNBOUNDED_RATE }),
 ]);
-
-const SHED_DEFAULTS = Object.freeze({
-  targetLagMs: 20,
-  criticalLagMs: 60,
-  relative: false,
-  hysteresisMs: 10,
-  holdMs: 1000,
-  recoveryMs: 2000,
-  integralMs: 1000,
-  confirmMs: 30,
-  heapRatio: 0.9,
-  stallMs: 500,
-  lagSignal: 'ewma',
-  resolutionMs: 10,
-  windowMs: 1000,
-  ewmaMs: 50,
-  updateIntervalMs: 1,
-  baselineTauMs: 10_000,
-  maxBaselineMs: undefined, // = targetLagMs
-  idleElu: 0.5,
-  turnBudgetMs: 2,
-});
 
 const OPTIONS = new Set([
   'tiers', 'ledger', 'perKey', 'tierHeader', 'trustTierHeader', 'tierSecret', 'routes', 'classify', 'defaultTier',
@@ -103,7 +79,7 @@ function shedOptions(shed) {
   finite(o.confirmMs, at('confirmMs'));
   if (o.heapRatio !== false) finite(o.heapRatio, at('heapRatio'), { min: 0, max: 0.999999, exclusiveMin: true });
   if (o.stallMs !== false) finite(o.stallMs, at('stallMs'), { min: 1, max: 3_600_000, integer: true });
-  if (!['latest', 'ewma', 'p99', 'max'].includes(o.lagSignal)) throw new RangeError(`${at('lagSignal')} must be one of 'latest', 'ewma', 'p99', 'max', got ${JSON.stringify(o.lagSignal)}`);
+  if (!LAG_SIGNALS.includes(o.lagSignal)) throw new RangeError(`${at('lagSignal')} must be one of ${LAG_SIGNALS.map((n) => `'${n}'`).join(', ')}, got ${JSON.stringify(o.lagSignal)}`);
   finite(o.resolutionMs, at('resolutionMs'), { min: 1, max: 60_000, integer: true });
   finite(o.windowMs, at('windowMs'), { min: o.resolutionMs, max: 3_600_000, integer: true });
   // The sampler's window holds at most this many ticks; a longer one would be cut silently.
@@ -270,26 +246,7 @@ class Gatekeeper {
         ipv6Prefix: o.ipv6Prefix,
         cost: o.cost,
         sampler: s.enabled,
-        resolutionMs: s.resolutionMs,
-        windowMs: s.windowMs,
-        ewmaMs: s.ewmaMs,
-        stallMs: s.stallMs === false ? undefined : s.stallMs,
-        lagSignal: s.lagSignal,
-        updateIntervalMs: s.updateIntervalMs,
-        targetLagMs: s.targetLagMs,
-        criticalLagMs: s.criticalLagMs,
-        relative: s.relative,
-        hysteresisMs: s.hysteresisMs,
-        holdMs: s.holdMs,
-        recoveryMs: s.recoveryMs,
-        integralMs: s.integralMs,
-        confirmMs: s.confirmMs,
-        heapRatio: s.heapRatio === false ? undefined : s.heapRatio,
-        baselineTauMs: s.baselineTauMs,
-        maxBaselineMs: s.maxBaselineMs,
-        idleElu: s.idleElu,
-        turnBudgetMs: s.turnBudgetMs,
-      });
+      }, s); // the shed options go as they are: src/node/gate.rs reads them by name
     } catch (err) {
       if (err && err.code === 'InvalidArg') throw new RangeError(`gatekeeper: ${err.message}`);
       throw err;

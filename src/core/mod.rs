@@ -1,12 +1,19 @@
 //! Pure Rust: no napi, no I/O. Everything here is unit-tested with `cargo test --no-default-features`
 //! and an injectable clock.
-pub mod clock;
-pub mod health;
-pub mod shed;
-pub mod signature;
-pub mod ipkey;
 pub mod bucket;
-pub mod ledger;
+pub mod clock;
 pub mod gate;
-pub mod histogram;
-pub mod spinlock;
+pub mod health;
+pub mod keymap;
+pub mod ledger;
+pub mod names;
+pub mod net;
+mod padded;
+pub mod shed;
+mod sync;
+pub mod token;
+
+// The modules' earlier paths, so that code written against them keeps compiling.
+pub use health::histogram;
+pub use net::ipkey;
+pub use token::signature;

@@ -6,42 +6,53 @@
 //! the shed controller when due, debits the ledger, writes the details into a Float64Array (`result`)
 //! and returns the verdict as a small integer. One crossing into Rust per request.
 use crate::core::clock::{Clock, MonotonicClock};
-use crate::core::gate::{check_cost, Decision, Gate, GateConfig, MAX_HEADER_LEN};
+use crate::core::gate::{check_cost, Decision, Gate, GateConfig, OptionValue, ShedOptions, TierSource, Verdict, MAX_HEADER_LEN, SHED_OPTIONS};
 use crate::core::health::{HealthSample, LoopHealth};
-use crate::core::ipkey::IpKeyConfig;
-use crate::core::shed::{LagSignal, ShedConfig};
-use crate::core::signature::TierSigner;
-use crate::node::lag::{acquire_thread_sampler_with, current_turn_age_ms, SamplerGuard, SamplerOptions};
+use crate::core::net::ipkey::IpKeyConfig;
+use crate::core::names::named_enum;
+use crate::core::shed::{Cause, LagSignal};
+use crate::core::token::signature::TierSigner;
+use crate::node::lag::{acquire_thread_sampler_with, current_turn_age_ms, SamplerGuard};
 use crate::node::ledger::{LedgerHandle, MAX_KEY_BYTES};
 use crate::node::raw;
+use crate::node::uv::{event_loop, idle_ns, UvLoop};
 use napi::bindgen_prelude::*;
 use napi::{sys, JsValue};
 use napi_derive::napi;
 use std::cell::UnsafeCell;
-use std::ptr;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Layout of the Float64Array `decide` fills (mirrored in lib/gatekeeper.js).
-pub const RESULT_LEN: usize = 11;
-const R_VERDICT: usize = 0;
-const R_TIER: usize = 1;
-const R_SOURCE: usize = 2;
-const R_REMAINING: usize = 3;
-const R_LIMIT: usize = 4;
-const R_RETRY_AFTER_MS: usize = 5;
-const R_RESET_MS: usize = 6;
-const R_SCALE: usize = 7;
-const R_PRESSURE: usize = 8;
-const R_LAG_MS: usize = 9;
-const R_CAUSE: usize = 10;
+named_enum! {
+    /// The Float64Array `decide` fills: one figure per field, at the field's number. JS reads the
+    /// numbers by name from `gateConstants().result`.
+    #[derive(Clone, Copy)]
+    enum R: u8 {
+        Verdict = "VERDICT",
+        Tier = "TIER",
+        Source = "SOURCE",
+        Remaining = "REMAINING",
+        Limit = "LIMIT",
+        RetryAfterMs = "RETRY_AFTER_MS",
+        ResetMs = "RESET_MS",
+        Scale = "SCALE",
+        Pressure = "PRESSURE",
+        LagMs = "LAG_MS",
+        Cause = "CAUSE",
+    }
+}
+
+pub const RESULT_LEN: usize = R::NAMES.len();
 
 /// `sel` (the first argument of `decide`): low byte = tier id + 1 (0: not chosen by the caller),
 /// this bit set = the key is a client IP to normalise.
 const SEL_TIER_MASK: i32 = 0xff;
 const SEL_KEY_IS_IP: i32 = 0x100;
+/// Tiers a gate can select through `sel` (ids 0..=253 as id + 1 in the low byte).
+const MAX_TIERS: i32 = SEL_TIER_MASK - 1;
 
-/// Everything lib/gatekeeper.js has validated and filled in.
+/// Everything lib/gatekeeper.js has validated and filled in, but the `shed` options: those come as
+/// their own object, read by name through `core::gate::SHED_OPTIONS`.
 #[napi(object)]
 pub struct GateOptions {
     pub default_tier: u32,
@@ -53,25 +64,6 @@ pub struct GateOptions {
     pub cost: f64,
     /// false: no live sampler (health stays idle unless injected): a gate that only rate-limits.
     pub sampler: bool,
-    pub resolution_ms: f64,
-    pub window_ms: f64,
-    pub ewma_ms: f64,
-    pub stall_ms: Option<f64>,
-    pub lag_signal: String,
-    pub update_interval_ms: f64,
-    pub target_lag_ms: f64,
-    pub critical_lag_ms: f64,
-    pub relative: bool,
-    pub hysteresis_ms: f64,
-    pub hold_ms: f64,
-    pub recovery_ms: f64,
-    pub integral_ms: f64,
-    pub confirm_ms: f64,
-    pub heap_ratio: Option<f64>,
-    pub baseline_tau_ms: f64,
-    pub max_baseline_ms: f64,
-    pub idle_elu: f64,
-    pub turn_budget_ms: f64,
 }
 
 #[napi(object)]
@@ -129,20 +121,6 @@ pub struct HealthInput {
     pub stalled: Option<bool>,
 }
 
-/// libuv's loop, opaque here; the two functions resolve against the node binary.
-#[repr(C)]
-struct UvLoop {
-    _opaque: [u8; 0],
-}
-
-#[allow(clashing_extern_declarations)] // src/node/lag.rs declares them with its own opaque loop type
-extern "C" {
-    fn napi_get_uv_event_loop(env: sys::napi_env, loop_: *mut *mut UvLoop) -> sys::napi_status;
-    /// Cumulative time the loop spent waiting for I/O, ns (0 unless idle-time metrics are on; Node
-    /// turns them on for the main and every worker loop).
-    fn uv_metrics_idle_time(loop_: *mut UvLoop) -> u64;
-}
-
 /// What the raw callback carries.
 struct Bound {
     gate: Arc<Gate>,
@@ -167,8 +145,7 @@ fn invalid(msg: impl Into<String>) -> Error {
     Error::new(Status::InvalidArg, msg.into())
 }
 
-fn config(o: &GateOptions) -> Result<GateConfig> {
-    let lag_signal = LagSignal::parse(&o.lag_signal).ok_or_else(|| invalid("shed.lagSignal must be one of latest, ewma, p99, max"))?;
+fn config(o: &GateOptions, shed: &ShedOptions) -> Result<GateConfig> {
     let signer = match &o.secrets {
         Some(s) if !s.is_empty() => {
             let keys: Vec<&[u8]> = s.iter().map(|b| b.as_ref()).collect();
@@ -179,24 +156,10 @@ fn config(o: &GateOptions) -> Result<GateConfig> {
     let prefix = |v: u32, max: u32, name: &str| u8::try_from(v).ok().filter(|p| u32::from(*p) <= max).ok_or_else(|| invalid(format!("{name} must be an integer in 0..{max}")));
     let ip = IpKeyConfig::new(prefix(o.ipv4_prefix, 32, "ipv4Prefix")?, prefix(o.ipv6_prefix, 128, "ipv6Prefix")?).map_err(invalid)?;
     Ok(GateConfig {
-        shed: ShedConfig {
-            target_lag_ms: o.target_lag_ms,
-            critical_lag_ms: o.critical_lag_ms,
-            relative: o.relative,
-            hysteresis_ms: o.hysteresis_ms,
-            hold_ms: o.hold_ms,
-            recovery_ms: o.recovery_ms,
-            integral_ms: o.integral_ms,
-            confirm_ms: o.confirm_ms,
-            heap_ratio: o.heap_ratio,
-            baseline_tau_ms: o.baseline_tau_ms,
-            max_baseline_ms: o.max_baseline_ms,
-            idle_elu: o.idle_elu,
-            turn_budget_ms: o.turn_budget_ms,
-        },
-        lag_signal,
-        update_interval_ms: o.update_interval_ms,
-        resolution_ms: if o.sampler { o.resolution_ms } else { 0.0 },
+        shed: shed.shed.clone(),
+        lag_signal: shed.lag_signal,
+        update_interval_ms: shed.update_interval_ms,
+        resolution_ms: if o.sampler { shed.sampler.resolution_ms as f64 } else { 0.0 },
         default_tier: o.default_tier as usize,
         trust_header: o.trust_header,
         signer,
@@ -205,39 +168,49 @@ fn config(o: &GateOptions) -> Result<GateConfig> {
     })
 }
 
-fn whole_ms(v: f64, name: &str) -> Result<u64> {
-    if v.is_finite() && v >= 1.0 && v.fract() == 0.0 && v <= 3_600_000.0 {
-        Ok(v as u64)
-    } else {
-        Err(invalid(format!("{name} must be a whole number of milliseconds in 1..3600000")))
+/// Reads every shed option from `obj` by its JS name (absent ones keep their defaults).
+unsafe fn shed_options(env: sys::napi_env, obj: sys::napi_value) -> Result<ShedOptions> {
+    let mut o = ShedOptions::default();
+    for opt in SHED_OPTIONS {
+        let name = std::ffi::CString::new(opt.name).map_err(|e| invalid(e.to_string()))?;
+        let mut v = std::ptr::null_mut();
+        raw::check(sys::napi_get_named_property(env, obj, name.as_ptr(), &mut v))?;
+        let mut stack = [0u8; 64];
+        let mut heap = Vec::new();
+        let value = match raw::type_of(env, v) {
+            sys::ValueType::napi_undefined => OptionValue::Undefined,
+            sys::ValueType::napi_number => OptionValue::Number(raw::get_f64(env, v).unwrap_or(f64::NAN)),
+            sys::ValueType::napi_boolean => OptionValue::Bool(raw::get_bool(env, v).unwrap_or(false)),
+            sys::ValueType::napi_string => match raw::get_str(env, v, &mut stack, &mut heap) {
+                Some(t) => OptionValue::Text(std::str::from_utf8(t).unwrap_or("")),
+                None => OptionValue::Undefined,
+            },
+            _ => return Err(invalid(format!("shed.{} must be a number, a boolean or a string", opt.name))),
+        };
+        o.set(opt.name, value).map_err(|e| invalid(format!("shed.{e}")))?;
     }
+    Ok(o)
 }
 
 #[napi]
 impl GateHandle {
+    /// `shed`: the gatekeeper's `shed` options (`gateConstants().shedDefaults` names them); `false`
+    /// for `heapRatio` or `stallMs` turns that part off.
     #[napi(constructor, catch_unwind)]
-    pub fn new(env: Env, ledger: &LedgerHandle, options: GateOptions) -> Result<Self> {
+    pub fn new(env: Env, ledger: &LedgerHandle, options: GateOptions, shed: Object) -> Result<Self> {
         let _panic = raw::throw_on_panic(&env, "GateHandle::new");
-        let cfg = config(&options)?;
+        let shed = unsafe { shed_options(env.raw(), shed.raw())? };
+        let cfg = config(&options, &shed)?;
         check_cost(cfg.cost, ledger.inner.config()).map_err(invalid)?;
         let (guard, health) = if options.sampler {
-            let opts = SamplerOptions {
-                resolution_ms: whole_ms(options.resolution_ms, "shed.resolutionMs")?,
-                window_ms: whole_ms(options.window_ms, "shed.windowMs")?,
-                ewma_ms: whole_ms(options.ewma_ms, "shed.ewmaMs")?,
-                stall_ms: options.stall_ms.map(|s| whole_ms(s, "shed.stallMs")).transpose()?,
-            };
-            let guard = acquire_thread_sampler_with(env.raw(), opts)?;
+            let guard = acquire_thread_sampler_with(env.raw(), shed.sampler)?;
             let health = guard.health().clone();
             (Some(guard), health)
         } else {
             (None, Arc::new(LoopHealth::default()))
         };
         let gate = Gate::new(ledger.inner.clone(), cfg, health).map_err(|e| invalid(format!("shed.{e}")))?;
-        let mut loop_ = ptr::null_mut();
-        if unsafe { napi_get_uv_event_loop(env.raw(), &mut loop_) } != sys::Status::napi_ok {
-            loop_ = ptr::null_mut();
-        }
+        let loop_ = unsafe { event_loop(env.raw()) };
         Ok(GateHandle { gate: Arc::new(gate), loop_, guard })
     }
 
@@ -364,6 +337,71 @@ impl GateHandle {
     }
 }
 
+/// An object of `name: number` for `names`, numbered in order.
+fn numbered(env: &Env, names: &[&str], key: impl Fn(&str) -> String) -> Result<Object<'static>> {
+    let mut o = Object::new(env)?;
+    for (i, n) in names.iter().enumerate() {
+        o.set(key(n), i as u32)?;
+    }
+    freeze(env, o)
+}
+
+/// `o[name] = v`, frozen.
+fn set_frozen<V: ToNapiValue>(env: &Env, o: &Object, name: &std::ffi::CStr, v: V) -> Result<()> {
+    unsafe {
+        let v = V::to_napi_value(env.raw(), v)?;
+        raw::check(sys::napi_object_freeze(env.raw(), v))?;
+        raw::check(sys::napi_set_named_property(env.raw(), o.raw(), name.as_ptr(), v))
+    }
+}
+
+fn freeze(env: &Env, o: Object) -> Result<Object<'static>> {
+    unsafe {
+        raw::check(sys::napi_object_freeze(env.raw(), o.raw()))?;
+        Ok(Object::from_raw(env.raw(), o.raw()))
+    }
+}
+
+/// What lib/gatekeeper.js shares with `decide`, declared once on this side: `result` (the indices of
+/// the `result` array, and `LENGTH`), `verdict` (`ADMIT: 0`, ...), `verdictNames`, `verdictStatus`
+/// (the HTTP status per verdict), `sources`, `causes`, `lagSignals` (names by code), `sel` (`KEY_IS_IP`,
+/// `MAX_TIERS`), `shedDefaults` (every `shed` option by name; `false` = off, `undefined` = derived).
+/// Frozen.
+#[napi(js_name = "gateConstants", catch_unwind)]
+pub fn gate_constants(env: Env) -> Result<Object<'static>> {
+    let _panic = raw::throw_on_panic(&env, "gate_constants");
+    let env = &env;
+    let mut result = Object::new(env)?;
+    for (i, n) in R::NAMES.iter().enumerate() {
+        result.set(n, i as u32)?;
+    }
+    result.set("LENGTH", RESULT_LEN as u32)?;
+    let statuses: Vec<u32> = Verdict::ALL.iter().map(|v| u32::from(v.http_status())).collect();
+    let mut shed = Object::new(env)?;
+    for (name, v) in ShedOptions::defaults() {
+        match v {
+            OptionValue::Number(n) => shed.set(name, n)?,
+            OptionValue::Bool(b) => shed.set(name, b)?,
+            OptionValue::Text(t) => shed.set(name, t)?,
+            OptionValue::Undefined => shed.set(name, ())?,
+        }
+    }
+    let mut sel = Object::new(env)?;
+    sel.set("KEY_IS_IP", SEL_KEY_IS_IP)?;
+    sel.set("MAX_TIERS", MAX_TIERS)?;
+    let mut o = Object::new(env)?;
+    o.set("result", freeze(env, result)?)?;
+    o.set("verdict", numbered(env, Verdict::NAMES, |n| n.to_uppercase().replace('-', "_"))?)?;
+    set_frozen(env, &o, c"verdictNames", Verdict::NAMES.to_vec())?;
+    set_frozen(env, &o, c"verdictStatus", statuses)?;
+    set_frozen(env, &o, c"sources", TierSource::NAMES.to_vec())?;
+    set_frozen(env, &o, c"causes", Cause::NAMES.to_vec())?;
+    set_frozen(env, &o, c"lagSignals", LagSignal::NAMES.to_vec())?;
+    o.set("sel", freeze(env, sel)?)?;
+    o.set("shedDefaults", freeze(env, shed)?)?;
+    freeze(env, o)
+}
+
 /// Mints a signed tier token valid until `expires_at_sec` (Unix seconds, exclusive).
 #[napi(catch_unwind)]
 pub fn mint_tier_token(env: Env, secret: Buffer, tier: String, expires_at_sec: f64) -> Result<String> {
@@ -383,16 +421,6 @@ fn gate_now_ns() -> u64 {
     MonotonicClock.now_ns()
 }
 
-/// The loop's cumulative idle time, 0 without a loop.
-#[inline]
-unsafe fn idle_ns(loop_: *mut UvLoop) -> u64 {
-    if loop_.is_null() {
-        0
-    } else {
-        uv_metrics_idle_time(loop_)
-    }
-}
-
 fn unix_now_sec() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
@@ -410,17 +438,17 @@ unsafe fn read_bounded<const N: usize>(env: sys::napi_env, v: sys::napi_value, b
 
 #[inline(always)]
 fn write_result(out: &mut [f64; RESULT_LEN], d: &Decision) {
-    out[R_VERDICT] = d.verdict as u8 as f64;
-    out[R_TIER] = d.tier as f64;
-    out[R_SOURCE] = d.source as u8 as f64;
-    out[R_REMAINING] = d.outcome.remaining;
-    out[R_LIMIT] = d.outcome.limit;
-    out[R_RETRY_AFTER_MS] = d.outcome.retry_after_ms;
-    out[R_RESET_MS] = d.outcome.reset_ms;
-    out[R_SCALE] = d.scale;
-    out[R_PRESSURE] = d.pressure;
-    out[R_LAG_MS] = d.lag_ms;
-    out[R_CAUSE] = d.cause as u8 as f64;
+    out[R::Verdict as usize] = d.verdict as u8 as f64;
+    out[R::Tier as usize] = d.tier as f64;
+    out[R::Source as usize] = d.source as u8 as f64;
+    out[R::Remaining as usize] = d.outcome.remaining;
+    out[R::Limit as usize] = d.outcome.limit;
+    out[R::RetryAfterMs as usize] = d.outcome.retry_after_ms;
+    out[R::ResetMs as usize] = d.outcome.reset_ms;
+    out[R::Scale as usize] = d.scale;
+    out[R::Pressure as usize] = d.pressure;
+    out[R::LagMs as usize] = d.lag_ms;
+    out[R::Cause as usize] = d.cause as u8 as f64;
 }
 
 raw::guarded!(decide = "Gate.decide" => decide_unguarded);

@@ -1,6 +1,7 @@
 //! The napi layer: thin wrappers that expose `crate::core` to JavaScript.
 //! Off the hot path we use ordinary `#[napi]`; hot-path calls are raw callbacks (see `raw`).
 pub mod raw;
+pub mod uv;
 pub mod ledger;
 pub mod lag;
 pub mod gate;

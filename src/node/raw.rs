@@ -247,6 +247,13 @@ pub unsafe fn get_f64(env: sys::napi_env, v: sys::napi_value) -> Option<f64> {
     (sys::napi_get_value_double(env, v, &mut out) == sys::Status::napi_ok).then_some(out)
 }
 
+/// Reads a boolean; `None` if `v` is not a boolean.
+#[inline(always)]
+pub unsafe fn get_bool(env: sys::napi_env, v: sys::napi_value) -> Option<bool> {
+    let mut out = false;
+    (sys::napi_get_value_bool(env, v, &mut out) == sys::Status::napi_ok).then_some(out)
+}
+
 /// Reads a string's UTF-8 bytes into `stack`, spilling to `heap` only when it does not fit.
 /// `None` if `v` is not a string.
 #[inline(always)]

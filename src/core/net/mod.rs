@@ -1,0 +1,2 @@
+//! Network identities: client-IP keys.
+pub mod ipkey;

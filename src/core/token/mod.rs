@@ -1,0 +1,2 @@
+//! Signed tokens: HMAC tier tokens.
+pub mod signature;
