@@ -161,7 +161,9 @@ mod tests {
                     _ => rng.below(3 * w),
                 };
                 let cost = 1 + rng.below(3) as u32;
-                let used: u64 = log.iter().filter(|e| e.0 + w > t).map(|e| u64::from(e.1)).sum();
+                // The log is in time order: what is counted at x is its tail from the first live unit.
+                let counted = |log: &[(u64, u32)], x: u64| -> u64 { log[log.partition_point(|e| e.0 + w <= x)..].iter().map(|e| u64::from(e.1)).sum() };
+                let used = counted(&log, t);
                 let c = take(&a, &mut s, cost, t);
                 assert_eq!(c.allowed, used + u64::from(cost) <= u64::from(limit), "seed {seed} t {t}");
                 if c.allowed {
@@ -170,7 +172,7 @@ mod tests {
                 } else if cost <= limit {
                     // At t + retry the request fits; one ns earlier it does not.
                     let at = t + c.retry_after_ns;
-                    let fits = |x: u64| log.iter().filter(|e| e.0 + w > x).map(|e| u64::from(e.1)).sum::<u64>() + u64::from(cost) <= u64::from(limit);
+                    let fits = |x: u64| counted(&log, x) + u64::from(cost) <= u64::from(limit);
                     assert!(fits(at) && !fits(at - 1), "seed {seed} t {t}");
                 }
                 assert!(s.ring.len() <= limit as usize && s.ring.capacity() <= (limit as usize).max(4));
