@@ -2,10 +2,12 @@
 //! and an injectable clock.
 pub mod bucket;
 pub mod clock;
+pub mod defense;
 pub mod gate;
 pub mod health;
 pub mod keymap;
 pub mod ledger;
+pub mod limit;
 pub mod names;
 pub mod net;
 mod padded;

@@ -1,0 +1,255 @@
+//! The abuse-defense part of the one decision per request, in order:
+//!
+//! 1. allow list, or the user's `skip`: exempt, nothing below is looked at (not even the deny list);
+//! 2. deny list: refused (403);
+//! 3. ban table, by the request's ban key or a CIDR ban on its address: refused (403);
+//! 4. every named limit that applies, all or nothing: refused (429), which counts a strike against
+//!    the ban key (enough of them ban it: `rules.rs`);
+//! 5. pass: the caller goes on to the tier pool and the shed controller (elsewhere), after the
+//!    shaper's delay if one asked for it.
+//!
+//! The lists are passed in on each call rather than held: the binding keeps them in an `Arc` it swaps
+//! when an operator replaces them, and a decision uses whichever lists it picked up.
+use super::ban::{Ban, BanEvent, BanHit};
+use super::lists::{Access, AccessLists};
+use super::pass::{PassError, PassSigner};
+use super::rules::StrikeKind;
+use super::table::BanTable;
+use crate::core::limit::{Decision, LimitSet};
+use crate::core::names::named_enum;
+use std::net::IpAddr;
+
+named_enum! {
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Verdict: u8 {
+        /// Through every defense check: on to the tier pool.
+        Pass = "pass",
+        /// Allow-listed or skipped: on to the tier pool without any defense check.
+        Exempt = "exempt",
+        DenyListed = "deny-listed",
+        Banned = "banned",
+        RateLimited = "rate-limited",
+    }
+}
+
+impl Verdict {
+    /// The HTTP status of a refusal (200 for `Pass` and `Exempt`).
+    pub fn http_status(self) -> u16 {
+        match self {
+            Verdict::Pass | Verdict::Exempt => 200,
+            Verdict::DenyListed | Verdict::Banned => 403,
+            Verdict::RateLimited => 429,
+        }
+    }
+}
+
+/// One request, as the JS side describes it.
+#[derive(Clone, Copy, Debug)]
+pub struct Request<'a> {
+    /// The client's address (for the lists and CIDR bans); `None` when unknown.
+    pub ip: Option<IpAddr>,
+    /// The user's `skip(req)` said so.
+    pub skip: bool,
+    /// The key bans and strikes count by (usually the client-IP key); empty for none.
+    pub ban_key: &'a [u8],
+    /// One entry per named limit: its key, or `None` where it does not apply.
+    pub limit_keys: &'a [Option<&'a [u8]>],
+    pub cost: u32,
+}
+
+/// A decision's details, reused across calls.
+#[derive(Clone, Debug, Default)]
+pub struct Outcome {
+    pub verdict: Option<Verdict>,
+    /// `Banned`: the ban that applies.
+    pub ban: Option<BanHit>,
+    /// The named limits' decision (meaningful from step 4 on: `Pass` or `RateLimited`).
+    pub limits: Decision,
+}
+
+pub struct Defense {
+    limits: LimitSet,
+    bans: BanTable,
+}
+
+impl Defense {
+    pub fn new(limits: LimitSet, bans: BanTable) -> Defense {
+        Defense { limits, bans }
+    }
+
+    pub fn limits(&self) -> &LimitSet {
+        &self.limits
+    }
+
+    pub fn bans(&self) -> &BanTable {
+        &self.bans
+    }
+
+    /// Decides `req` at `now_ns`. Ban changes (a strike that banned) go to `events`.
+    pub fn decide(&self, lists: &AccessLists, req: &Request, now_ns: u64, out: &mut Outcome, events: &mut Vec<BanEvent>) -> Verdict {
+        out.ban = None;
+        out.limits.evaluated = 0;
+        out.limits.refused_by = None;
+        let v = self.verdict(lists, req, now_ns, out, events);
+        out.verdict = Some(v);
+        v
+    }
+
+    fn verdict(&self, lists: &AccessLists, req: &Request, now_ns: u64, out: &mut Outcome, events: &mut Vec<BanEvent>) -> Verdict {
+        if req.skip {
+            return Verdict::Exempt;
+        }
+        match lists.classify(req.ip) {
+            Access::Allow => return Verdict::Exempt,
+            Access::Deny => return Verdict::DenyListed,
+            Access::Neutral => {}
+        }
+        if let Some(hit) = self.bans.lookup(req.ban_key, req.ip, now_ns) {
+            out.ban = Some(hit);
+            return Verdict::Banned;
+        }
+        if self.limits.decide(req.limit_keys, req.cost, now_ns, &mut out.limits) {
+            return Verdict::Pass;
+        }
+        if !req.ban_key.is_empty() {
+            self.bans.record(req.ban_key, StrikeKind::RateLimited, now_ns, events);
+        }
+        Verdict::RateLimited
+    }
+
+    /// Counts what the response showed (a 404/400/405, a malformed request) against `ban_key`.
+    pub fn report(&self, ban_key: &[u8], kind: StrikeKind, now_ns: u64, events: &mut Vec<BanEvent>) -> Option<Ban> {
+        self.bans.record(ban_key, kind, now_ns, events)
+    }
+
+    /// Verifies a challenge pass for `ban_key` and, when valid, clears the key's strikes for the pass's
+    /// lifetime. `now_ns` and `now_unix_ms` are read together. Returns the pass's expiry (Unix seconds).
+    pub fn honour_pass(&self, signer: &PassSigner, pass: &[u8], ban_key: &[u8], now_ns: u64, now_unix_ms: u64) -> Result<u64, PassError> {
+        let expires = signer.verify(pass, ban_key, now_unix_ms / 1000)?;
+        let left_ms = expires.saturating_mul(1000).saturating_sub(now_unix_ms);
+        self.bans.clear_strikes(ban_key, now_ns.saturating_add(left_ms.saturating_mul(1_000_000)), now_ns);
+        Ok(expires)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::defense::{BanSpec, BanTarget, Cidr};
+    use crate::core::limit::{AlgorithmKind, LimitSpec};
+
+    const S: u64 = 1_000_000_000;
+    const SECRET: &[u8] = b"0123456789abcdef0123456789abcdef";
+
+    fn defense(max_keys: f64, max_bans: f64) -> Defense {
+        let mut l = LimitSpec::new("per-ip", AlgorithmKind::FixedWindow, 2.0, 1000.0);
+        l.max_keys = Some(max_keys);
+        let mut b = BanSpec::default();
+        b.escalation.jitter = 0.0;
+        b.max_bans = max_bans;
+        b.max_tracked = max_keys;
+        Defense::new(LimitSet::new(&[l]).unwrap(), BanTable::new(b.validate("bans").unwrap(), 1))
+    }
+
+    fn req<'a>(ip: &str, keys: &'a [Option<&'a [u8]>]) -> Request<'a> {
+        Request { ip: Some(ip.parse().unwrap()), skip: false, ban_key: keys[0].unwrap_or_default(), limit_keys: keys, cost: 1 }
+    }
+
+    #[test]
+    fn allow_beats_deny_bans_and_limits_and_deny_beats_bans() {
+        let d = defense(1000.0, 1000.0);
+        let lists = AccessLists::new(&["10.0.0.0/8"], &["10.1.2.3", "192.0.2.0/24"]).unwrap();
+        let mut ev = Vec::new();
+        d.bans().ban(BanTarget::Key(b"10.1.2.3"[..].into()), "op", None, 0, &mut ev).unwrap();
+        d.bans().ban(BanTarget::Cidr(Cidr::parse("192.0.2.0/24").unwrap()), "op", None, 0, &mut ev).unwrap();
+        let mut out = Outcome::default();
+        let k = [Some(&b"10.1.2.3"[..])];
+        // Allow-listed: exempt from the deny list, the ban and the limit (never counted).
+        for _ in 0..10 {
+            assert_eq!(d.decide(&lists, &req("10.1.2.3", &k), 0, &mut out, &mut ev), Verdict::Exempt);
+        }
+        assert_eq!(d.limits().limit(0).check(b"10.1.2.3", 0, 0).remaining, 2);
+        // Deny-listed and banned: the deny list answers first.
+        let k2 = [Some(&b"192.0.2.9"[..])];
+        assert_eq!(d.decide(&lists, &req("192.0.2.9", &k2), 0, &mut out, &mut ev), Verdict::DenyListed);
+        assert!(out.ban.is_none());
+        // Banned only (by CIDR here): 403 with the ban, and the limit is not counted.
+        let open = AccessLists::default();
+        assert_eq!(d.decide(&open, &req("192.0.2.9", &k2), 0, &mut out, &mut ev), Verdict::Banned);
+        assert_eq!((out.ban.as_ref().unwrap().by_cidr, Verdict::Banned.http_status()), (true, 403));
+        assert_eq!(d.limits().limit(0).check(b"192.0.2.9", 0, 0).remaining, 2);
+        // skip() exempts like the allow list.
+        let skipped = Request { skip: true, ..req("192.0.2.9", &k2) };
+        assert_eq!(d.decide(&lists, &skipped, 0, &mut out, &mut ev), Verdict::Exempt);
+    }
+
+    #[test]
+    fn three_refusals_ban_the_key_until_the_ban_expires() {
+        let d = defense(1000.0, 1000.0);
+        let lists = AccessLists::default();
+        let (mut out, mut ev) = (Outcome::default(), Vec::new());
+        let k = [Some(&b"203.0.113.7"[..])];
+        let r = req("203.0.113.7", &k);
+        let verdicts: Vec<Verdict> = (0..6).map(|_| d.decide(&lists, &r, 0, &mut out, &mut ev)).collect();
+        use Verdict::*;
+        assert_eq!(verdicts, vec![Pass, Pass, RateLimited, RateLimited, RateLimited, Banned]);
+        assert_eq!(ev.len(), 1, "the third refusal banned");
+        assert_eq!(RateLimited.http_status(), 429);
+        assert_eq!(out.ban.as_ref().unwrap().retry_after_ns(0), 300 * S);
+        // The default rule: 5 minutes. Then the window and the ban are over.
+        assert_eq!(d.decide(&lists, &r, 300 * S - 1, &mut out, &mut ev), Banned);
+        assert_eq!(d.decide(&lists, &r, 300 * S, &mut out, &mut ev), Pass);
+        // Another client is unaffected throughout.
+        let k2 = [Some(&b"203.0.113.8"[..])];
+        assert_eq!(d.decide(&lists, &req("203.0.113.8", &k2), 0, &mut out, &mut ev), Pass);
+    }
+
+    #[test]
+    fn a_valid_pass_clears_strikes_for_its_lifetime() {
+        let d = defense(1000.0, 1000.0);
+        let signer = PassSigner::new(&[SECRET]).unwrap();
+        let lists = AccessLists::default();
+        let (mut out, mut ev) = (Outcome::default(), Vec::new());
+        let k = [Some(&b"203.0.113.7"[..])];
+        let r = req("203.0.113.7", &k);
+        // Unix time 1_000_000 s at monotonic 0; the pass runs to 1_000_600 s (10 minutes).
+        let pass = signer.mint(b"203.0.113.7", 1_000_600).unwrap();
+        assert_eq!(d.honour_pass(&signer, pass.as_bytes(), b"203.0.113.8", 0, 1_000_000_000), Err(PassError::WrongKey));
+        assert_eq!(d.honour_pass(&signer, pass.as_bytes(), b"203.0.113.7", 0, 1_000_000_000), Ok(1_000_600));
+        let mut refused = 0;
+        for i in 0..20 {
+            for _ in 0..5 {
+                let v = d.decide(&lists, &r, i * S, &mut out, &mut ev);
+                assert_ne!(v, Verdict::Banned, "cleared: refusals count no strikes");
+                refused += usize::from(v == Verdict::RateLimited);
+            }
+        }
+        assert_eq!((refused, ev.len()), (60, 0));
+        // After the pass's lifetime, strikes count again.
+        let t = 600 * S;
+        let vs: Vec<Verdict> = (0..6).map(|_| d.decide(&lists, &r, t, &mut out, &mut ev)).collect();
+        assert_eq!(vs.last(), Some(&Verdict::Banned));
+        assert_eq!(d.honour_pass(&signer, pass.as_bytes(), b"203.0.113.7", t, 1_000_600_000), Err(PassError::Expired));
+    }
+
+    /// Every request from a new address, each hitting its limit and earning a ban: the limit's keys,
+    /// the tracked strikes and the bans all stay at their caps.
+    #[test]
+    fn a_unique_ip_flood_through_the_chain_stays_bounded() {
+        let d = defense(2000.0, 500.0);
+        let lists = AccessLists::default();
+        let (mut out, mut ev) = (Outcome::default(), Vec::new());
+        for i in 0..30_000u32 {
+            let ip = format!("100.{}.{}.{}", 64 + (i >> 16), (i >> 8) & 255, i & 255);
+            let k = [Some(ip.as_bytes())];
+            for _ in 0..5 {
+                d.decide(&lists, &req(&ip, &k), u64::from(i) * 1000, &mut out, &mut ev);
+            }
+            ev.clear();
+        }
+        assert!(d.limits().limit(0).len() <= 2000);
+        assert!(d.bans().tracked() <= 2000);
+        assert_eq!(d.bans().len(), 500);
+        assert_eq!(d.bans().stats().added, 30_000);
+    }
+}

@@ -1,0 +1,35 @@
+//! Abuse defense: allow and deny lists, bans with strike rules and escalation, challenge passes, and
+//! the chain that decides a request (`chain.rs`: allow/skip → deny → bans → named limits).
+//!
+//! - `cidr.rs`: IP prefixes (IPv4, IPv6, mapped IPv6 folded to IPv4) and their parse errors;
+//! - `trie.rs`: the frozen prefix trie (builder, then an immutable trie to share and swap whole);
+//! - `lists.rs`: the allow and deny lists;
+//! - `rules.rs`: strike rules, escalation, jitter, and the ban options' validation;
+//! - `strikes.rs`: counted events and offence history per key, bounded;
+//! - `ban.rs`: a ban, the events reported, the counters; `table.rs`: the ban table;
+//! - `persist.rs`: export and import as records with Unix-millisecond times;
+//! - `pass.rs`: challenge passes (HMAC-SHA256, bound to the key, expiring);
+//! - `rng.rs`: the seeded generator behind the jitter.
+mod ban;
+mod chain;
+mod cidr;
+mod lists;
+mod pass;
+mod persist;
+pub mod rng;
+mod rules;
+mod strikes;
+mod table;
+mod trie;
+#[cfg(test)]
+mod tests;
+
+pub use ban::{Ban, BanEvent, BanEventKind, BanHit, BanSource, BanStats, BanTarget};
+pub use chain::{Defense, Outcome, Request, Verdict};
+pub use cidr::{Addr, Cidr, CidrError};
+pub use lists::{Access, AccessLists};
+pub use pass::{PassError, PassSigner, MAX_PASS_LEN, MIN_SECRET_LEN};
+pub use persist::{BanRecord, ImportReport};
+pub use rules::{BanConfig, BanSpec, Escalation, EscalationSpec, StrikeKind, StrikeRule, StrikeRuleSpec, MAX_THRESHOLD};
+pub use table::{BanTable, BanTableFull};
+pub use trie::{PrefixTrie, TrieBuilder};

@@ -1,0 +1,365 @@
+//! The ban table: bans by key and by CIDR prefix, strike rules that ban automatically with
+//! escalation and jitter, and bounded memory.
+//!
+//! - Lookups (every request that reached the ban step) read an atomic count first: with no bans at all
+//!   they take no lock. Otherwise one lock, one keyed-hash probe, and for CIDR bans one trie walk.
+//! - Bounded: at most `max_bans`. Making room takes expired bans first, then the temporary ban closest
+//!   to its end (it loses the least ban time; with equal durations that is the oldest). A permanent ban
+//!   is never dropped to make room: when only permanent bans remain, a new ban is refused, counted
+//!   (`BanStats::refused`) and reported (`BanEventKind::Refused`).
+//! - Expiry needs no timer: a lookup ignores an expired ban, and every change (and `sweep`, which
+//!   the binding may call from a timer to publish `Expired` events) removes the expired ones.
+//! - Every change is returned as events (`events: &mut Vec<BanEvent>`), for the binding to publish.
+//!   Re-adding a ban that is already there reports only if it got longer, so a cluster node that
+//!   imports what another published does not publish it back.
+//! - Lifting a key's ban (an operator's act) forgets its strikes and offence history too, so that a
+//!   lifted permanent ban is not re-imposed by the next strike.
+use super::ban::{Ban, BanEvent, BanEventKind, BanHit, BanSource, BanStats, BanTarget};
+use super::cidr::Addr;
+use super::rng::SplitMix64;
+use super::rules::{BanConfig, StrikeKind};
+use super::strikes::Strikes;
+use super::trie::{PrefixTrie, TrieBuilder};
+use crate::core::keymap::KeyHasher;
+use hashbrown::HashTable;
+use parking_lot::Mutex;
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// A ban was not added: the table is at `max_bans` and every ban in it is permanent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BanTableFull;
+
+struct Slot {
+    hash: u64,
+    ban: Ban,
+}
+
+pub(super) struct BanState {
+    hasher: KeyHasher,
+    slots: Vec<Option<Slot>>,
+    free: Vec<u32>,
+    by_key: HashTable<u32>,
+    cidr_ids: Vec<u32>,
+    trie: PrefixTrie<u32>,
+    trie_dirty: bool,
+    /// Temporary bans by end time: the next to expire, and the one to evict, come first.
+    expiry: BTreeSet<(u64, u32)>,
+    len: usize,
+    pub(super) rng: SplitMix64,
+    pub(super) stats: BanStats,
+}
+
+pub struct BanTable {
+    pub(super) cfg: BanConfig,
+    pub(super) state: Mutex<BanState>,
+    /// Bans held (expired ones included until swept): lets a lookup skip the lock when there are none.
+    held: AtomicUsize,
+    strikes: Strikes,
+}
+
+impl BanState {
+    fn ban(&self, id: u32) -> &Ban {
+        &self.slots[id as usize].as_ref().expect("live slot").ban
+    }
+
+    fn find(&self, target: &BanTarget) -> Option<u32> {
+        match target {
+            BanTarget::Key(k) => {
+                let hash = self.hasher.hash_one(k);
+                self.by_key.find(hash, |&id| matches!(&self.slots[id as usize], Some(s) if s.hash == hash && s.ban.target == *target)).copied()
+            }
+            BanTarget::Cidr(_) => self.cidr_ids.iter().copied().find(|&id| self.ban(id).target == *target),
+        }
+    }
+
+    fn insert(&mut self, ban: Ban) -> u32 {
+        let hash = match &ban.target {
+            BanTarget::Key(k) => self.hasher.hash_one(k),
+            BanTarget::Cidr(_) => 0,
+        };
+        let until = ban.until_ns;
+        let is_key = matches!(ban.target, BanTarget::Key(_));
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.slots[id as usize] = Some(Slot { hash, ban });
+                id
+            }
+            None => {
+                self.slots.push(Some(Slot { hash, ban }));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        if is_key {
+            let slots = &self.slots;
+            self.by_key.insert_unique(hash, id, |&i| slots[i as usize].as_ref().map_or(0, |s| s.hash));
+        } else {
+            self.cidr_ids.push(id);
+            self.trie_dirty = true;
+        }
+        if let Some(u) = until {
+            self.expiry.insert((u, id));
+        }
+        self.len += 1;
+        id
+    }
+
+    fn remove(&mut self, id: u32) -> Ban {
+        let slot = self.slots[id as usize].take().expect("live slot");
+        match slot.ban.target {
+            BanTarget::Key(_) => {
+                if let Ok(e) = self.by_key.find_entry(slot.hash, |&i| i == id) {
+                    e.remove();
+                }
+            }
+            BanTarget::Cidr(_) => {
+                self.cidr_ids.retain(|&i| i != id);
+                self.trie_dirty = true;
+            }
+        }
+        if let Some(u) = slot.ban.until_ns {
+            self.expiry.remove(&(u, id));
+        }
+        self.free.push(id);
+        self.len -= 1;
+        slot.ban
+    }
+
+    pub(super) fn sweep(&mut self, now_ns: u64, events: &mut Vec<BanEvent>) {
+        while let Some(&(until, id)) = self.expiry.first() {
+            if until > now_ns {
+                break;
+            }
+            let ban = self.remove(id);
+            self.stats.expired += 1;
+            events.push(BanEvent { kind: BanEventKind::Expired, ban });
+        }
+    }
+
+    /// Adds `ban`, or lengthens the ban already on its target (the longer end wins; permanent is
+    /// longest). See the module notes for what happens at the cap.
+    pub(super) fn upsert(&mut self, ban: Ban, max: usize, now_ns: u64, events: &mut Vec<BanEvent>) -> Result<(), BanTableFull> {
+        self.sweep(now_ns, events);
+        if let Some(id) = self.find(&ban.target) {
+            let old = self.ban(id).until_ns;
+            let longer = match (old, ban.until_ns) {
+                (None, _) => false,
+                (Some(_), None) => true,
+                (Some(a), Some(b)) => b > a,
+            };
+            if !longer {
+                return Ok(());
+            }
+            if let Some(u) = old {
+                self.expiry.remove(&(u, id));
+            }
+            if let Some(u) = ban.until_ns {
+                self.expiry.insert((u, id));
+            }
+            let slot = self.slots[id as usize].as_mut().expect("live slot");
+            slot.ban = Ban { since_ns: slot.ban.since_ns.min(ban.since_ns), offense: slot.ban.offense.max(ban.offense), ..ban };
+            self.stats.added += 1;
+            events.push(BanEvent { kind: BanEventKind::Added, ban: slot.ban.clone() });
+            return Ok(());
+        }
+        if self.len >= max {
+            match self.expiry.first() {
+                Some(&(_, id)) => {
+                    let gone = self.remove(id);
+                    self.stats.evicted += 1;
+                    events.push(BanEvent { kind: BanEventKind::Evicted, ban: gone });
+                }
+                None => {
+                    self.stats.refused += 1;
+                    events.push(BanEvent { kind: BanEventKind::Refused, ban });
+                    return Err(BanTableFull);
+                }
+            }
+        }
+        self.stats.added += 1;
+        events.push(BanEvent { kind: BanEventKind::Added, ban: ban.clone() });
+        self.insert(ban);
+        Ok(())
+    }
+
+    fn lookup(&mut self, key: &[u8], addr: Option<Addr>, now_ns: u64) -> Option<BanHit> {
+        if !key.is_empty() {
+            let hash = self.hasher.hash_one(key);
+            let slots = &self.slots;
+            let hit = self.by_key.find(hash, |&id| matches!(&slots[id as usize], Some(s) if s.hash == hash && matches!(&s.ban.target, BanTarget::Key(k) if **k == *key)));
+            if let Some(&id) = hit {
+                let b = self.ban(id);
+                if b.is_live(now_ns) {
+                    return Some(BanHit { reason: b.reason.clone(), until_ns: b.until_ns, by_cidr: false });
+                }
+            }
+        }
+        let addr = addr?;
+        if self.cidr_ids.is_empty() {
+            return None;
+        }
+        if self.trie_dirty {
+            let mut t = TrieBuilder::new();
+            for &id in &self.cidr_ids {
+                if let BanTarget::Cidr(c) = self.ban(id).target {
+                    t.insert(c, id);
+                }
+            }
+            self.trie = t.build();
+            self.trie_dirty = false;
+        }
+        let id = *self.trie.lookup_addr(addr)?;
+        let b = if self.ban(id).is_live(now_ns) {
+            self.ban(id)
+        } else {
+            // The most specific prefix has expired (not yet swept): a wider live one may still cover.
+            let mut wider = self.cidr_ids.iter().map(|&i| self.ban(i)).filter(|b| b.is_live(now_ns));
+            wider.find(|b| matches!(b.target, BanTarget::Cidr(c) if c.contains(addr)))?
+        };
+        Some(BanHit { reason: b.reason.clone(), until_ns: b.until_ns, by_cidr: true })
+    }
+
+    /// Slots ever allocated (freed ones are reused): the most bans held at once.
+    #[cfg(test)]
+    pub(super) fn slots_used(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub(super) fn live(&self, now_ns: u64) -> impl Iterator<Item = &Ban> {
+        self.slots.iter().flatten().map(|s| &s.ban).filter(move |b| b.is_live(now_ns))
+    }
+}
+
+impl BanTable {
+    /// A table over a validated configuration (`BanSpec::validate`); `seed` drives the jitter
+    /// (`rng::random_seed()` in production, a constant in tests).
+    pub fn new(cfg: BanConfig, seed: u64) -> BanTable {
+        let strikes = Strikes::new(cfg.rules.clone(), cfg.max_tracked);
+        let state = BanState {
+            hasher: KeyHasher::process(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            by_key: HashTable::new(),
+            cidr_ids: Vec::new(),
+            trie: PrefixTrie::default(),
+            trie_dirty: false,
+            expiry: BTreeSet::new(),
+            len: 0,
+            rng: SplitMix64::new(seed),
+            stats: BanStats::default(),
+        };
+        BanTable { cfg, state: Mutex::new(state), held: AtomicUsize::new(0), strikes }
+    }
+
+    pub fn config(&self) -> &BanConfig {
+        &self.cfg
+    }
+
+    pub(super) fn note_len(&self, st: &BanState) {
+        self.held.store(st.len, Ordering::Release);
+    }
+
+    /// Whether the request is banned: by its key (`key`, empty for none) or by a prefix containing its
+    /// address (`ip`).
+    #[inline]
+    pub fn lookup(&self, key: &[u8], ip: Option<IpAddr>, now_ns: u64) -> Option<BanHit> {
+        if self.held.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        self.state.lock().lookup(key, ip.map(Addr::of), now_ns)
+    }
+
+    /// Counts a strike of `kind` against `key`; when a rule fires, bans the key (escalated, jittered)
+    /// and returns the ban. The events of the change go to `events`.
+    pub fn record(&self, key: &[u8], kind: StrikeKind, now_ns: u64, events: &mut Vec<BanEvent>) -> Option<Ban> {
+        let fired = self.strikes.record(key, kind, now_ns)?;
+        let rule = &self.strikes.rules()[fired.rule];
+        let mut st = self.state.lock();
+        let until_ns = self.cfg.escalation.duration_ns(rule.ban_ns, fired.offense, &mut st.rng).map(|d| now_ns.saturating_add(d));
+        let ban = Ban { target: BanTarget::Key(key.into()), reason: rule.name.clone(), since_ns: now_ns, until_ns, offense: fired.offense, source: BanSource::Rule };
+        let added = st.upsert(ban.clone(), self.cfg.max_bans, now_ns, events);
+        self.note_len(&st);
+        drop(st);
+        added.ok()?;
+        self.strikes.remember(key, fired.offense, until_ns, self.cfg.escalation.memory_ns, now_ns);
+        Some(ban)
+    }
+
+    pub(super) fn remember(&self, key: &[u8], offense: u32, until_ns: Option<u64>, now_ns: u64) {
+        self.strikes.remember(key, offense, until_ns, self.cfg.escalation.memory_ns, now_ns);
+    }
+
+    /// Clears `key`'s strikes and ignores its strikes until `until_ns` (a valid challenge pass).
+    pub fn clear_strikes(&self, key: &[u8], until_ns: u64, now_ns: u64) {
+        self.strikes.clear_until(key, until_ns, now_ns);
+    }
+
+    /// Live strikes of `key` under rule `rule` (an index into the configuration's rules).
+    pub fn strikes(&self, key: &[u8], rule: usize, now_ns: u64) -> usize {
+        self.strikes.count(key, rule, now_ns)
+    }
+
+    /// Keys whose strikes are tracked now (at most `max_tracked`).
+    pub fn tracked(&self) -> usize {
+        self.strikes.len()
+    }
+
+    /// An operator's ban: for `duration_ns` (`None`: permanent), exactly (no jitter).
+    pub fn ban(&self, target: BanTarget, reason: &str, duration_ns: Option<u64>, now_ns: u64, events: &mut Vec<BanEvent>) -> Result<(), BanTableFull> {
+        let ban = Ban { target, reason: Arc::from(reason), since_ns: now_ns, until_ns: duration_ns.map(|d| now_ns.saturating_add(d)), offense: 0, source: BanSource::Operator };
+        let mut st = self.state.lock();
+        let r = st.upsert(ban, self.cfg.max_bans, now_ns, events);
+        self.note_len(&st);
+        r
+    }
+
+    /// An operator lifts the ban on `target` (and, for a key, forgets its strikes and history).
+    pub fn lift(&self, target: &BanTarget, now_ns: u64, events: &mut Vec<BanEvent>) -> bool {
+        let mut st = self.state.lock();
+        st.sweep(now_ns, events);
+        let found = st.find(target).map(|id| st.remove(id));
+        let lifted = found.is_some();
+        if let Some(ban) = found {
+            st.stats.lifted += 1;
+            events.push(BanEvent { kind: BanEventKind::Lifted, ban });
+        }
+        self.note_len(&st);
+        drop(st);
+        if let BanTarget::Key(k) = target {
+            self.strikes.forget(k);
+        }
+        lifted
+    }
+
+    /// Removes expired bans (reporting them).
+    pub fn sweep(&self, now_ns: u64, events: &mut Vec<BanEvent>) {
+        let mut st = self.state.lock();
+        st.sweep(now_ns, events);
+        self.note_len(&st);
+    }
+
+    /// The live bans (unordered).
+    pub fn list(&self, now_ns: u64) -> Vec<Ban> {
+        self.state.lock().live(now_ns).cloned().collect()
+    }
+
+    pub fn get(&self, target: &BanTarget, now_ns: u64) -> Option<Ban> {
+        let st = self.state.lock();
+        st.find(target).map(|id| st.ban(id)).filter(|b| b.is_live(now_ns)).cloned()
+    }
+
+    /// Bans held (expired ones until swept).
+    pub fn len(&self) -> usize {
+        self.held.load(Ordering::Acquire)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn stats(&self) -> BanStats {
+        self.state.lock().stats
+    }
+}

@@ -1,0 +1,317 @@
+//! A bounded map from keys to limit state. Keys are chosen by clients (IPs, user ids), so by attackers:
+//! - the table is hashed with the key map's keyed SipHash (`core::keymap::KeyHasher`), so collisions
+//!   cannot be aimed at;
+//! - the number of keys is capped (`max_keys`, split exactly over up to 64 shards, each behind its own
+//!   lock on its own cache line): a flood of unique keys replaces entries, it never grows memory;
+//! - a new key in a full shard evicts, from a scan of up to `EVICT_SCAN` entries at a clock hand, the
+//!   first idle one (its state back to fresh, so forgetting it loses nothing), else the least recently
+//!   touched one of the scan. Each insert also sweeps `SWEEP` entries for idleness, so memory drains
+//!   back after a flood without any timer.
+//!
+//! What eviction costs: a flood of unique keys larger than the cap makes busy keys forget their
+//! counts (a fresh state admits more). Size `max_keys` above the number of clients that are active at
+//! once; the sweep keeps idle ones from taking room.
+use crate::core::keymap::{shard_index, KeyHasher};
+use crate::core::padded::Padded;
+use hashbrown::HashTable;
+use parking_lot::Mutex;
+
+const MAX_SHARDS: usize = 64;
+const MIN_PER_SHARD: usize = 256;
+/// The largest number of entries one eviction looks at.
+const EVICT_SCAN: usize = 32;
+/// Entries checked for idleness on every insert of a new key.
+const SWEEP: usize = 2;
+
+pub(crate) struct Entry<S> {
+    hash: u64,
+    touched_ns: u64,
+    key: Box<[u8]>,
+    state: S,
+}
+
+struct Shard<S> {
+    table: HashTable<u32>,
+    entries: Vec<Entry<S>>,
+    cap: usize,
+    hand: usize,
+}
+
+pub struct Store<S> {
+    hasher: KeyHasher,
+    shards: Box<[Padded<Mutex<Shard<S>>>]>,
+    max_keys: usize,
+}
+
+impl<S> Shard<S> {
+    fn find(&self, hash: u64, key: &[u8]) -> Option<usize> {
+        let entries = &self.entries;
+        self.table
+            .find(hash, |&i| {
+                let e = &entries[i as usize];
+                e.hash == hash && *e.key == *key
+            })
+            .map(|&i| i as usize)
+    }
+
+    fn remove_at(&mut self, idx: usize) {
+        let hash = self.entries[idx].hash;
+        if let Ok(slot) = self.table.find_entry(hash, |&i| i as usize == idx) {
+            slot.remove();
+        }
+        let last = self.entries.len() - 1;
+        if idx != last {
+            let moved = self.entries[last].hash;
+            if let Some(slot) = self.table.find_mut(moved, |&i| i as usize == last) {
+                *slot = idx as u32;
+            }
+        }
+        self.entries.swap_remove(idx);
+    }
+
+    /// The entry to evict: the first idle one from the hand, else the least recently touched scanned.
+    fn victim(&mut self, idle: &impl Fn(&S) -> bool) -> usize {
+        let n = self.entries.len();
+        let mut oldest = (u64::MAX, 0);
+        for k in 0..n.min(EVICT_SCAN) {
+            let i = (self.hand + k) % n;
+            let e = &self.entries[i];
+            if idle(&e.state) {
+                self.hand = i + 1;
+                return i;
+            }
+            if e.touched_ns < oldest.0 {
+                oldest = (e.touched_ns, i);
+            }
+        }
+        self.hand += n.min(EVICT_SCAN);
+        oldest.1
+    }
+
+    fn sweep(&mut self, idle: &impl Fn(&S) -> bool) {
+        for _ in 0..SWEEP {
+            let n = self.entries.len();
+            if n == 0 {
+                return;
+            }
+            let i = self.hand % n;
+            if idle(&self.entries[i].state) {
+                self.remove_at(i);
+            } else {
+                self.hand = i + 1;
+            }
+        }
+    }
+
+    fn insert(&mut self, hash: u64, key: &[u8], state: S, now_ns: u64, idle: &impl Fn(&S) -> bool) -> usize {
+        self.sweep(idle);
+        if self.entries.len() >= self.cap {
+            let v = self.victim(idle);
+            self.remove_at(v);
+        }
+        let idx = self.entries.len();
+        if idx == self.entries.capacity() {
+            // Grow by doubling, never past the cap.
+            self.entries.reserve_exact(idx.max(8).min(self.cap - idx));
+        }
+        self.entries.push(Entry { hash, touched_ns: now_ns, key: key.into(), state });
+        let entries = &self.entries;
+        self.table.insert_unique(hash, idx as u32, |&i| entries[i as usize].hash);
+        idx
+    }
+}
+
+impl<S> Store<S> {
+    /// A store of at most `max_keys` keys (≥ 1; `LimitSpec` validates the option).
+    pub fn new(max_keys: usize) -> Store<S> {
+        assert!(max_keys >= 1 && max_keys <= u32::MAX as usize);
+        let mut n = 1;
+        while n < MAX_SHARDS && max_keys / (n * 2) >= MIN_PER_SHARD {
+            n *= 2;
+        }
+        let (base, extra) = (max_keys / n, max_keys % n);
+        let shards = (0..n)
+            .map(|i| {
+                Padded(Mutex::new(Shard { table: HashTable::new(), entries: Vec::new(), cap: base + usize::from(i < extra), hand: 0 }))
+            })
+            .collect();
+        Store { hasher: KeyHasher::process(), shards, max_keys }
+    }
+
+    fn shard(&self, hash: u64) -> &Mutex<Shard<S>> {
+        &self.shards[shard_index(hash, self.shards.len())].0
+    }
+
+    /// Runs `f` on `key`'s state under its shard's lock, inserting `fresh()` for a new key (evicting if
+    /// the shard is full; `idle` tells which states can go for free). `f` may lock other stores: the
+    /// lock is held until it returns, which is what makes a check-then-commit atomic.
+    pub fn with<R>(
+        &self,
+        key: &[u8],
+        now_ns: u64,
+        idle: impl Fn(&S) -> bool,
+        fresh: impl FnOnce() -> S,
+        f: impl FnOnce(&mut S) -> R,
+    ) -> R {
+        let hash = self.hasher.hash_one(key);
+        let mut shard = self.shard(hash).lock();
+        let idx = match shard.find(hash, key) {
+            Some(i) => i,
+            None => shard.insert(hash, key, fresh(), now_ns, &idle),
+        };
+        let e = &mut shard.entries[idx];
+        e.touched_ns = e.touched_ns.max(now_ns);
+        f(&mut e.state)
+    }
+
+    /// Reads `key`'s state without inserting or touching it.
+    pub fn get<R>(&self, key: &[u8], f: impl FnOnce(Option<&S>) -> R) -> R {
+        let hash = self.hasher.hash_one(key);
+        let shard = self.shard(hash).lock();
+        f(shard.find(hash, key).map(|i| &shard.entries[i].state))
+    }
+
+    pub fn remove(&self, key: &[u8]) -> bool {
+        let hash = self.hasher.hash_one(key);
+        let mut shard = self.shard(hash).lock();
+        match shard.find(hash, key) {
+            Some(i) => {
+                shard.remove_at(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.0.lock().entries.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn max_keys(&self) -> usize {
+        self.max_keys
+    }
+
+    pub fn clear(&self) {
+        for s in self.shards.iter() {
+            let mut s = s.0.lock();
+            s.table = HashTable::new();
+            s.entries = Vec::new();
+            s.hand = 0;
+        }
+    }
+
+    /// Slots allocated: (entries, table slots), summed over shards. For memory tests.
+    pub fn allocated(&self) -> (usize, usize) {
+        self.shards.iter().fold((0, 0), |(e, t), s| {
+            let s = s.0.lock();
+            (e + s.entries.capacity(), t + s.table.capacity())
+        })
+    }
+
+    /// Bytes the store holds now: its entries' vectors (allocated, not just used), its tables (an
+    /// index and a control byte per bucket, about 8/7 buckets per slot), the keys' heap copies and the
+    /// states' heap (`state_heap`). Divided by `len()`, the "bytes per key" a benchmark reports.
+    pub fn memory_bytes(&self, state_heap: impl Fn(&S) -> usize) -> usize {
+        let mut total = std::mem::size_of::<Self>();
+        for s in self.shards.iter() {
+            let s = s.0.lock();
+            total += std::mem::size_of::<Padded<Mutex<Shard<S>>>>();
+            total += s.entries.capacity() * std::mem::size_of::<Entry<S>>();
+            total += s.table.capacity() * 8 / 7 * (std::mem::size_of::<u32>() + 1);
+            total += s.entries.iter().map(|e| e.key.len() + state_heap(&e.state)).sum::<usize>();
+        }
+        total
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A state that is idle when it is 0.
+    fn bump(s: &Store<u32>, key: &[u8], now: u64) -> u32 {
+        s.with(key, now, |&v| v == 0, || 0, |v| {
+            *v += 1;
+            *v
+        })
+    }
+
+    #[test]
+    fn shard_caps_add_up_to_max_keys() {
+        for max in [1usize, 7, 255, 513, 10_000, 1_000_003] {
+            let s: Store<u32> = Store::new(max);
+            let total: usize = s.shards.iter().map(|x| x.0.lock().cap).sum();
+            assert_eq!(total, max);
+        }
+    }
+
+    #[test]
+    fn keys_keep_their_state_and_can_be_removed() {
+        let s: Store<u32> = Store::new(100);
+        assert_eq!(bump(&s, b"a", 0), 1);
+        assert_eq!(bump(&s, b"a", 1), 2);
+        assert_eq!(bump(&s, b"b", 1), 1);
+        assert_eq!(s.get(b"a", |v| v.copied()), Some(2));
+        assert_eq!(s.get(b"zz", |v| v.copied()), None);
+        assert!(s.remove(b"a") && !s.remove(b"a"));
+        assert_eq!((s.len(), s.get(b"b", |v| v.copied())), (1, Some(1)));
+        s.clear();
+        assert!(s.is_empty());
+    }
+
+    #[test]
+    fn a_full_store_evicts_idle_entries_first_then_the_least_recently_touched() {
+        let s: Store<u32> = Store::new(3);
+        bump(&s, b"old", 1);
+        bump(&s, b"mid", 2);
+        s.with(b"idle", 3, |&v| v == 0, || 0, |_| ()); // stays 0: idle
+        bump(&s, b"new", 4);
+        assert_eq!(s.get(b"idle", |v| v.copied()), None, "the idle entry goes first");
+        bump(&s, b"newer", 5);
+        assert_eq!(s.get(b"old", |v| v.copied()), None, "then the least recently touched");
+        assert!(s.get(b"mid", |v| v.is_some()) && s.get(b"new", |v| v.is_some()));
+        assert_eq!(s.len(), 3);
+    }
+
+    /// A million unique keys, all busy (none idle), into a store of 10,000: it stays at its cap, and
+    /// so does what it has allocated.
+    #[test]
+    fn a_flood_of_unique_keys_stays_at_the_cap() {
+        let s: Store<u32> = Store::new(10_000);
+        let mut key = Vec::with_capacity(16);
+        for i in 0..1_000_000u32 {
+            key.clear();
+            key.extend_from_slice(b"ip-");
+            key.extend_from_slice(&i.to_le_bytes());
+            bump(&s, &key, u64::from(i));
+        }
+        assert_eq!(s.len(), 10_000);
+        let (entries, buckets) = s.allocated();
+        assert!(entries <= 10_000, "{entries}");
+        // Churn leaves tombstones: a shard's table may grow once (to the next power of two), never more.
+        assert!(buckets <= 3 * 10_000, "{buckets}");
+        // The latest keys are there; the earliest were evicted.
+        key.clear();
+        key.extend_from_slice(b"ip-");
+        key.extend_from_slice(&999_999u32.to_le_bytes());
+        assert_eq!(s.get(&key, |v| v.copied()), Some(1));
+    }
+
+    #[test]
+    fn idle_entries_drain_back_without_timers() {
+        // The store is far from full: only the sweep on each insert can remove the idle entries.
+        let s: Store<u32> = Store::new(2000);
+        for i in 0..256u32 {
+            s.with(&i.to_le_bytes(), 0, |&v| v == 0, || 0, |_| ());
+        }
+        for i in 0..1000u32 {
+            bump(&s, &(10_000 + i).to_le_bytes(), 1);
+        }
+        assert_eq!(s.len(), 1000, "every idle entry was swept");
+        assert!((0..1000u32).all(|i| s.get(&(10_000 + i).to_le_bytes(), |v| v == Some(&1))));
+    }
+}
