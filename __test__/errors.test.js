@@ -8,6 +8,8 @@ const tier = (o = {}) => ({ name: 'a', capacity: 1, refillPerSec: 1, ...o });
 
 const CASES = [
   ['Ledger: a bad value', () => new t.Ledger({ tiers: [tier({ capacity: 0 })] }), RangeError, 'ERR_TIERGATE_INVALID_OPTION', /tiers\[0\]\.capacity/],
+  ['Ledger: a capacity past exact arithmetic', () => new t.Ledger({ tiers: [tier({ capacity: 2 ** 53 })] }), RangeError, 'ERR_TIERGATE_INVALID_OPTION', /tiers\[0\]\.capacity must be a finite number > 0 and <= 1e15 \(got 9007199254740992\)/],
+  ['Ledger: a huge rate, printed as JS prints it', () => new t.Ledger({ tiers: [tier({ refillPerSec: 1e308 })] }), RangeError, 'ERR_TIERGATE_INVALID_OPTION', /refillPerSec must be a finite number >= 0 and <= 1e15 \(got 1e\+308\)/],
   ['Ledger: a bad type', () => new t.Ledger({ tiers: [tier({ capacity: '1' })] }), TypeError, 'ERR_TIERGATE_INVALID_OPTION', /tiers\[0\]\.capacity must be a number/],
   ['Ledger: an unknown option', () => new t.Ledger({ tiers: [tier()], tier: 1 }), TypeError, 'ERR_TIERGATE_UNKNOWN_OPTION', /unknown option "tier" \(known: tiers, perKey\)/],
   ['Ledger.shared: a bad name', () => t.Ledger.shared('', { tiers: [tier()] }), TypeError, 'ERR_TIERGATE_INVALID_OPTION', /name must be a non-empty string/],
@@ -21,6 +23,8 @@ const CASES = [
   ['LagMonitor: a bad value', () => new t.LagMonitor({ resolutionMs: -1 }), RangeError, 'ERR_TIERGATE_INVALID_OPTION', /resolutionMs/],
   ['LagMonitor: an unknown option', () => new t.LagMonitor({ window: 1 }), TypeError, 'ERR_TIERGATE_UNKNOWN_OPTION', /unknown option "window" \(known: resolutionMs, windowMs, ewmaMs, stallMs\)/],
   ['mintTierToken: a short secret', () => t.mintTierToken('short', 'a', { ttlSec: 1 }), RangeError, 'ERR_TIERGATE_INVALID_ARGUMENT', /secret must be at least 16 bytes/],
+  ['Ledger.tryConsume: a negative cost (native)', () => new t.Ledger({ tiers: [tier()] }).tryConsume('a', undefined, -1), RangeError, 'ERR_TIERGATE_INVALID_ARGUMENT', /cost must be a finite number >= 0/],
+  ['Ledger.tryConsume: a key that is not a string (native)', () => new t.Ledger({ tiers: [tier()] }).tryConsume('a', 5), TypeError, 'ERR_TIERGATE_INVALID_ARGUMENT', /key must be a string or undefined/],
   ['injectHealth: NaN', () => t.gatekeeper({ shed: false }).injectHealth({ lagMs: NaN }), RangeError, 'ERR_TIERGATE_INVALID_ARGUMENT', /injectHealth: lagMs/],
 ];
 

@@ -31,6 +31,8 @@ pub type RawCallback = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_in
 
 /// The `code` of the JS error that a Rust panic inside the addon becomes.
 pub const PANIC_CODE: &CStr = c"ERR_TIERGATE_PANIC";
+/// The `code` of the TypeError/RangeError a raw callback throws for a wrong argument (lib/errors.js).
+pub const INVALID_ARGUMENT: &CStr = c"ERR_TIERGATE_INVALID_ARGUMENT";
 
 /// Runs the body of a raw callback; a panic becomes a thrown `Error` (`PANIC_CODE`, a message naming
 /// `what` and the panic's own) and the callback returns null, which N-API reads as "exception pending".
@@ -336,7 +338,7 @@ pub unsafe fn int32(env: sys::napi_env, n: i32) -> sys::napi_value {
 #[cold]
 pub unsafe fn throw_type_error(env: sys::napi_env, msg: &str) -> sys::napi_value {
     let msg = CString::new(msg).unwrap_or_default();
-    sys::napi_throw_type_error(env, ptr::null(), msg.as_ptr());
+    sys::napi_throw_type_error(env, INVALID_ARGUMENT.as_ptr(), msg.as_ptr());
     ptr::null_mut()
 }
 
@@ -344,6 +346,6 @@ pub unsafe fn throw_type_error(env: sys::napi_env, msg: &str) -> sys::napi_value
 #[cold]
 pub unsafe fn throw_range_error(env: sys::napi_env, msg: &str) -> sys::napi_value {
     let msg = CString::new(msg).unwrap_or_default();
-    sys::napi_throw_range_error(env, ptr::null(), msg.as_ptr());
+    sys::napi_throw_range_error(env, INVALID_ARGUMENT.as_ptr(), msg.as_ptr());
     ptr::null_mut()
 }

@@ -35,9 +35,42 @@ impl std::error::Error for ConfigError {}
 /// A number as JavaScript prints it (`Infinity`, not `inf`), for messages a JS user reads.
 pub fn js_number(v: f64) -> String {
     if v.is_infinite() {
-        (if v > 0.0 { "Infinity" } else { "-Infinity" }).to_string()
+        return (if v > 0.0 { "Infinity" } else { "-Infinity" }).to_string();
+    }
+    if v == 0.0 {
+        return "0".to_string(); // -0 too, as JS prints it
+    }
+    let a = v.abs();
+    // JS switches to exponent notation at 1e21 and below 1e-6; Rust's `{}` never does (1e308 would be
+    // printed as 309 digits).
+    if a >= 1e21 || a < 1e-6 {
+        let s = format!("{v:e}");
+        return match s.split_once('e') {
+            Some((m, e)) if !e.starts_with('-') => format!("{m}e+{e}"),
+            _ => s,
+        };
+    }
+    format!("{v}")
+}
+
+/// The largest capacity (and rate) a bucket takes: at 1e15 tokens an f64 still resolves 1/8 of a
+/// token, so a debit of 1 (and a fractional refill) is exact; above 2^53 a debit of 1 is lost to
+/// rounding. It is also the largest integer a rate-limit header field carries (15 digits).
+pub const MAX_AMOUNT: f64 = 1e15;
+
+fn check_amount(what: String, v: f64) -> Result<(), ConfigError> {
+    if v.is_finite() && v > 0.0 && v <= MAX_AMOUNT {
+        Ok(())
     } else {
-        format!("{v}")
+        Err(ConfigError(format!("{what} must be a finite number > 0 and <= 1e15 (got {})", js_number(v))))
+    }
+}
+
+fn check_rate_amount(what: String, v: f64) -> Result<(), ConfigError> {
+    if v.is_finite() && v >= 0.0 && v <= MAX_AMOUNT {
+        Ok(())
+    } else {
+        Err(ConfigError(format!("{what} must be a finite number >= 0 and <= 1e15 (got {})", js_number(v))))
     }
 }
 
@@ -49,13 +82,6 @@ fn check_positive(what: String, v: f64) -> Result<(), ConfigError> {
     }
 }
 
-fn check_rate(what: String, v: f64) -> Result<(), ConfigError> {
-    if v.is_finite() && v >= 0.0 {
-        Ok(())
-    } else {
-        Err(ConfigError(format!("{what} must be a finite number >= 0 (got {})", js_number(v))))
-    }
-}
 
 pub(crate) fn validate(tiers: &[TierConfig]) -> Result<(), ConfigError> {
     if tiers.is_empty() {
@@ -71,11 +97,11 @@ pub(crate) fn validate(tiers: &[TierConfig]) -> Result<(), ConfigError> {
                 t.name
             )));
         }
-        check_positive(format!("tiers[{i}].capacity"), t.capacity)?;
-        check_rate(format!("tiers[{i}].refillPerSec"), t.refill_per_sec)?;
+        check_amount(format!("tiers[{i}].capacity"), t.capacity)?;
+        check_rate_amount(format!("tiers[{i}].refillPerSec"), t.refill_per_sec)?;
         if let Some(pk) = &t.per_key {
-            check_positive(format!("tiers[{i}].perKey.capacity"), pk.capacity)?;
-            check_rate(format!("tiers[{i}].perKey.refillPerSec"), pk.refill_per_sec)?;
+            check_amount(format!("tiers[{i}].perKey.capacity"), pk.capacity)?;
+            check_rate_amount(format!("tiers[{i}].perKey.refillPerSec"), pk.refill_per_sec)?;
             if pk.max_keys == 0 || pk.max_keys > u32::MAX as usize {
                 return Err(ConfigError(format!(
                     "tiers[{i}].perKey.maxKeys must be an integer from 1 to {} (got {})",
@@ -87,4 +113,16 @@ pub(crate) fn validate(tiers: &[TierConfig]) -> Result<(), ConfigError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod number_text_tests {
+    use super::js_number;
+
+    #[test]
+    fn numbers_print_as_javascript_prints_them() {
+        for (v, s) in [(1e308, "1e+308"), (1e21, "1e+21"), (1e20, "100000000000000000000"), (2.5, "2.5"), (-0.0, "0"), (1e-7, "1e-7"), (-1e300, "-1e+300"), (f64::INFINITY, "Infinity")] {
+            assert_eq!(js_number(v), s);
+        }
+    }
 }
