@@ -5,8 +5,9 @@
 // disconnects, pipelining with resets, slowloris, slow uploads and readers, a key flood, malformed
 // requests). Not part of npm test: it takes minutes, and its verdict is about memory and leaks.
 //
-//   node benchmark/soak.js [--duration 10m] [--sample 5s] [--rss-bound-mb 16] [--flood-rate 1700]
+//   node benchmark/soak.js [--duration 10m] [--sample 5s] [--rss-bound-mb 16] [--flood-rate 3500]
 //                          [--max-concurrent 24] [--seed 1] [--drain-timeout 30s] [--no-out]
+//                          [--clients kind=n,...]   (kinds and defaults: CLIENTS below)
 //
 // The server is sampled every few seconds. At the end the load stops, every client connection is cut,
 // and the server must drain. The exit code is 1 when: the gate's inFlight or queued is not back to 0, a
@@ -37,7 +38,7 @@ function parsePositive(name, v) {
   return n;
 }
 /** The default client counts per kind of load, or overrides given as 'kind=n,kind=n'. */
-const CLIENTS = Object.freeze({ normal: 6, surge: 24, disconnect: 3, pipeline: 2, slowloris: 12, slowbody: 2, slowread: 2, flood: 4, malformed: 1 });
+const CLIENTS = Object.freeze({ normal: 6, surge: 24, disconnect: 3, pipeline: 2, slowloris: 12, slowbody: 2, slowread: 2, flood: 8, malformed: 1 });
 function parseClients(v) {
   const out = { ...CLIENTS };
   for (const part of String(v).split(',')) {
@@ -47,8 +48,10 @@ function parseClients(v) {
   }
   return out;
 }
+// RSS bound: the server sits at ~130 MB here and the V8 heap's sawtooth moves RSS by ~10 MB between
+// samples; a leak of even 100 bytes per request (~3,000 requests/s) would add ~90 MB in five minutes.
 function parseArgs(argv) {
-  const o = { durationMs: 600_000, sampleMs: undefined, rssBoundMb: 16, floodRate: 1700, maxConcurrent: 24, seed: 1, drainTimeoutMs: 30_000, out: true, clients: { ...CLIENTS } };
+  const o = { durationMs: 600_000, sampleMs: undefined, rssBoundMb: 16, floodRate: 3500, maxConcurrent: 24, seed: 1, drainTimeoutMs: 30_000, out: true, clients: { ...CLIENTS } };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const val = () => {
@@ -116,6 +119,8 @@ function startServer(config) {
   return { child, ready, ask, exited };
 }
 
+const meanCpu = (rows) => rows.slice(1).reduce((a, s) => a + s.cpu, 0) / Math.max(1, rows.length - 1);
+
 function statusesDelta(now, before) {
   const d = {};
   for (const [k, v] of Object.entries(now)) d[k] = v - ((before && before[k]) || 0);
@@ -166,7 +171,7 @@ async function main() {
       connections: s.connections, resources: s.resources,
       inFlight: s.gate.inFlight, queued: s.gate.queued,
       cpu, lagMs: s.gatekeeper.lagMs, pressure: s.gatekeeper.pressure,
-      apiKeys: s.gatekeeper.keys.api,
+      apiKeys: s.gatekeeper.keys.api, partnerKeys: s.gatekeeper.keys.partner,
       rate: { '2xx': sumMatching(d, (k) => k >= 200 && k < 300) / dt, 429: (d[429] || 0) / dt, 503: (d[503] || 0) / dt, 408: (d[408] || 0) / dt },
       clientSockets: load.openSockets, keysSent: load.keysSent,
     };
@@ -183,6 +188,7 @@ async function main() {
     await sleep(250);
   }
   const first = await takeSample('start');
+  const genCpu0 = process.cpuUsage();
   const startRaw = first.raw;
 
   // ---- the load, sampled meanwhile ----
@@ -196,7 +202,7 @@ async function main() {
     const got = await takeSample('load');
     if (got && ++n % printEvery === 0) {
       const r = got.row;
-      console.log(`  t=${r.t.toFixed(0).padStart(4)}s rss ${mb(r.rss)} MB heap ${mb(r.heapUsed)} MB cpu ${(100 * r.cpu).toFixed(0)}%  inFlight ${r.inFlight} queued ${r.queued}  conns ${r.connections}  api keys ${r.apiKeys}  lag ${r.lagMs.toFixed(1)} ms  2xx ${r.rate['2xx'].toFixed(0)}/s 429 ${r.rate[429].toFixed(0)}/s 503 ${r.rate[503].toFixed(0)}/s 408 ${r.rate[408].toFixed(1)}/s${r.surge ? '  (surge)' : ''}`);
+      console.log(`  t=${r.t.toFixed(0).padStart(4)}s rss ${mb(r.rss)} MB heap ${mb(r.heapUsed)} MB cpu ${(100 * r.cpu).toFixed(0)}%  inFlight ${r.inFlight} queued ${r.queued}  conns ${r.connections}  keys ${r.partnerKeys}+${r.apiKeys}  lag ${r.lagMs.toFixed(1)} ms  2xx ${r.rate['2xx'].toFixed(0)}/s 429 ${r.rate[429].toFixed(0)}/s 503 ${r.rate[503].toFixed(0)}/s 408 ${r.rate[408].toFixed(1)}/s${r.surge ? '  (surge)' : ''}`);
     }
   }
   // The deadline passed: loops end after their current operation; those still running after a short
@@ -205,6 +211,8 @@ async function main() {
   load.stopAll();
   await running;
   const loadEndT = tNow();
+  const genCpu = process.cpuUsage(genCpu0);
+  const genCpuShare = (genCpu.user + genCpu.system) / 1e6 / loadEndT; // cores the generator kept busy
 
   // ---- drain: the gate's slots and queue, and every server connection, must come back to zero ----
   let drained = null;
@@ -273,8 +281,8 @@ async function main() {
     ]));
     const k = end.gatekeeper;
     console.log(`\nGatekeeper (shed episodes ${k.episodes}; keys held now per tier: ${Object.entries(k.keys).map(([t, v]) => `${t} ${v}`).join(', ')}; distinct flood keys sent ${load.keysSent})`);
-    console.log(table([['tier', 'admitted', 'shed (503)', 'tier full (503)', 'rate limited (429)'],
-      ...Object.entries(k.tiers).map(([t, v]) => [t, v.admitted, v.shed, v.tierFull, v.rateLimited])]));
+    console.log(table([['tier', 'admitted', 'shed (503)', 'of which turn budget', 'tier full (503)', 'rate limited (429)'],
+      ...Object.entries(k.tiers).map(([t, v]) => [t, v.admitted, v.shed, v.turnShed, v.tierFull, v.rateLimited])]));
     const st = Object.entries(end.statuses).sort(([a], [b]) => a - b);
     console.log(`\nServer's answers: ${st.map(([s, c]) => `${s} ${c}`).join(', ')}; ${end.closedUnfinished} responses cut by their connection; ${end.expectedFailures} deliberate 500s; ${end.clientErrors} client errors through Express; ${end.connectionsTotal} connections in all`);
   }
@@ -288,13 +296,14 @@ async function main() {
   };
   const missing = Object.entries(provoked).filter(([, v]) => !v).map(([k]) => k);
   if (missing.length) console.log(`\nnot provoked in this run (not tested): ${missing.join(', ')}`);
+  console.log(`generator (this process) CPU over the load: ${(100 * genCpuShare).toFixed(0)}% of a core; server CPU: ${(100 * meanCpu(loadSamples)).toFixed(0)}% of a core (mean of the samples); load average at the end ${os.loadavg().map((v) => v.toFixed(1)).join(' ')}`);
   console.log(`\nErrors: server ${errs.warnings} warnings, ${errs.uncaught} uncaught, ${errs.unhandled} unhandled rejections, ${errs.handler} handler errors; generator ${gen.count + ownErrors.length}`);
   for (const e of errs.list) console.log(`  [${e.kind}] ${e.name}${e.code ? ` ${e.code}` : ''}: ${e.message}${e.stack ? `\n    ${e.stack.split('\n').slice(1, 4).join('\n    ')}` : ''}`);
 
   if (opts.out) {
     const dir = path.join(__dirname, 'out');
     fs.mkdirSync(dir, { recursive: true });
-    const summary = { opts, machine: { node: process.version, cpus: cpus.length, model: cpus[0] && cpus[0].model.trim(), memGiB: os.totalmem() / 2 ** 30 }, trend, peakRss: peak, start: startRaw, end, afterGc: after, counts: load.counts, keysSent: load.keysSent, loadEndT, drainMs, exit, failures };
+    const summary = { opts, machine: { node: process.version, cpus: cpus.length, model: cpus[0] && cpus[0].model.trim(), memGiB: os.totalmem() / 2 ** 30 }, trend, peakRss: peak, start: startRaw, end, afterGc: after, counts: load.counts, keysSent: load.keysSent, loadEndT, drainMs, generatorCpu: genCpuShare, loadAvg: os.loadavg(), exit, failures };
     fs.writeFileSync(path.join(dir, 'soak.json'), JSON.stringify({ summary, samples }, null, 1));
     const pts = (f) => loadSamples.concat(samples.filter((s) => s.phase === 'drain')).map((s) => [s.t, f(s)]);
     fs.writeFileSync(path.join(dir, 'soak.svg'), timelineSvg([

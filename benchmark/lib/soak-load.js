@@ -12,7 +12,8 @@
 //   slowloris   request headers dribbled byte by byte (some never finish)
 //   slowbody    uploads sent in slow chunks (some stop halfway)
 //   slowread    large responses read slowly (some readers stall, then leave)
-//   flood       pipelined requests each with a new x-api-key value (a per-key quota), some keys hot
+//   flood       pipelined requests each with a new x-api-key value (per-key quotas of a protected and
+//               an unprotected tier), some keys hot
 //   malformed   broken HTTP and valid-but-hostile header values, one connection each
 const http = require('node:http');
 const net = require('node:net');
@@ -390,7 +391,7 @@ function createLoad(ctx) {
 
   // ---- the key flood: a new x-api-key value per request (some hot keys that run out), pipelined ----
   const HOT_KEYS = 64;
-  const floodBatch = 16;
+  const floodBatch = 32;
   let floodTokens = 0;
   let floodLast = performance.now();
   async function floodPermit(n) {
@@ -422,7 +423,7 @@ function createLoad(ctx) {
           await floodPermit(floodBatch);
           if (socket.destroyed) return;
           let out = '';
-          for (let i = 0; i < floodBatch; i++) out += `GET /api/ping HTTP/1.1\r\nHost: ${HOST}\r\nx-api-key: ${floodKey()}\r\n\r\n`;
+          for (let i = 0; i < floodBatch; i++) out += `GET /${r.next() < 0.6 ? 'partner' : 'api'}/ping HTTP/1.1\r\nHost: ${HOST}\r\nx-api-key: ${floodKey()}\r\n\r\n`;
           expected += floodBatch;
           refresh();
           socket.write(out);

@@ -31,17 +31,21 @@ process.on('uncaughtException', (err) => keep('uncaught', err));
 process.on('unhandledRejection', (err) => keep('unhandled', err));
 
 // ---- configuration of the guards (the parent's load names these tiers, routes and headers) ----
+// The key flood's tiers: one bucket per x-api-key value, a few requests each, slow refill; the cap on
+// keys (and idle eviction) is what keeps millions of distinct keys from growing memory. 'partner' is
+// protected, so its keys reach the per-key buckets even while the shed controller sheds 'api'.
+const PER_KEY = { capacity: 3, refillPerSec: 0.05, maxKeys: cfg.maxKeys || 50000, idleTtlMs: 30000 };
 const TIERS = [
   { name: 'critical', protected: true, capacity: 5000, refillPerSec: 5000 },
+  { name: 'partner', protected: true, capacity: 20000, refillPerSec: 20000, perKey: PER_KEY },
   { name: 'standard', capacity: 2000, refillPerSec: 2000 },
-  // The key flood's tier: one bucket per x-api-key value, a few requests each, slow refill; the cap on
-  // keys (and idle eviction) is what keeps millions of distinct keys from growing memory.
-  { name: 'api', capacity: 20000, refillPerSec: 20000, perKey: { capacity: 3, refillPerSec: 0.05, maxKeys: cfg.maxKeys || 50000, idleTtlMs: 30000 } },
+  { name: 'api', capacity: 20000, refillPerSec: 20000, perKey: PER_KEY },
   // A small pool, so surges also meet 'tier-full' 503s.
   { name: 'background', capacity: 200, refillPerSec: 150 },
 ];
 const ROUTES = [
   { path: '/api', tier: 'api' },
+  { path: '/partner', tier: 'partner' },
   { path: '/checkout', tier: 'critical' },
   { method: 'GET', path: '/reports', tier: 'background' },
 ];
@@ -103,6 +107,7 @@ app.get('/checkout/:item', mixed);
 app.get('/reports/:name', mixed);
 app.get('/hello', (req, res) => res.send('hello\n'));
 app.get('/api/ping', (req, res) => res.send('pong\n'));
+app.get('/partner/ping', (req, res) => res.send('pong\n'));
 app.get('/slow', async (req, res) => {
   await sleep(intParam(req.query.ms, 0, 5000, 200));
   if (!res.destroyed) res.send('slow\n');
@@ -185,7 +190,7 @@ function gkFigures() {
   const s = gk.stats();
   const tiers = {};
   for (const [name, t] of Object.entries(s.tiers)) {
-    tiers[name] = { admitted: t.admitted, shed: t.shed, tierFull: t.tierFull, rateLimited: t.rateLimited, refillScale: t.refillScale };
+    tiers[name] = { admitted: t.admitted, shed: t.shed, turnShed: t.turnShed, tierFull: t.tierFull, rateLimited: t.rateLimited, refillScale: t.refillScale };
   }
   const keys = {};
   for (const t of gk.ledger.snapshot()) keys[t.name] = t.keys;
