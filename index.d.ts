@@ -1,4 +1,4 @@
-// Public types. Each component's types live beside it in lib/*.d.ts; this file only gathers them.
+// Public types. Each component's types live beside it in lib/<component>/index.d.ts; this file only gathers them.
 export * from './lib/ledger';
 export * from './lib/lag';
 export * from './lib/gatekeeper';

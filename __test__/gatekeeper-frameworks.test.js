@@ -7,7 +7,7 @@ const http = require('node:http');
 const express4 = require('express4');
 const express5 = require('express');
 const fastify = require('fastify');
-const { gatekeeper, tiergatePlugin, mintTierToken } = require('..');
+const { gatekeeper, tiergatePlugin, concurrencyGatePlugin, mintTierToken } = require('..');
 const { listen, close, request } = require('./helpers/http');
 
 const SECRET = 'frameworks-secret-0123456789-abcdef';
@@ -148,4 +148,29 @@ test('fastify: the gate is decorated and plugin options are validated', async ()
   await ok2.ready();
   assert.equal(typeof ok2.tiergate.stats, 'function');
   await ok2.close();
+});
+
+test('Fastify: a route sets its own tier, or opts out, in its config; a bad one fails at registration', async () => {
+  const app = fastify({ logger: false });
+  const seen = [];
+  await app.register(tiergatePlugin, { defaultTier: 'standard', shed: false, onDecision: (info) => seen.push(`${info.tier}:${info.tierSource}`) });
+  await app.register(concurrencyGatePlugin, { maxConcurrent: 4 });
+  app.get('/pay', { config: { tiergate: { tier: 'critical' }, concurrencyGate: { tier: 'critical' } } }, async () => 'pay');
+  app.get('/health', { config: { tiergate: false, concurrencyGate: false } }, async () => 'up');
+  app.get('/plain', async () => 'plain');
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  try {
+    const port = app.server.address().port;
+    for (const path of ['/pay', '/health', '/plain']) assert.equal((await request(port, { path })).status, 200);
+    assert.deepEqual(seen, ['critical:route', 'standard:default']);
+    const gate = app.concurrencyGate.stats();
+    assert.equal(gate.tiers.critical.admitted, 1);
+    assert.equal(gate.admitted, 2, '/health skipped the gate');
+  } finally {
+    await app.close();
+  }
+  const bad = fastify({ logger: false });
+  await bad.register(tiergatePlugin, { shed: false });
+  assert.throws(() => bad.get('/x', { config: { tiergate: { tier: 'gold' } } }, async () => 'x'), (err) => err.code === 'ERR_TIERGATE_INVALID_OPTION' && /GET \/x: config\.tiergate\.tier must be one of the tiers/.test(err.message));
+  await bad.close();
 });

@@ -185,3 +185,79 @@ test("node's default cut (1,000 headers on node 20) is detected too", async () =
     await close(server);
   }
 });
+
+test('onShed reports overload sheds only; a tier budget running out on a healthy loop goes to onReject', async () => {
+  const shed = [];
+  const rejected = [];
+  const handler = gatekeeper.http({
+    tiers: [{ name: 'critical', protected: true, capacity: 100, refillPerSec: 100 }, { name: 'standard', capacity: 1, refillPerSec: 0.001 }],
+    shed: false,
+    onShed: (info) => shed.push(info.verdict),
+    onReject: (info) => rejected.push(info.verdict),
+  }, (req, res) => res.end('ok'));
+  const server = http.createServer(handler);
+  const port = await listen(server);
+  try {
+    assert.equal((await rawGet(port, '/')).status, 200);
+    assert.equal((await rawGet(port, '/')).status, 503);
+    assert.deepEqual(rejected, ['tier-full']);
+    assert.deepEqual(shed, []);
+  } finally {
+    await close(server);
+  }
+});
+
+test('X-Forwarded-For with trustProxy off warns once, with a code', async () => {
+  const warnings = [];
+  const onWarning = (w) => warnings.push(w);
+  process.on('warning', onWarning);
+  const handler = gatekeeper.http({ perKey: { capacity: 10, refillPerSec: 1 }, shed: false }, (req, res) => res.end('ok'));
+  const server = http.createServer(handler);
+  const port = await listen(server);
+  try {
+    for (let i = 0; i < 3; i++) {
+      await new Promise((resolve) => {
+        http.get({ host: '127.0.0.1', port, headers: { 'x-forwarded-for': '203.0.113.1' } }, (res) => res.resume().on('end', resolve));
+      });
+    }
+    await new Promise((resolve) => setImmediate(resolve));
+    const ours = warnings.filter((w) => w.code === 'ERR_TIERGATE_UNEXPECTED_X_FORWARDED_FOR');
+    assert.equal(ours.length, 1);
+    assert.match(ours[0].message, /trustProxy/);
+  } finally {
+    process.off('warning', onWarning);
+    await close(server);
+  }
+});
+
+test('a throwing hook warns once per hook, not once for all; a queue classify() that returns junk warns and falls through', async () => {
+  const warnings = [];
+  const onWarning = (w) => warnings.push(w.message);
+  process.on('warning', onWarning);
+  const { concurrencyGate } = require('..');
+  const gate = concurrencyGate.http({ maxConcurrent: 2, classify: () => 42 }, (req, res) => res.end('ok'));
+  const handler = gatekeeper.http({
+    tiers: [{ name: 'only', capacity: 1, refillPerSec: 0.001 }],
+    shed: false,
+    onDecision: () => {
+      throw new Error('decision hook broke');
+    },
+    onReject: () => {
+      throw new Error('reject hook broke');
+    },
+  }, (req, res) => gate(req, res));
+  const server = http.createServer(handler);
+  const port = await listen(server);
+  try {
+    assert.equal((await rawGet(port, '/')).status, 200, 'classify() junk: served in the default tier');
+    assert.equal((await rawGet(port, '/')).status, 503);
+    assert.equal((await rawGet(port, '/')).status, 503);
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(warnings.filter((m) => /options\.onDecision threw/.test(m)).length, 1);
+    assert.equal(warnings.filter((m) => /options\.onReject threw/.test(m)).length, 1);
+    assert.equal(warnings.filter((m) => /classify\(req\) returned 42/.test(m)).length, 1);
+  } finally {
+    process.off('warning', onWarning);
+    await close(server);
+  }
+});

@@ -1,12 +1,12 @@
 'use strict';
-// tryConsume's per-thread key cache (lib/key-cache.js): a repeated key is debited by its native slot,
+// tryConsume's per-thread key cache (lib/ledger/key-cache.js): a repeated key is debited by its native slot,
 // with exactly the results, errors and accounting of the uncached call.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const path = require('node:path');
 const { Worker } = require('node:worker_threads');
 const { Ledger } = require('..');
-const { keyedTryConsume, KEY_CACHE_BYPASS_MS } = require('../lib/key-cache');
+const { keyedTryConsume, KEY_CACHE_BYPASS_MS } = require('../lib/ledger/key-cache');
 
 const keyed = (perKey, extra = {}) => new Ledger({
   tiers: [

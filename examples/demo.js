@@ -44,7 +44,10 @@ async function main() {
     console.log(line);
   }
   console.log(`${'goodput'.padEnd(12)}${results.map((r) => `| ${Math.round(r.over.load.goodputPerSec)} 2xx answers per second`.padEnd(col)).join('')}`);
-  console.log('');
+  console.log('\nsuccess: share of the tier\'s requests answered 2xx before the 2 s client timeout; p50, p99: how long');
+  console.log('those answers took. goodput: 2xx answers per second, however late: without protection they are');
+  console.log('served in socket order, so most arrive near the timeout (see p99), while tiergate refuses at once what');
+  console.log('the loop cannot run (503 + Retry-After) and answers the rest, critical first, without the wait.\n');
   for (const r of results) {
     const c = r.over.load.tiers.critical;
     const rej = {};

@@ -3,6 +3,7 @@
 // per-platform package (npm/<triple>).
 const path = require('node:path');
 const { platformTriple } = require('./platform');
+const { CODES } = require('./errors');
 
 function load() {
   const triple = platformTriple();
@@ -15,9 +16,9 @@ function load() {
       errors.push(`${candidate}: ${err.message}`);
     }
   }
-  throw new Error(
-    `tiergate: no native binary for ${triple}. Build it with \`npm run build\` (needs Rust).\n${errors.join('\n')}`,
-  );
+  const err = new Error(`tiergate: no native binary for ${triple}. Build it with \`npm run build\` (needs Rust).\n${errors.join('\n')}`);
+  err.code = CODES.NATIVE_UNAVAILABLE;
+  throw err;
 }
 
 module.exports = load();

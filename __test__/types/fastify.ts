@@ -16,6 +16,8 @@ fastify.register(tiergatePlugin, {
 });
 fastify.register(concurrencyGatePlugin, { maxConcurrent: 16, maxQueue: 200 });
 fastify.get('/stats', async () => fastify.tiergate.stats());
+fastify.post('/checkout', { config: { tiergate: { tier: 'critical' }, concurrencyGate: { tier: 'critical' } } }, async () => 'ok');
+fastify.get('/health', { config: { tiergate: false, concurrencyGate: false } }, async () => 'up');
 const gk: GatekeeperStats = fastify.tiergate.stats();
 const q: ConcurrencyGateStats = fastify.concurrencyGate.stats();
 void [gk, q];

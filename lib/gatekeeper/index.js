@@ -9,14 +9,17 @@
 // `decide` reads this thread's loop health, moves the shed controller when due, debits the tier pool
 // and the key's bucket, and returns a verdict; the details land in a preallocated Float64Array.
 const diagnostics = require('node:diagnostics_channel');
-const native = require('./native');
-const { Ledger, ledgerHandle } = require('./ledger');
-const { MAX_TICKS_PER_WINDOW } = require('./lag'); // also registers this thread's heap source for the native sampler
-const { expressMiddleware, httpHandler, fastifyPlugin } = require('./adapters');
-const { compileRoutes, matchRoute, checkTrustProxy, clientIp, headersTruncated, compileKey, usableKey } = require('./classify');
-const { DIALECTS } = require('./adapters/routing');
+const native = require('../native');
+const { Ledger, ledgerHandle } = require('../ledger');
+const { MAX_TICKS_PER_WINDOW } = require('../lag'); // also registers this thread's heap source for the native sampler
+const { expressMiddleware, httpHandler, fastifyPlugin } = require('../adapters');
+const { compileRoutes, compileRouteConfig, matchRoute } = require('../adapters/route-rules');
+const { checkTrustProxy, clientIp, headersTruncated } = require('../adapters/client');
+const { compileKey, usableKey } = require('./key');
+const { DIALECTS } = require('../adapters/routing');
 const { Responder } = require('./respond');
-const { typeName, isObject, unknownKey, onlyKnown, boolean, optionalFn, finite, retryAfterOptions } = require('./validate');
+const { typeName, isObject, unknownKey, onlyKnown, boolean, optionalFn, finite, retryAfterOptions } = require('../options');
+const { CODES, withCode, buildingOptions } = require('../errors');
 
 /** Verdicts returned by the native decide. */
 const VERDICT = Object.freeze({ ADMIT: 0, SHED: 1, TIER_FULL: 2, RATE_LIMITED: 3 });
@@ -120,8 +123,7 @@ function shedOptions(shed) {
 function normalize(options) {
   if (options === undefined) options = {};
   if (!isObject(options)) throw new TypeError(`gatekeeper: options must be an object, got ${typeName(options)}`);
-  const unknown = unknownKey(options, OPTIONS);
-  if (unknown !== undefined) throw new TypeError(`gatekeeper: unknown option "${unknown}" (known: ${[...OPTIONS].join(', ')})`);
+  onlyKnown(options, OPTIONS, 'gatekeeper: options');
   // The ledger: given, or built from the tiers.
   let ledger = options.ledger;
   if (ledger !== undefined) {
@@ -214,7 +216,7 @@ function once(fn) {
 }
 
 /**
- * One gatekeeper: a guard (`admit(req, res)`, see lib/adapters.js) plus its stats and test seam.
+ * One gatekeeper: a guard (`admit(req, res)`, see lib/adapters/index.js) plus its stats and test seam.
  * Use `gatekeeper(options)` (Express), `gatekeeper.http(options, handler)` or `tiergatePlugin`.
  */
 class Gatekeeper {
@@ -225,8 +227,20 @@ class Gatekeeper {
   #responder;
   #observe;
   #needKey;
-  #warnHook = once((name, err) => process.emitWarning(`tiergate: options.${name} threw: ${err && err.stack ? err.stack : err}`, 'TiergateWarning'));
+  // Once per hook: a hook that throws on every request must not flood the log, nor hide another's.
+  #hooksWarned = new Set();
+  #warnHook(name, err) {
+    if (this.#hooksWarned.has(name)) return;
+    this.#hooksWarned.add(name);
+    process.emitWarning(`tiergate: options.${name} threw: ${err && err.stack ? err.stack : err}`, 'TiergateWarning');
+  }
   #warnClassify = once((v) => process.emitWarning(`tiergate: options.classify returned ${JSON.stringify(String(v))}, which is not a tier; using the route rules or the default tier`, 'TiergateWarning'));
+
+  // As express-rate-limit does: behind a proxy with trustProxy off, every client shares the proxy's key.
+  #warnForwarded = once(() => process.emitWarning(
+    'tiergate: a request carries X-Forwarded-For but options.trustProxy is off, so clients are keyed by the socket peer (your proxy?): set trustProxy to the number of proxies in front',
+    { type: 'TiergateWarning', code: 'ERR_TIERGATE_UNEXPECTED_X_FORWARDED_FOR' },
+  ));
 
   #warnKey = once((v) => process.emitWarning(`tiergate: options.key returned ${typeName(v)}, not a string; keying by the client IP`, 'TiergateWarning'));
 
@@ -239,6 +253,10 @@ class Gatekeeper {
 
   /** `routing`: how the framework in front routes a target (lib/adapters/routing.js); node:http's by default. */
   constructor(options, routing = DIALECTS.http) {
+    buildingOptions(() => this.#build(options, routing));
+  }
+
+  #build(options, routing) {
     const o = normalize(options);
     o.routing = routing;
     this.#o = o;
@@ -301,8 +319,13 @@ class Gatekeeper {
     return this.#o.ledger;
   }
 
-  /** The guard contract of lib/adapters.js: null to proceed, or the rejection to send. */
-  admit(req, res) {
+  /** A route's own settings (Fastify route config `{ tier }`), for admit's `route`. */
+  compileRoute(value, at) {
+    return { tier: compileRouteConfig(value, this.#o.ids, at) };
+  }
+
+  /** The guard contract of lib/adapters/index.js: null to proceed, or the rejection to send. */
+  admit(req, res, route) {
     const o = this.#o;
     let tier = -1;
     let given = null;
@@ -316,6 +339,10 @@ class Gatekeeper {
           given = 'classify';
         }
       }
+    }
+    if (tier < 0 && route !== undefined) {
+      tier = route.tier;
+      given = 'route';
     }
     if (tier < 0 && o.routes !== null) {
       tier = matchRoute(o.routes, req.method, req.originalUrl || req.url, o.routing);
@@ -339,6 +366,7 @@ class Gatekeeper {
       if (k.kind === 'header') key = truncated ? undefined : usableKey(req.headers[k.header]);
       else if (k.kind === 'fn') key = this.#fnKey(k.fn(req));
       if (key === undefined) {
+        if (o.trustProxy === 0 && req.headers['x-forwarded-for'] !== undefined) this.#warnForwarded();
         key = clientIp(req, o.trustProxy, truncated);
         sel |= SEL_KEY_IS_IP;
       }
@@ -354,7 +382,7 @@ class Gatekeeper {
     const r = this.#result;
     const tier = r[R.TIER];
     let info = null;
-    const needInfo = o.onDecision !== null || decisionChannel.hasSubscribers || (verdict !== 0 && (o.respond !== null || (verdict === VERDICT.RATE_LIMITED ? o.onReject : o.onShed) !== null));
+    const needInfo = o.onDecision !== null || decisionChannel.hasSubscribers || (verdict !== 0 && (o.respond !== null || this.#hookFor(verdict) !== null));
     if (needInfo) {
       info = {
         verdict: VERDICT_NAMES[verdict],
@@ -405,8 +433,14 @@ class Gatekeeper {
         }
       }
     }
-    this.#emit(info, req, verdict === VERDICT.RATE_LIMITED ? o.onReject : o.onShed);
+    this.#emit(info, req, this.#hookFor(verdict));
     return rejection;
+  }
+
+  // onShed reports overload sheds (the loop's health refused the request); onReject reports quota
+  // refusals: the key's (429) and the tier's budget (tier-full, 503), which happen on a healthy loop.
+  #hookFor(verdict) {
+    return verdict === VERDICT.SHED ? this.#o.onShed : this.#o.onReject;
   }
 
   #emit(info, req, hook) {
@@ -468,13 +502,11 @@ class Gatekeeper {
    * stalled? }`; ewma and p99 default to lagMs.
    */
   injectHealth(health) {
-    if (!isObject(health)) throw new TypeError(`injectHealth: health must be an object, got ${typeName(health)}`);
-    const unknown = unknownKey(health, HEALTH_FIELDS);
-    if (unknown !== undefined) throw new TypeError(`injectHealth: unknown field "${unknown}" (known: ${[...HEALTH_FIELDS].join(', ')})`);
-    for (const k of HEALTH_NUMBERS) {
-      if (health[k] !== undefined) finite(health[k], `injectHealth: ${k}`);
+    try {
+      checkHealth(health);
+    } catch (err) {
+      throw withCode(err, CODES.INVALID_ARGUMENT);
     }
-    if (health.stalled !== undefined) boolean(health.stalled, 'injectHealth: stalled');
     this.#handle.injectHealth(health);
     this.#handle.update();
   }
@@ -489,6 +521,17 @@ class Gatekeeper {
   updateController() {
     return this.#handle.update();
   }
+}
+
+/** injectHealth's argument: the fields it names, each a finite number (stalled: a boolean). */
+function checkHealth(health) {
+  if (!isObject(health)) throw new TypeError(`injectHealth: health must be an object, got ${typeName(health)}`);
+  const unknown = unknownKey(health, HEALTH_FIELDS);
+  if (unknown !== undefined) throw new TypeError(`injectHealth: unknown field "${unknown}" (known: ${[...HEALTH_FIELDS].join(', ')})`);
+  for (const k of HEALTH_NUMBERS) {
+    if (health[k] !== undefined) finite(health[k], `injectHealth: ${k}`);
+  }
+  if (health.stalled !== undefined) boolean(health.stalled, 'injectHealth: stalled');
 }
 
 const METHODS = ['stats', 'resetStats', 'injectHealth', 'useLiveHealth', 'updateController'];
@@ -520,7 +563,15 @@ const tiergatePlugin = fastifyPlugin((options, routing) => new Gatekeeper(option
  * Mints a signed tier token for the tier header: `t1.<tier>.<expires>.<mac>`, HMAC-SHA256 with
  * `secret`, valid until `expiresAt` (Unix seconds) or for `ttlSec` seconds from now.
  */
-function mintTierToken(secret, tier, { ttlSec, expiresAt } = {}) {
+function mintTierToken(secret, tier, when) {
+  try {
+    return mint(secret, tier, when);
+  } catch (err) {
+    throw withCode(err, CODES.INVALID_ARGUMENT);
+  }
+}
+
+function mint(secret, tier, { ttlSec, expiresAt } = {}) {
   const key = secretBuffer(secret, 'mintTierToken: secret');
   if (typeof tier !== 'string') throw new TypeError(`mintTierToken: tier must be a tier name, got ${typeName(tier)}`);
   if (!TIER_NAME.test(tier)) throw new RangeError(`mintTierToken: tier must be 1-64 characters of A-Z a-z 0-9 _ -, got ${JSON.stringify(tier)}`);

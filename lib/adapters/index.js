@@ -8,7 +8,7 @@
 // `req`/`res` are always node's IncomingMessage/ServerResponse (Fastify passes request.raw/reply.raw),
 // so guards are written once. A rejection is not written to a client that has already gone.
 // A guard factory takes the options and the routing dialect of its framework (./adapters/routing.js).
-const { fastifyDialect } = require('./adapters/routing');
+const { fastifyDialect } = require('./routing');
 
 // Gone: answered already, or its client can no longer receive an answer. The response alone does not
 // say so for a pipelined request whose response is not yet attached to the socket (node emits neither
@@ -28,11 +28,12 @@ function writeRejection(res, rejection) {
   res.end(rejection.body);
 }
 
-// Runs the guard and calls `proceed()` or writes the rejection; errors go to `fail`.
-function run(guard, req, res, proceed, reject, fail) {
+// Runs the guard and calls `proceed()` or writes the rejection; errors go to `fail`. `route`: the
+// route's own settings (Fastify's route config), compiled by the guard.
+function run(guard, req, res, proceed, reject, fail, route) {
   let verdict;
   try {
-    verdict = guard.admit(req, res);
+    verdict = guard.admit(req, res, route);
   } catch (err) {
     return fail(err);
   }
@@ -92,6 +93,9 @@ function httpHandler(guard, handler) {
 }
 
 /** Keys Fastify itself may leave in a plugin's options (register options, not the guard's). */
+/** A route whose config opts out of a guard. */
+const SKIP = Symbol('tiergate.route.skip');
+
 const FASTIFY_REGISTER_KEYS = new Set(['prefix', 'logLevel', 'logSerializers']);
 
 function withoutRegisterKeys(options) {
@@ -104,6 +108,10 @@ function withoutRegisterKeys(options) {
 /**
  * A Fastify 4/5 plugin from a guard factory: `fastify.register(plugin, options)`. Registered without
  * encapsulation (like fastify-plugin does) so it guards every route of the instance it is registered on.
+ * A route can set its own tier, or opt out, in its config under the plugin's name (as
+ * @fastify/rate-limit reads `config.rateLimit`): `{ config: { tiergate: { tier: 'critical' } } }`, or
+ * `{ config: { tiergate: false } }`. Route configs are checked as routes are added (errors name the
+ * route), through the guard's `compileRoute(value, at)`.
  */
 function fastifyPlugin(makeGuard, name) {
   function plugin(fastify, options, done) {
@@ -114,11 +122,34 @@ function fastifyPlugin(makeGuard, name) {
       return done(err);
     }
     fastify.decorate(name, guard);
+    const compiled = new WeakMap(); // route config object -> the guard's compiled settings
+    const compile = (config, at) => {
+      let c = compiled.get(config);
+      if (c === undefined) {
+        const value = config[name];
+        c = value === false ? SKIP : guard.compileRoute(value, at);
+        compiled.set(config, c);
+      }
+      return c;
+    };
+    fastify.addHook('onRoute', (route) => {
+      if (route.config && route.config[name] !== undefined) compile(route.config, `${[].concat(route.method).join(',')} ${route.url}: config.${name}`);
+    });
     fastify.addHook('onRequest', (request, reply, next) => {
+      const config = request.routeOptions && request.routeOptions.config;
+      let route;
+      if (config && config[name] !== undefined) {
+        try {
+          route = compile(config, `${request.method} ${request.routeOptions.url}: config.${name}`);
+        } catch (err) {
+          return next(err);
+        }
+        if (route === SKIP) return next();
+      }
       run(guard, request.raw, reply.raw, next, (r) => {
         if (isGone(reply.raw)) return;
         reply.code(r.status).headers(r.headers).send(r.body);
-      }, next);
+      }, next, route);
     });
     done();
   }

@@ -11,6 +11,7 @@
 //  - 'legacy': X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset (Unix time in seconds at
 //    which the bucket is full again, as GitHub and most APIs send it).
 //  - 'both', or false for none.
+const { MAX_RETRY_AFTER_SEC } = require('../options');
 
 const PROBLEM_TYPE = 'application/problem+json';
 
@@ -49,7 +50,7 @@ function sfInteger(n) {
 function seconds(ms) {
   // Whole seconds, at least 1 (Retry-After 0 invites an immediate retry), capped at a day.
   if (!(ms > 0)) return 1;
-  return Math.min(86400, Math.max(1, Math.ceil(ms / 1000)));
+  return Math.min(MAX_RETRY_AFTER_SEC, Math.max(1, Math.ceil(ms / 1000)));
 }
 
 class Responder {
@@ -104,7 +105,7 @@ class Responder {
     const t = this.tiers[tier];
     return {
       status: 503,
-      headers: { 'content-type': PROBLEM_TYPE, 'content-length': t.capacityLength, 'retry-after': String(base + Math.floor(Math.random() * this.retrySpan)), 'cache-control': 'no-store' },
+      headers: { 'content-type': PROBLEM_TYPE, 'content-length': t.capacityLength, 'retry-after': String(Math.min(MAX_RETRY_AFTER_SEC, base + Math.floor(Math.random() * this.retrySpan))), 'cache-control': 'no-store' },
       body: t.capacity,
     };
   }

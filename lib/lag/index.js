@@ -3,8 +3,9 @@
 // timer (src/node/lag.rs). All monitors of a thread share one timer, running at the finest resolution
 // any of them asked for; each monitor keeps its own window, EWMA and stall threshold.
 const v8 = require('node:v8');
-const native = require('./native');
-const { unknownKey } = require('./validate');
+const native = require('../native');
+const { onlyKnown } = require('../options');
+const { buildingOptions } = require('../errors');
 
 // Heap figures come from V8 through the same call JS would make; registered once per thread.
 native.lagSetHeapSource(v8.getHeapStatistics);
@@ -23,6 +24,19 @@ function wholeMs(options, name, fallback, min, max) {
   return v;
 }
 
+function lagOptions(options) {
+  if (options === null || typeof options !== 'object') throw new TypeError('LagMonitor: options must be an object');
+  onlyKnown(options, OPTIONS, 'LagMonitor: options');
+  const resolutionMs = wholeMs(options, 'resolutionMs', 10, 1, 60_000);
+  const windowMs = wholeMs(options, 'windowMs', 1000, resolutionMs, 3_600_000);
+  if (windowMs / resolutionMs > MAX_TICKS_PER_WINDOW) {
+    throw new RangeError(`LagMonitor: windowMs / resolutionMs must be at most ${MAX_TICKS_PER_WINDOW} ticks, got ${windowMs}/${resolutionMs}`);
+  }
+  const ewmaMs = wholeMs(options, 'ewmaMs', Math.max(1, Math.round(windowMs / 4)), 1, 3_600_000);
+  const stallMs = wholeMs(options, 'stallMs', undefined, 1, 3_600_000);
+  return { resolutionMs, windowMs, ewmaMs, stallMs };
+}
+
 class LagMonitor {
   #handle;
   #fast;
@@ -34,18 +48,7 @@ class LagMonitor {
    * @param {{ resolutionMs?: number, windowMs?: number, ewmaMs?: number, stallMs?: number }} [options]
    */
   constructor(options = {}) {
-    if (options === null || typeof options !== 'object') throw new TypeError('LagMonitor: options must be an object');
-    const key = unknownKey(options, OPTIONS);
-    if (key !== undefined) throw new TypeError(`LagMonitor: unknown option "${key}"`);
-    const resolutionMs = wholeMs(options, 'resolutionMs', 10, 1, 60_000);
-    const windowMs = wholeMs(options, 'windowMs', 1000, resolutionMs, 3_600_000);
-    if (windowMs / resolutionMs > MAX_TICKS_PER_WINDOW) {
-      throw new RangeError(
-        `LagMonitor: windowMs / resolutionMs must be at most ${MAX_TICKS_PER_WINDOW} ticks, got ${windowMs}/${resolutionMs}`,
-      );
-    }
-    const ewmaMs = wholeMs(options, 'ewmaMs', Math.max(1, Math.round(windowMs / 4)), 1, 3_600_000);
-    const stallMs = wholeMs(options, 'stallMs', undefined, 1, 3_600_000);
+    const { resolutionMs, windowMs, ewmaMs, stallMs } = buildingOptions(() => lagOptions(options));
     this.#resolutionMs = resolutionMs;
     this.#windowMs = windowMs;
     this.#stallMs = stallMs;

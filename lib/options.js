@@ -1,4 +1,6 @@
 'use strict';
+const { CODES, codedError } = require('./errors');
+
 // Option checks shared by every constructor. Two message styles exist and each caller keeps its own:
 // the gatekeeper, ledger and route rules name the type received (`typeName`: "got string"), the
 // concurrency gate and adaptive limit show the value received (`describe`: "got \"x\"").
@@ -31,7 +33,7 @@ function unknownKey(obj, known) {
 /** Throws `<at> has an unknown option "k" (known: ...)` for the first key of `obj` not in `known`. */
 function onlyKnown(obj, known, at) {
   const k = unknownKey(obj, known);
-  if (k !== undefined) throw new TypeError(`${at} has an unknown option "${k}" (known: ${[...known].join(', ')})`);
+  if (k !== undefined) throw codedError(TypeError, CODES.UNKNOWN_OPTION, `${at} has an unknown option "${k}" (known: ${[...known].join(', ')})`);
 }
 
 // typeName style: "<at> must be a number, got string".

@@ -1,5 +1,5 @@
 'use strict';
-// The JS half of the Ledger's keyed `tryConsume` (lib/ledger.js attaches it): a per-thread cache from
+// The JS half of the Ledger's keyed `tryConsume` (lib/ledger/index.js attaches it): a per-thread cache from
 // key to the native slot of its bucket, so that a repeated key is debited without being read through
 // N-API or hashed natively (src/node/ledger.rs: tryConsumeKeyed, tryConsumeSlot).
 

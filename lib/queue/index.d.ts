@@ -130,7 +130,7 @@ export interface QueueRejection {
   body: string;
 }
 
-/** The guard itself (lib/adapters.js contract). */
+/** The guard itself (lib/adapters/index.js contract). */
 export interface ConcurrencyGate {
   admit(req: IncomingMessage, res: ServerResponse): null | QueueRejection | Promise<null | QueueRejection>;
   stats(): ConcurrencyGateStats;
@@ -187,5 +187,9 @@ export declare class AdaptiveLimit {
 declare module 'fastify' {
   interface FastifyInstance {
     concurrencyGate: ConcurrencyGate;
+  }
+  /** A route's own tier in the queue, or `false` to skip the gate (a health route). */
+  interface FastifyContextConfig {
+    concurrencyGate?: false | { tier: string };
   }
 }

@@ -21,7 +21,7 @@
 // time again (on a CPU-bound route: to `min`), then the gradient takes over; on an I/O-bound route it
 // grows until the latency of the downstream starts to inflate.
 
-const { checkNumber, checkFunction, unknownKey } = require('./validate');
+const { checkNumber, checkFunction, onlyKnown } = require('../options');
 
 // Event-loop utilization at or above which the loop counts as saturated, how often (ms) it is checked,
 // and the factor a saturated check applies to the limit (AIMD's multiplicative decrease: a CPU-bound
@@ -49,8 +49,7 @@ class AdaptiveLimit {
    */
   constructor(options = {}, prefix = 'limit', loopUtilization = () => NaN) {
     if (options === null || typeof options !== 'object') throw new TypeError(`${prefix} must be an object`);
-    const key = unknownKey(options, LIMIT_KEYS);
-    if (key !== undefined) throw new TypeError(`${prefix}.${key} is not a known option (${[...LIMIT_KEYS].join(', ')})`);
+    onlyKnown(options, LIMIT_KEYS, prefix);
     const o = { min: 1, max: 1000, tolerance: 1.5, smoothing: 0.2, windowMs: 100, minSamples: 10, longWindow: 100, ...options };
     this.min = checkNumber(`${prefix}.min`, o.min, { min: 1, integer: true });
     this.max = checkNumber(`${prefix}.max`, o.max, { min: 1, integer: true });

@@ -6,10 +6,11 @@
 // Hot path: `consume` is a raw native callback defined as an own property of each Ledger by the native
 // `bind` (src/node/ledger.rs) — no JS wrapper, no object allocated per call. `tryConsume` is a small JS
 // function around raw native callbacks that caches, per keyed tier, where each key's bucket sits
-// (lib/key-cache.js): a string read through N-API costs more than a whole JS Map lookup.
-const native = require('./native');
+// (lib/ledger/key-cache.js): a string read through N-API costs more than a whole JS Map lookup.
+const native = require('../native');
 const { keyedTryConsume } = require('./key-cache');
-const { typeName, isObject, onlyKnown, number, boolean } = require('./validate');
+const { typeName, isObject, onlyKnown, number, boolean } = require('../options');
+const { buildingOptions } = require('../errors');
 
 /** Indices into the Float64Array that `consume` fills. */
 const RESULT = Object.freeze({
@@ -97,8 +98,10 @@ class Ledger {
    *   perKey?: object | null }>, perKey?: object }} options
    */
   constructor(options) {
-    const tiers = normalize(options);
-    attach(this, namingSharedPerKey(options, () => callNative(() => new native.LedgerHandle(tiers))));
+    attach(this, buildingOptions(() => {
+      const tiers = normalize(options);
+      return namingSharedPerKey(options, () => callNative(() => new native.LedgerHandle(tiers)));
+    }));
   }
 
   /**
@@ -106,10 +109,12 @@ class Ledger {
    * Created from `options` by the first caller; later callers must pass the same options or none.
    */
   static shared(name, options) {
-    if (typeof name !== 'string' || name === '') throw new TypeError(`Ledger.shared: name must be a non-empty string, got ${typeName(name)}`);
-    const tiers = options === undefined ? undefined : normalize(options);
     const ledger = Object.create(Ledger.prototype);
-    attach(ledger, namingSharedPerKey(options, () => callNative(() => native.LedgerHandle.shared(name, tiers))));
+    attach(ledger, buildingOptions(() => {
+      if (typeof name !== 'string' || name === '') throw new TypeError(`Ledger.shared: name must be a non-empty string, got ${typeName(name)}`);
+      const tiers = options === undefined ? undefined : normalize(options);
+      return namingSharedPerKey(options, () => callNative(() => native.LedgerHandle.shared(name, tiers)));
+    }));
     return ledger;
   }
 

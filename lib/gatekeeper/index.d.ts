@@ -1,13 +1,15 @@
 /// <reference types="node" />
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Ledger, PerKeyOptions, TierOptions } from './ledger';
+import type { Ledger, PerKeyOptions, TierOptions } from '../ledger';
 
 /** A route rule: the first rule that matches the request chooses its tier. */
 export interface RouteRule {
   /** A method or methods (any when omitted). */
   method?: string | string[];
-  /** A path prefix matched case-insensitively on whole segments ('/checkout' matches '/Checkout/x',
-   *  not '/checkouts'), or a RegExp tested against the path without its query string (use the i flag). */
+  /** A path prefix matched on whole segments ('/checkout' matches '/checkout/x', not '/checkouts'),
+   *  compared as the framework routes (case-insensitively but on Fastify, whose router is
+   *  case-sensitive by default), or a RegExp tested against the path the framework routes, without
+   *  its query string (use the i flag to match as Express routes). See docs/gatekeeper.md. */
   path: string | RegExp;
   /** The tier's name. */
   tier: string;
@@ -144,7 +146,9 @@ export interface GatekeeperOptions {
   /** Replaces a rejection: return { status, headers?, body? }, or undefined to keep the default. */
   respond?: (info: DecisionInfo, req: IncomingMessage, rejection: Rejection) => RespondResult | undefined | null;
   onDecision?: (info: DecisionInfo, req: IncomingMessage) => void;
+  /** Overload sheds: the loop's health refused the request (verdict 'shed'). */
   onShed?: (info: DecisionInfo, req: IncomingMessage) => void;
+  /** Quota refusals on a healthy loop too: the key's quota (429) or the tier's budget ('tier-full', 503). */
   onReject?: (info: DecisionInfo, req: IncomingMessage) => void;
 }
 
@@ -242,5 +246,9 @@ export declare const DECISION_CHANNEL: 'tiergate:decision';
 declare module 'fastify' {
   interface FastifyInstance {
     tiergate: Gatekeeper;
+  }
+  /** A route's own settings: `{ config: { tiergate: { tier: 'critical' } } }`, or `false` to skip the gatekeeper. */
+  interface FastifyContextConfig {
+    tiergate?: false | { tier: string };
   }
 }

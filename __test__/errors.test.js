@@ -1,0 +1,37 @@
+'use strict';
+// Every error the package throws carries a stable code (docs/errors.md), whatever component throws it.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const t = require('..');
+
+const tier = (o = {}) => ({ name: 'a', capacity: 1, refillPerSec: 1, ...o });
+
+const CASES = [
+  ['Ledger: a bad value', () => new t.Ledger({ tiers: [tier({ capacity: 0 })] }), RangeError, 'ERR_TIERGATE_INVALID_OPTION', /tiers\[0\]\.capacity/],
+  ['Ledger: a bad type', () => new t.Ledger({ tiers: [tier({ capacity: '1' })] }), TypeError, 'ERR_TIERGATE_INVALID_OPTION', /tiers\[0\]\.capacity must be a number/],
+  ['Ledger: an unknown option', () => new t.Ledger({ tiers: [tier()], tier: 1 }), TypeError, 'ERR_TIERGATE_UNKNOWN_OPTION', /unknown option "tier" \(known: tiers, perKey\)/],
+  ['Ledger.shared: a bad name', () => t.Ledger.shared('', { tiers: [tier()] }), TypeError, 'ERR_TIERGATE_INVALID_OPTION', /name must be a non-empty string/],
+  ['gatekeeper: a bad shed value', () => t.gatekeeper({ shed: { targetLagMs: -1 } }), RangeError, 'ERR_TIERGATE_INVALID_OPTION', /options\.shed\.targetLagMs/],
+  ['gatekeeper: a native config error', () => t.gatekeeper({ tiers: [tier({ capacity: -1 })] }), RangeError, 'ERR_TIERGATE_INVALID_OPTION', /options\.tiers\[0\]\.capacity/],
+  ['gatekeeper: an unknown option', () => t.gatekeeper({ tierheader: 'x' }), TypeError, 'ERR_TIERGATE_UNKNOWN_OPTION', /unknown option "tierheader" \(known: tiers,/],
+  ['gatekeeper: an unknown shed option', () => t.gatekeeper({ shed: { target: 1 } }), TypeError, 'ERR_TIERGATE_UNKNOWN_OPTION', /options\.shed has an unknown option "target"/],
+  ['gatekeeper.http: an unknown option', () => t.gatekeeper.http({ x: 1 }, () => {}), TypeError, 'ERR_TIERGATE_UNKNOWN_OPTION', /unknown option "x"/],
+  ['concurrencyGate: a bad value', () => t.concurrencyGate({ maxConcurrent: 0 }), RangeError, 'ERR_TIERGATE_INVALID_OPTION', /maxConcurrent must be >= 1/],
+  ['concurrencyGate: an unknown option', () => t.concurrencyGate({ maxConcurrent: 1, queue: 1 }), TypeError, 'ERR_TIERGATE_UNKNOWN_OPTION', /unknown option "queue" \(known: maxConcurrent,/],
+  ['LagMonitor: a bad value', () => new t.LagMonitor({ resolutionMs: -1 }), RangeError, 'ERR_TIERGATE_INVALID_OPTION', /resolutionMs/],
+  ['LagMonitor: an unknown option', () => new t.LagMonitor({ window: 1 }), TypeError, 'ERR_TIERGATE_UNKNOWN_OPTION', /unknown option "window" \(known: resolutionMs, windowMs, ewmaMs, stallMs\)/],
+  ['mintTierToken: a short secret', () => t.mintTierToken('short', 'a', { ttlSec: 1 }), RangeError, 'ERR_TIERGATE_INVALID_ARGUMENT', /secret must be at least 16 bytes/],
+  ['injectHealth: NaN', () => t.gatekeeper({ shed: false }).injectHealth({ lagMs: NaN }), RangeError, 'ERR_TIERGATE_INVALID_ARGUMENT', /injectHealth: lagMs/],
+];
+
+for (const [what, fn, Err, code, message] of CASES) {
+  test(`${what}: ${Err.name} with code ${code}`, () => {
+    assert.throws(fn, (err) => err instanceof Err && err.code === code && message.test(err.message));
+  });
+}
+
+test('the Fastify plugins report an option error with its code through register()', async () => {
+  const fastify = require('fastify')({ logger: false });
+  fastify.register(t.tiergatePlugin, { nope: 1 });
+  await assert.rejects(fastify.ready(), (err) => err.code === 'ERR_TIERGATE_UNKNOWN_OPTION');
+});

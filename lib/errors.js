@@ -1,0 +1,41 @@
+'use strict';
+// Every error tiergate throws carries a stable `code` (docs/errors.md lists them): callers branch on
+// the code, never on the message.
+const CODES = Object.freeze({
+  /** An option of a constructor (or factory) has a wrong type or value; the message names it. */
+  INVALID_OPTION: 'ERR_TIERGATE_INVALID_OPTION',
+  /** An options object holds a key that is not an option; the message lists the known ones. */
+  UNKNOWN_OPTION: 'ERR_TIERGATE_UNKNOWN_OPTION',
+  /** A call (not a constructor) got a wrong argument: tryConsume's cost, a tier id, a key. */
+  INVALID_ARGUMENT: 'ERR_TIERGATE_INVALID_ARGUMENT',
+  /** No native binary loads for this platform. */
+  NATIVE_UNAVAILABLE: 'ERR_TIERGATE_NATIVE_UNAVAILABLE',
+});
+
+/** `new Ctor(message)` with `code`. */
+function codedError(Ctor, code, message) {
+  const err = new Ctor(message);
+  err.code = code;
+  return err;
+}
+
+/**
+ * Gives a TypeError or RangeError that has no code yet (a check's own, or one from the native side)
+ * the `code`; returns it for `throw`. Anything else passes through unchanged.
+ */
+function withCode(err, code) {
+  const checkError = err instanceof TypeError || err instanceof RangeError;
+  if (checkError && !(typeof err.code === 'string' && err.code.startsWith('ERR_TIERGATE_'))) err.code = code;
+  return err;
+}
+
+/** Runs `build()`, giving its option errors the INVALID_OPTION code: one boundary per constructor. */
+function buildingOptions(build) {
+  try {
+    return build();
+  } catch (err) {
+    throw withCode(err, CODES.INVALID_OPTION);
+  }
+}
+
+module.exports = { CODES, codedError, withCode, buildingOptions };
