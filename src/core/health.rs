@@ -66,6 +66,14 @@ impl LoopHealth {
         self.heap_limit.store(limit, Relaxed);
     }
 
+    /// Back to "no sample yet" (a sampler that has stopped for good): no lag, no ticks, not stalled.
+    pub fn reset(&self) {
+        self.record_tick(0.0, 0.0, 0.0);
+        self.elu.set(0.0);
+        self.set_heap(0, 0);
+        self.ticks.store(0, Relaxed);
+    }
+
     /// Set by the watchdog when the loop has not ticked for longer than its threshold.
     pub fn set_stalled(&self, stalled: bool) {
         self.stalled.store(stalled, Relaxed);
@@ -102,6 +110,17 @@ mod tests {
         let s = h.sample();
         assert!(!s.stalled);
         assert_eq!((s.latest_lag_ms, s.ewma_lag_ms, s.p99_lag_ms, s.ticks), (1.5, 1.0, 2.0, 1));
+    }
+
+    #[test]
+    fn reset_reads_as_no_sample_yet() {
+        let h = LoopHealth::default();
+        h.record_tick(80.0, 60.0, 120.0);
+        h.set_elu(0.9);
+        h.set_heap(50, 200);
+        h.set_stalled(true);
+        h.reset();
+        assert_eq!(h.sample(), HealthSample::default());
     }
 
     #[test]

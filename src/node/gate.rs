@@ -215,8 +215,9 @@ fn whole_ms(v: f64, name: &str) -> Result<u64> {
 
 #[napi]
 impl GateHandle {
-    #[napi(constructor)]
+    #[napi(constructor, catch_unwind)]
     pub fn new(env: Env, ledger: &LedgerHandle, options: GateOptions) -> Result<Self> {
+        let _panic = raw::throw_on_panic(&env, "GateHandle::new");
         let cfg = config(&options)?;
         check_cost(cfg.cost, ledger.inner.config()).map_err(invalid)?;
         let (guard, health) = if options.sampler {
@@ -241,8 +242,9 @@ impl GateHandle {
     }
 
     /// Defines the hot-path function `decide` and the Float64Array `result` on `target`.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn bind(&self, env: Env, target: Object) -> Result<()> {
+        let _panic = raw::throw_on_panic(&env, "GateHandle::bind");
         let bound = Arc::new(Bound { gate: self.gate.clone(), out: Box::new(UnsafeCell::new([0.0; RESULT_LEN])), loop_: self.loop_ });
         let (env, target) = (env.raw(), target.raw());
         unsafe {
@@ -253,8 +255,9 @@ impl GateHandle {
         Ok(())
     }
 
-    #[napi]
-    pub fn stats(&self) -> GateStats {
+    #[napi(catch_unwind)]
+    pub fn stats(&self, env: Env) -> GateStats {
+        let _panic = raw::throw_on_panic(&env, "GateHandle::stats");
         // Moved first: on an idle server no request moves the controller, and stats() must show the
         // decay its hold and recovery have made since the last request.
         let s = self.gate.stats_at(gate_now_ns(), unsafe { idle_ns(self.loop_) });
@@ -296,8 +299,9 @@ impl GateHandle {
 
     /// Test seam: the controller reads exactly these figures (and no in-band estimate) from now on,
     /// and moves on the next decision.
-    #[napi]
-    pub fn inject_health(&self, h: HealthInput) -> Result<()> {
+    #[napi(catch_unwind)]
+    pub fn inject_health(&self, env: Env, h: HealthInput) -> Result<()> {
+        let _panic = raw::throw_on_panic(&env, "GateHandle::inject_health");
         let num = |v: Option<f64>, name: &str| -> Result<f64> {
             let v = v.unwrap_or(0.0);
             if v.is_finite() && v >= 0.0 {
@@ -321,8 +325,9 @@ impl GateHandle {
     }
 
     /// Ends an injection: reads the live sampler again (or idle health without one).
-    #[napi]
-    pub fn use_live_health(&self) {
+    #[napi(catch_unwind)]
+    pub fn use_live_health(&self, env: Env) {
+        let _panic = raw::throw_on_panic(&env, "GateHandle::use_live_health");
         let health = match &self.guard {
             Some(g) => g.health().clone(),
             None => Arc::new(LoopHealth::default()),
@@ -331,14 +336,16 @@ impl GateHandle {
     }
 
     /// Moves the controller now (tests and `stats()` freshness), whatever the update interval.
-    #[napi]
-    pub fn update(&self) -> bool {
+    #[napi(catch_unwind)]
+    pub fn update(&self, env: Env) -> bool {
+        let _panic = raw::throw_on_panic(&env, "GateHandle::update");
         self.gate.update_now(gate_now_ns(), unsafe { idle_ns(self.loop_) })
     }
 
     /// Per tier, the per-key quota the ledger enforces (for the rate-limit policy header).
-    #[napi]
-    pub fn per_key_quotas(&self) -> Vec<KeyQuota> {
+    #[napi(catch_unwind)]
+    pub fn per_key_quotas(&self, env: Env) -> Vec<KeyQuota> {
+        let _panic = raw::throw_on_panic(&env, "GateHandle::per_key_quotas");
         self.gate
             .ledger()
             .config()
@@ -350,15 +357,17 @@ impl GateHandle {
             .collect()
     }
 
-    #[napi]
-    pub fn reset_counters(&self) {
+    #[napi(catch_unwind)]
+    pub fn reset_counters(&self, env: Env) {
+        let _panic = raw::throw_on_panic(&env, "GateHandle::reset_counters");
         self.gate.reset_counters();
     }
 }
 
 /// Mints a signed tier token valid until `expires_at_sec` (Unix seconds, exclusive).
-#[napi]
-pub fn mint_tier_token(secret: Buffer, tier: String, expires_at_sec: f64) -> Result<String> {
+#[napi(catch_unwind)]
+pub fn mint_tier_token(env: Env, secret: Buffer, tier: String, expires_at_sec: f64) -> Result<String> {
+    let _panic = raw::throw_on_panic(&env, "mint_tier_token");
     if !(expires_at_sec.is_finite() && expires_at_sec >= 0.0 && expires_at_sec.fract() == 0.0) {
         return Err(invalid("expiresAt must be a whole number of seconds >= 0"));
     }
@@ -414,10 +423,12 @@ fn write_result(out: &mut [f64; RESULT_LEN], d: &Decision) {
     out[R_CAUSE] = d.cause as u8 as f64;
 }
 
+raw::guarded!(decide = "Gate.decide" => decide_unguarded);
 /// `decide(sel, header?, key?) -> verdict` (0 admit, 1 shed, 2 tier full, 3 rate-limited); details in
 /// `result`. `sel`: see `SEL_*`. `header`: the tier header's value or undefined. `key`: the per-key
 /// identity or undefined.
-unsafe extern "C" fn decide(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+#[inline(always)]
+unsafe fn decide_unguarded(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
     let (argv, argc, data) = raw::args::<3>(env, info);
     let bound = &*(data as *const Bound);
     let gate = &bound.gate;

@@ -23,6 +23,7 @@
 //!   longer than a subscriber's `stall_ms`; the next tick of that loop decides the flag again.
 use crate::core::health::LoopHealth;
 use crate::core::histogram::{LagStats, LagWindow};
+use crate::node::raw;
 use napi::bindgen_prelude::*;
 use napi::sys;
 use napi_derive::napi;
@@ -66,6 +67,7 @@ extern "C" {
     fn uv_prepare_stop(handle: *mut UvHandle) -> c_int;
     fn uv_unref(handle: *mut UvHandle);
     fn uv_close(handle: *mut UvHandle, cb: UvCloseCb);
+    fn uv_is_closing(handle: *const UvHandle) -> c_int;
     fn uv_handle_set_data(handle: *mut UvHandle, data: *mut c_void);
     fn uv_handle_get_data(handle: *const UvHandle) -> *mut c_void;
     fn uv_hrtime() -> u64;
@@ -146,6 +148,8 @@ struct Shared {
     prepares: AtomicU64,
     prepare_work_ns: AtomicU64,
     heap_reads: AtomicU64,
+    /// A tick or prepare callback panicked: the sampler stopped for good (`stop_after_panic`).
+    failed: AtomicBool,
 }
 
 impl Shared {
@@ -185,6 +189,8 @@ thread_local! {
     static TORN_DOWN: Cell<bool> = const { Cell::new(false) };
     /// `v8.getHeapStatistics`, registered by lib/lag.js for this thread's environment.
     static HEAP_FN: Cell<sys::napi_ref> = const { Cell::new(ptr::null_mut()) };
+    /// Test seam (`lagPanicOnNextTick`): the next tick on this thread panics.
+    static PANIC_ON_TICK: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Keeps this thread's sampler running for one user; dropping it releases that user (from any thread).
@@ -220,6 +226,13 @@ impl SamplerGuard {
 
 impl Drop for SamplerGuard {
     fn drop(&mut self) {
+        // Runs from a JS object's finalizer, called by N-API from C: a panic must not unwind into it.
+        let _ = raw::no_unwind(|| self.release());
+    }
+}
+
+impl SamplerGuard {
+    fn release(&self) {
         self.shared.subs.lock().retain(|s| !Arc::ptr_eq(s, &self.sub));
         if std::thread::current().id() == self.shared.owner {
             // A sampler torn down already (or a thread exiting) has nothing left to adjust.
@@ -352,6 +365,7 @@ unsafe fn thread_sampler(env: sys::napi_env) -> Result<*mut ThreadSampler> {
         prepares: AtomicU64::new(0),
         prepare_work_ns: AtomicU64::new(0),
         heap_reads: AtomicU64::new(0),
+        failed: AtomicBool::new(false),
     });
     let ts = Box::into_raw(Box::new(ThreadSampler {
         env,
@@ -401,6 +415,9 @@ unsafe fn alloc_handle(kind: c_int, expected: &str) -> Result<(*mut UvHandle, st
 /// Starts, stops or re-times the timer to match its subscribers. Owner thread only.
 unsafe fn reconcile(ts: &mut ThreadSampler) {
     ts.shared.dirty.store(false, Relaxed);
+    if ts.shared.failed.load(Relaxed) {
+        return;
+    }
     let finest = ts.shared.subs.lock().iter().map(|s| s.opts.resolution_ms).min();
     let running = ts.shared.running.load(Relaxed);
     match finest {
@@ -433,7 +450,43 @@ unsafe fn reconcile(ts: &mut ThreadSampler) {
     }
 }
 
+// libuv calls the handles' callbacks from C, so a panic in one must not unwind: it is caught, and the
+// sampler stops (`stop_after_panic`).
 unsafe extern "C" fn on_tick(handle: *mut UvHandle) {
+    if raw::no_unwind(|| on_tick_unguarded(handle)).is_none() {
+        stop_after_panic(handle);
+    }
+}
+
+unsafe extern "C" fn on_prepare(handle: *mut UvHandle) {
+    if raw::no_unwind(|| on_prepare_unguarded(handle)).is_none() {
+        stop_after_panic(handle);
+    }
+}
+
+/// The safe state after a tick or prepare callback panicked. Its figures may be half-updated and a
+/// panic that recurs would recur 100 times a second, so the sampler stops for good, and each user's
+/// health record reads "no sample yet" (no lag, no ticks, not stalled), which every reader treats as
+/// an idle loop: a frozen reading of an overloaded loop would keep the gate shedding forever, and a
+/// tick count that stops moving would make its in-band estimate count the loop as blocked.
+unsafe fn stop_after_panic(handle: *mut UvHandle) {
+    let _ = raw::no_unwind(|| {
+        let ts = &mut *(uv_handle_get_data(handle) as *mut ThreadSampler);
+        uv_timer_stop(ts.timer);
+        uv_prepare_stop(ts.prepare);
+        ts.shared.failed.store(true, Relaxed);
+        ts.shared.running.store(false, Release);
+        for sub in ts.shared.subs.lock().iter() {
+            sub.health.reset();
+        }
+        eprintln!("tiergate: this thread's event-loop sampler panicked (above) and has stopped; its lag reads 0 from now on");
+    });
+}
+
+unsafe fn on_tick_unguarded(handle: *mut UvHandle) {
+    if PANIC_ON_TICK.with(|p| p.replace(false)) {
+        panic!("deliberate panic in the sampler's tick (test seam)");
+    }
     let ts = &mut *(uv_handle_get_data(handle) as *mut ThreadSampler);
     let now = uv_hrtime();
     let elapsed = now.saturating_sub(ts.prev_tick_ns);
@@ -460,7 +513,7 @@ unsafe extern "C" fn on_tick(handle: *mut UvHandle) {
 }
 
 /// Once per loop iteration, right before the loop polls: how long it ran since it last polled.
-unsafe extern "C" fn on_prepare(handle: *mut UvHandle) {
+unsafe fn on_prepare_unguarded(handle: *mut UvHandle) {
     let ts = &mut *(uv_handle_get_data(handle) as *mut ThreadSampler);
     let now = uv_hrtime();
     let idle = uv_metrics_idle_time(ts.loop_);
@@ -526,8 +579,28 @@ unsafe fn get_number(env: sys::napi_env, obj: sys::napi_value, key: &CStr) -> Op
     super::raw::get_f64(env, v)
 }
 
-/// Environment teardown: stop, close, and free in the close callback (which releases the hook).
-unsafe extern "C" fn on_env_cleanup(_handle: sys::napi_async_cleanup_hook_handle, data: *mut c_void) {
+/// Environment teardown: stop, close, and free in the close callback (which releases the hook). Called
+/// from C: after a panic, the handles are still closed (if not closing yet), or the environment would
+/// never finish tearing down.
+unsafe extern "C" fn on_env_cleanup(handle: sys::napi_async_cleanup_hook_handle, data: *mut c_void) {
+    if raw::no_unwind(|| on_env_cleanup_unguarded(handle, data)).is_none() {
+        let ts = data as *mut ThreadSampler;
+        let _ = raw::no_unwind(|| {
+            let _ = SAMPLER.try_with(|c| {
+                if c.get() == ts {
+                    c.set(ptr::null_mut());
+                }
+            });
+            for h in [(*ts).timer, (*ts).prepare] {
+                if uv_is_closing(h) == 0 {
+                    uv_close(h, on_close);
+                }
+            }
+        });
+    }
+}
+
+unsafe fn on_env_cleanup_unguarded(_handle: sys::napi_async_cleanup_hook_handle, data: *mut c_void) {
     let ts = data as *mut ThreadSampler;
     TORN_DOWN.with(|t| t.set(true));
     SAMPLER.with(|c| {
@@ -549,8 +622,13 @@ unsafe extern "C" fn on_env_cleanup(_handle: sys::napi_async_cleanup_hook_handle
     uv_close((*ts).prepare, on_close);
 }
 
-/// Frees the sampler once both of its handles are closed.
+/// Frees the sampler once both of its handles are closed. Called from C; after a panic nothing is left
+/// that is safe to do, and the sampler's memory is leaked.
 unsafe extern "C" fn on_close(handle: *mut UvHandle) {
+    let _ = raw::no_unwind(|| on_close_unguarded(handle));
+}
+
+unsafe fn on_close_unguarded(handle: *mut UvHandle) {
     let raw = uv_handle_get_data(handle) as *mut ThreadSampler;
     (*raw).open_handles -= 1;
     if (*raw).open_handles > 0 {
@@ -654,8 +732,9 @@ impl Watchdog {
 // JS binding (off the hot path except `lagMs`, which is one no-argument call).
 
 /// Registers `v8.getHeapStatistics` for this thread's environment (lib/lag.js does it on load).
-#[napi(js_name = "lagSetHeapSource")]
+#[napi(js_name = "lagSetHeapSource", catch_unwind)]
 pub fn lag_set_heap_source(env: Env, func: Function<(), Object>) -> Result<()> {
+    let _panic = raw::throw_on_panic(&env, "lag_set_heap_source");
     let raw_env = env.raw();
     let mut reference = ptr::null_mut();
     unsafe {
@@ -670,15 +749,25 @@ pub fn lag_set_heap_source(env: Env, func: Function<(), Object>) -> Result<()> {
 
 /// Thread samplers whose memory has not been freed yet, in the whole process: proves that terminated
 /// workers closed their timers.
-#[napi(js_name = "lagLiveSamplers")]
-pub fn lag_live_samplers() -> u32 {
+#[napi(js_name = "lagLiveSamplers", catch_unwind)]
+pub fn lag_live_samplers(env: Env) -> u32 {
+    let _panic = raw::throw_on_panic(&env, "lag_live_samplers");
     LIVE_SAMPLERS.load(Relaxed) as u32
+}
+
+/// Test seam, not public API: the next tick of this thread's sampler panics (a panic in a libuv callback
+/// must neither unwind into libuv nor leave the sampler unsafe; see `stop_after_panic`).
+#[napi(js_name = "lagPanicOnNextTick", catch_unwind)]
+pub fn lag_panic_on_next_tick(env: Env) {
+    let _panic = raw::throw_on_panic(&env, "lagPanicOnNextTick");
+    PANIC_ON_TICK.with(|p| p.set(true));
 }
 
 /// This thread's sampler, measuring itself: [ticks, ns inside tick callbacks, loop iterations seen by
 /// the prepare handle, ns inside prepare callbacks, heap reads]. Zeros when the thread has none.
-#[napi(js_name = "lagSamplerWork")]
-pub fn lag_sampler_work() -> Vec<f64> {
+#[napi(js_name = "lagSamplerWork", catch_unwind)]
+pub fn lag_sampler_work(env: Env) -> Vec<f64> {
+    let _panic = raw::throw_on_panic(&env, "lag_sampler_work");
     let ts = SAMPLER.with(|c| c.get());
     if ts.is_null() {
         return vec![0.0; 5];
@@ -707,12 +796,16 @@ impl MonitorCore {
     }
 }
 
-unsafe extern "C" fn fast_lag_ms(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+super::raw::guarded!(fast_lag_ms = "LagMonitor.lagMs" => fast_lag_ms_unguarded);
+#[inline(always)]
+unsafe fn fast_lag_ms_unguarded(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
     let (_, _, data) = super::raw::args::<0>(env, info);
     super::raw::number(env, (*(data as *const MonitorCore)).lag_now_ms())
 }
 
-unsafe extern "C" fn fast_stalled(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+super::raw::guarded!(fast_stalled = "LagMonitor.stalled" => fast_stalled_unguarded);
+#[inline(always)]
+unsafe fn fast_stalled_unguarded(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
     let (_, _, data) = super::raw::args::<0>(env, info);
     super::raw::boolean(env, (*(data as *const MonitorCore)).health.stalled())
 }
@@ -768,8 +861,9 @@ fn stats_array(s: &LagStats, h: &crate::core::health::HealthSample, interval_ms:
 #[napi]
 impl LagMonitorHandle {
     /// Options are validated in lib/lag.js (with named TypeError/RangeError); checked again here.
-    #[napi(constructor)]
+    #[napi(constructor, catch_unwind)]
     pub fn new(env: Env, resolution_ms: f64, window_ms: f64, ewma_ms: f64, stall_ms: Option<f64>) -> Result<Self> {
+        let _panic = raw::throw_on_panic(&env, "LagMonitorHandle::new");
         let opts = SamplerOptions {
             resolution_ms: whole_ms("resolutionMs", resolution_ms, 1.0, 60_000.0)?,
             window_ms: whole_ms("windowMs", window_ms, 1.0, 3_600_000.0)?,
@@ -783,8 +877,9 @@ impl LagMonitorHandle {
     }
 
     /// `{ lagMs(), stalled() }`: raw N-API functions bound to this monitor (no wrapper, no allocation).
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn fast_readers(&self, env: Env) -> Result<Object<'_>> {
+        let _panic = raw::throw_on_panic(&env, "LagMonitorHandle::fast_readers");
         let raw_env = env.raw();
         let mut obj = ptr::null_mut();
         unsafe {
@@ -796,8 +891,9 @@ impl LagMonitorHandle {
     }
 
     /// Starts sampling (a fresh window). No-op when running.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn start(&mut self, env: Env) -> Result<()> {
+        let _panic = raw::throw_on_panic(&env, "LagMonitorHandle::start");
         if self.guard.is_none() {
             self.guard = Some(acquire_into(env.raw(), self.opts, self.core.health.clone())?);
             self.core.active.store(true, Relaxed);
@@ -806,8 +902,9 @@ impl LagMonitorHandle {
     }
 
     /// Stops sampling; the last figures stay readable, `stalled` drops. No-op when stopped.
-    #[napi]
-    pub fn stop(&mut self) {
+    #[napi(catch_unwind)]
+    pub fn stop(&mut self, env: Env) {
+        let _panic = raw::throw_on_panic(&env, "LagMonitorHandle::stop");
         if let Some(g) = self.guard.take() {
             self.last = g.stats();
             self.core.active.store(false, Relaxed);
@@ -816,15 +913,17 @@ impl LagMonitorHandle {
         }
     }
 
-    #[napi(getter)]
-    pub fn running(&self) -> bool {
+    #[napi(getter, catch_unwind)]
+    pub fn running(&self, env: Env) -> bool {
+        let _panic = raw::throw_on_panic(&env, "LagMonitorHandle::running");
         self.guard.is_some()
     }
 
     /// [latest, ewma, mean, p50, p90, p99, max, elu, count, total, heapUsed, heapLimit, stalled, intervalMs,
     ///  lagNow, maxBlock]
-    #[napi]
-    pub fn stats(&self) -> Vec<f64> {
+    #[napi(catch_unwind)]
+    pub fn stats(&self, env: Env) -> Vec<f64> {
+        let _panic = raw::throw_on_panic(&env, "LagMonitorHandle::stats");
         let h = self.core.health.sample();
         match &self.guard {
             Some(g) => stats_array(&g.stats(), &h, g.interval_ms(), self.core.lag_now_ms()),
@@ -833,8 +932,9 @@ impl LagMonitorHandle {
     }
 
     /// An id under which any thread of this process can observe this monitor's health record.
-    #[napi]
-    pub fn share(&mut self) -> u32 {
+    #[napi(catch_unwind)]
+    pub fn share(&mut self, env: Env) -> u32 {
+        let _panic = raw::throw_on_panic(&env, "LagMonitorHandle::share");
         if let Some(id) = self.share_id {
             return id;
         }
@@ -856,8 +956,9 @@ pub struct LoopObserverHandle {
 
 #[napi]
 impl LoopObserverHandle {
-    #[napi(constructor)]
-    pub fn new(id: u32) -> Result<Self> {
+    #[napi(constructor, catch_unwind)]
+    pub fn new(env: Env, id: u32) -> Result<Self> {
+        let _panic = raw::throw_on_panic(&env, "LoopObserverHandle::new");
         let r = registry().lock();
         let health = r.1.iter().find(|(i, _)| *i == id).and_then(|(_, w)| w.upgrade());
         match health {
@@ -866,14 +967,16 @@ impl LoopObserverHandle {
         }
     }
 
-    #[napi]
-    pub fn stalled(&self) -> bool {
+    #[napi(catch_unwind)]
+    pub fn stalled(&self, env: Env) -> bool {
+        let _panic = raw::throw_on_panic(&env, "LoopObserverHandle::stalled");
         self.health.stalled()
     }
 
     /// [latestLag, ewma, p99, elu, heapUsed, heapLimit, stalled, ticks]
-    #[napi]
-    pub fn sample(&self) -> Vec<f64> {
+    #[napi(catch_unwind)]
+    pub fn sample(&self, env: Env) -> Vec<f64> {
+        let _panic = raw::throw_on_panic(&env, "LoopObserverHandle::sample");
         let h = self.health.sample();
         vec![
             h.latest_lag_ms,

@@ -111,15 +111,17 @@ pub struct LedgerHandle {
 
 #[napi]
 impl LedgerHandle {
-    #[napi(constructor)]
-    pub fn new(tiers: Vec<TierOptions>) -> Result<Self> {
+    #[napi(constructor, catch_unwind)]
+    pub fn new(env: Env, tiers: Vec<TierOptions>) -> Result<Self> {
+        let _panic = raw::throw_on_panic(&env, "LedgerHandle::new");
         Ok(LedgerHandle { inner: Arc::new(build(tiers)?) })
     }
 
     /// The ledger registered under `name` in this process, created from `tiers` if there is none.
     /// `tiers` must equal the existing ledger's configuration; without `tiers`, the ledger must exist.
-    #[napi(factory)]
-    pub fn shared(name: String, tiers: Option<Vec<TierOptions>>) -> Result<Self> {
+    #[napi(factory, catch_unwind)]
+    pub fn shared(env: Env, name: String, tiers: Option<Vec<TierOptions>>) -> Result<Self> {
+        let _panic = raw::throw_on_panic(&env, "LedgerHandle::shared");
         let config = tiers.map(to_core).transpose().map_err(config_error)?;
         let mut map = SHARED.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(existing) = map.get(&name).and_then(Weak::upgrade) {
@@ -146,25 +148,29 @@ impl LedgerHandle {
     }
 
     /// Whether two handles share one native ledger.
-    #[napi]
-    pub fn same_as(&self, other: &LedgerHandle) -> bool {
+    #[napi(catch_unwind)]
+    pub fn same_as(&self, env: Env, other: &LedgerHandle) -> bool {
+        let _panic = raw::throw_on_panic(&env, "LedgerHandle::same_as");
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 
     /// The bits of a `tryConsumeSlot` code that hold the tier (its other bits hold the slot index).
-    #[napi]
-    pub fn slot_code_bits(&self) -> u32 {
+    #[napi(catch_unwind)]
+    pub fn slot_code_bits(&self, env: Env) -> u32 {
+        let _panic = raw::throw_on_panic(&env, "LedgerHandle::slot_code_bits");
         code_bits(self.inner.tier_count())
     }
 
     /// Per tier, its per-key `maxKeys`, or 0 for a tier without per-key buckets.
-    #[napi]
-    pub fn max_keys(&self) -> Vec<f64> {
+    #[napi(catch_unwind)]
+    pub fn max_keys(&self, env: Env) -> Vec<f64> {
+        let _panic = raw::throw_on_panic(&env, "LedgerHandle::max_keys");
         self.inner.config().iter().map(|t| t.per_key.as_ref().map_or(0.0, |k| k.max_keys as f64)).collect()
     }
 
-    #[napi]
-    pub fn tier_names(&self) -> Vec<String> {
+    #[napi(catch_unwind)]
+    pub fn tier_names(&self, env: Env) -> Vec<String> {
+        let _panic = raw::throw_on_panic(&env, "LedgerHandle::tier_names");
         (0..self.inner.tier_count()).map(|i| self.inner.tier_name(i).to_owned()).collect()
     }
 
@@ -179,8 +185,9 @@ impl LedgerHandle {
         }
     }
 
-    #[napi]
-    pub fn set_refill_scale(&self, tier: u32, scale: f64) -> Result<()> {
+    #[napi(catch_unwind)]
+    pub fn set_refill_scale(&self, env: Env, tier: u32, scale: f64) -> Result<()> {
+        let _panic = raw::throw_on_panic(&env, "LedgerHandle::set_refill_scale");
         if !(0.0..=1.0).contains(&scale) {
             return Err(Error::new(Status::InvalidArg, format!("scale must be between 0 and 1 (got {scale})")));
         }
@@ -188,13 +195,15 @@ impl LedgerHandle {
         Ok(())
     }
 
-    #[napi]
-    pub fn refill_scale(&self, tier: u32) -> Result<f64> {
+    #[napi(catch_unwind)]
+    pub fn refill_scale(&self, env: Env, tier: u32) -> Result<f64> {
+        let _panic = raw::throw_on_panic(&env, "LedgerHandle::refill_scale");
         Ok(self.inner.refill_scale(self.tier(tier)?))
     }
 
-    #[napi]
-    pub fn snapshot(&self) -> Vec<TierSnapshot> {
+    #[napi(catch_unwind)]
+    pub fn snapshot(&self, env: Env) -> Vec<TierSnapshot> {
+        let _panic = raw::throw_on_panic(&env, "LedgerHandle::snapshot");
         self.inner
             .snapshot()
             .into_iter()
@@ -211,8 +220,9 @@ impl LedgerHandle {
     }
 
     /// Returns how many buckets were reset.
-    #[napi]
-    pub fn reset(&self, tier: Option<u32>, key: Option<String>) -> Result<u32> {
+    #[napi(catch_unwind)]
+    pub fn reset(&self, env: Env, tier: Option<u32>, key: Option<String>) -> Result<u32> {
+        let _panic = raw::throw_on_panic(&env, "LedgerHandle::reset");
         let tier = tier.map(|t| self.tier(t)).transpose()?;
         Ok(self.inner.reset(tier, key.as_deref().map(str::as_bytes)) as u32)
     }
@@ -221,8 +231,9 @@ impl LedgerHandle {
     /// `Ledger`), and on `internal` (kept private by lib/ledger.js, which builds the public
     /// `tryConsume` from them) the raw callbacks `tryConsume(tier, key?, cost?)`,
     /// `tryConsumeKeyed(tier, key, cost, index)` and `tryConsumeSlot(tier, index, cost)`.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn bind(&self, env: Env, target: Object, internal: Object) -> Result<()> {
+        let _panic = raw::throw_on_panic(&env, "LedgerHandle::bind");
         let slots = (0..self.inner.tier_count()).map(|_| UnsafeCell::new(Vec::new())).collect();
         let code_bits = code_bits(self.inner.tier_count());
         let bound = Arc::new(Bound {
@@ -281,13 +292,18 @@ const MAX_SLOTS: usize = 1 << 20;
 /// Defines, for the benchmark, `target.noop(tier, key, cost)`: a raw callback that takes the same
 /// arguments as `tryConsume` and returns `false` (the floor), and `target.readKey(tier, key)`, which
 /// also reads the key into a stack buffer (the floor plus the string read).
-#[napi]
+#[napi(catch_unwind)]
 pub fn define_bench_floor(env: Env, target: Object) -> Result<()> {
-    unsafe extern "C" fn noop(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    let _panic = raw::throw_on_panic(&env, "define_bench_floor");
+    raw::guarded!(noop = "benchFloor.noop" => noop_unguarded);
+    raw::guarded!(read_key = "benchFloor.readKey" => read_key_unguarded);
+    #[inline(always)]
+    unsafe fn noop_unguarded(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
         let _ = raw::args::<3>(env, info);
         raw::boolean(env, false)
     }
-    unsafe extern "C" fn read_key(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    #[inline(always)]
+    unsafe fn read_key_unguarded(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
         let (argv, _, _) = raw::args::<3>(env, info);
         let mut stack = [0u8; 256];
         let mut heap = Vec::new();
@@ -407,8 +423,10 @@ unsafe fn debit<const DETAIL: bool>(
     }
 }
 
+raw::guarded!(try_consume = "Ledger.tryConsume" => try_consume_unguarded);
 /// `tryConsume(tier, key?, cost = 1) -> boolean`
-unsafe extern "C" fn try_consume(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+#[inline(always)]
+unsafe fn try_consume_unguarded(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
     let (argv, argc, data) = raw::args::<3>(env, info);
     let bound = &*(data as *const Bound);
     match debit::<false>(env, &bound.ledger, &argv, argc) {
@@ -417,11 +435,13 @@ unsafe extern "C" fn try_consume(env: sys::napi_env, info: sys::napi_callback_in
     }
 }
 
+raw::guarded!(try_consume_keyed = "Ledger.tryConsumeKeyed" => try_consume_keyed_unguarded);
 /// `tryConsumeKeyed(tier, key, cost, index) -> boolean`: `tryConsume(tier, key, cost)` with every
 /// argument read and checked as there, which also records where the key's bucket is as slot `index`
 /// of the tier, for `tryConsumeSlot`. `index` may be at most the count of slots recorded so far (it
 /// then adds one); anything else is not recorded.
-unsafe extern "C" fn try_consume_keyed(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+#[inline(always)]
+unsafe fn try_consume_keyed_unguarded(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
     let (argv, _, data) = raw::args::<4>(env, info);
     let bound = &*(data as *const Bound);
     let ledger = &bound.ledger;
@@ -449,13 +469,15 @@ unsafe extern "C" fn try_consume_keyed(env: sys::napi_env, info: sys::napi_callb
     raw::boolean(env, allowed)
 }
 
+raw::guarded!(try_consume_slot = "Ledger.tryConsumeSlot" => try_consume_slot_unguarded);
 /// `tryConsumeSlot(code, cost = 1) -> boolean | null`: `tryConsume(tier, key, cost)` for the key
 /// recorded as slot `index` of `tier` by `tryConsumeKeyed`, without reading or hashing the key; `code`
 /// is `index * 2^b + tier`, `b` the bits of the tier count (`slotCodeBits`; one argument fewer to
 /// read, ~2 ns). `null` when there is no such slot or it went stale (evicted, moved, reset): nothing
 /// was debited; look the key up again with `tryConsumeKeyed`. `code` is trusted to be a non-negative
 /// integer (lib/ledger.js passes its own); `cost` is checked as `tryConsume` checks it.
-unsafe extern "C" fn try_consume_slot(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+#[inline(always)]
+unsafe fn try_consume_slot_unguarded(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
     let (_, _, data) = raw::args::<0>(env, info);
     let bound = &*(data as *const Bound);
     let io = &mut *bound.slot_args.get();
@@ -482,10 +504,12 @@ unsafe extern "C" fn try_consume_slot(env: sys::napi_env, info: sys::napi_callba
 /// `slotArgs[2]` after a `tryConsumeSlot` that debited nothing because the slot is stale or unknown.
 const SLOT_STALE: f64 = -1.0;
 
+raw::guarded!(consume = "Ledger.consume" => consume_unguarded);
 /// `consume(tier, key?, cost = 1, out?) -> boolean`, writing
 /// `[allowed, remaining, limit, retryAfterMs, resetMs, limitedBy]` into `out` (a Float64Array of at
 /// least 6) or into the ledger's own `result`.
-unsafe extern "C" fn consume(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+#[inline(always)]
+unsafe fn consume_unguarded(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
     let (argv, argc, data) = raw::args::<4>(env, info);
     let bound = &*(data as *const Bound);
     let mut out = bound.out.get() as *mut f64;

@@ -4,11 +4,14 @@ pub mod raw;
 pub mod ledger;
 pub mod lag;
 pub mod gate;
+pub mod panic_probe;
 
+use napi::Env;
 use napi_derive::napi;
 
 /// The version of the native binding, so JS can check that the loaded binary matches.
-#[napi]
-pub fn native_version() -> &'static str {
+#[napi(catch_unwind)]
+pub fn native_version(env: Env) -> &'static str {
+    let _panic = raw::throw_on_panic(&env, "native_version");
     env!("CARGO_PKG_VERSION")
 }

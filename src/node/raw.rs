@@ -6,11 +6,143 @@
 //! the callback's `data` pointer: one `napi_get_cb_info`, strings read into a stack buffer, numbers read
 //! directly, a primitive returned.
 use napi::sys;
+use std::any::Any;
+use std::cell::RefCell;
 use std::ffi::{c_void, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
-use std::sync::Arc;
+use std::sync::{Arc, Once};
 
 pub type RawCallback = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value;
+
+// Panics. A Rust panic that unwinds into an `extern "C"` frame aborts the process (Rust >= 1.81), and
+// N-API, libuv and every `#[napi]` wrapper enter the addon through such frames: one bug here would take
+// the whole service down. So every entry point stops the unwind (`catch_unwind` costs nothing until
+// something panics; the release profile must keep `panic = "unwind"`) and a panic becomes a JS `Error`
+// with the stable code below. What a panic interrupted stays memory-safe: locks are released by their
+// guards while unwinding (parking_lot's and `SpinLock` do not poison).
+//
+// - raw callbacks: `guarded!` defines the `extern "C"` function around a plain one, under `guard`;
+// - `#[napi]` functions: `#[napi(catch_unwind)]`, and `let _panic = raw::throw_on_panic(&env, ...)` as
+//   the body's first line. napi-rs's `catch_unwind` stops the unwind but throws a generic error (code
+//   `GenericFailure`); the guard, dropped while the panic unwinds through the body, throws ours first,
+//   and napi-rs then rethrows the pending exception instead of its own;
+// - callbacks with no JS caller (libuv handles, cleanup hooks): `no_unwind`.
+
+/// The `code` of the JS error that a Rust panic inside the addon becomes.
+pub const PANIC_CODE: &CStr = c"ERR_TIERGATE_PANIC";
+
+/// Runs the body of a raw callback; a panic becomes a thrown `Error` (`PANIC_CODE`, a message naming
+/// `what` and the panic's own) and the callback returns null, which N-API reads as "exception pending".
+///
+/// # Safety
+/// `env` must be the callback's own.
+#[inline(always)]
+pub unsafe fn guard(env: sys::napi_env, what: &'static str, body: impl FnOnce() -> sys::napi_value) -> sys::napi_value {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(v) => v,
+        Err(payload) => {
+            throw_panic(env, what, panic_message(&*payload));
+            forget_payload(payload);
+            ptr::null_mut()
+        }
+    }
+}
+
+/// `unsafe extern "C" fn $name(env, info)`: the raw callback that runs `$body(env, info)` under `guard`.
+macro_rules! guarded {
+    ($name:ident = $what:literal => $body:path) => {
+        unsafe extern "C" fn $name(env: napi::sys::napi_env, info: napi::sys::napi_callback_info) -> napi::sys::napi_value {
+            $crate::node::raw::guard(env, $what, || $body(env, info))
+        }
+    };
+}
+pub(crate) use guarded;
+
+/// Throws the `PANIC_CODE` error if dropped while a panic unwinds: see the notes above.
+pub struct PanicThrower {
+    env: sys::napi_env,
+    what: &'static str,
+    /// False if made while another panic was already unwinding (a call made from a destructor): that
+    /// panic is not this call's.
+    armed: bool,
+}
+
+impl Drop for PanicThrower {
+    fn drop(&mut self) {
+        if self.armed && std::thread::panicking() {
+            unsafe { throw_panic(self.env, self.what, "(no message)") };
+        }
+    }
+}
+
+/// The guard a `#[napi(catch_unwind)]` function holds for its whole body.
+#[must_use]
+pub fn throw_on_panic(env: &napi::Env, what: &'static str) -> PanicThrower {
+    record_panic_messages();
+    PanicThrower { env: env.raw(), what, armed: !std::thread::panicking() }
+}
+
+/// Runs the body of a callback that has no JS caller to throw to (libuv handles, env cleanup hooks);
+/// `None` if it panicked (the panic hook has printed the message to stderr).
+#[inline(always)]
+pub fn no_unwind<R>(body: impl FnOnce() -> R) -> Option<R> {
+    catch_unwind(AssertUnwindSafe(body)).map_err(forget_payload).ok()
+}
+
+thread_local! {
+    /// The message and location of this thread's latest panic, noted by the panic hook (a guard that
+    /// runs while unwinding has no payload to read).
+    static LAST_PANIC: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+/// Installs (once per process) a panic hook that notes each panic's message for `throw_panic`, then
+/// runs the previous hook (Rust's default prints the panic to stderr: the operator's record of it).
+pub fn record_panic_messages() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let at = info.location().map(|l| format!(" (at {}:{})", l.file(), l.line())).unwrap_or_default();
+            let msg = format!("{}{at}", panic_message(info.payload()));
+            let _ = LAST_PANIC.try_with(|m| m.replace(msg));
+            previous(info);
+        }));
+    });
+}
+
+/// A panic payload's own `Drop` could panic again, outside any `catch_unwind`: leak it instead.
+fn forget_payload(payload: Box<dyn Any + Send>) {
+    std::mem::forget(payload);
+}
+
+fn panic_message(payload: &(dyn Any + Send)) -> &str {
+    if let Some(s) = payload.downcast_ref::<&'static str>() {
+        s
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s
+    } else {
+        "(no message)"
+    }
+}
+
+/// Throws the JS error for a caught panic: the hook's note of it if there is one, else `fallback`. An
+/// exception already pending (thrown before the panic) is replaced: the panic is what the caller must
+/// hear about.
+#[cold]
+#[inline(never)]
+unsafe fn throw_panic(env: sys::napi_env, what: &str, fallback: &str) {
+    let noted = LAST_PANIC.try_with(|m| m.take()).unwrap_or_default();
+    let msg = if noted.is_empty() { fallback } else { &noted };
+    let msg = format!("tiergate: internal error (Rust panic) in {what}: {msg}").replace('\0', "\\0");
+    let mut pending = false;
+    if sys::napi_is_exception_pending(env, &mut pending) == sys::Status::napi_ok && pending {
+        let mut old = ptr::null_mut();
+        sys::napi_get_and_clear_last_exception(env, &mut old);
+    }
+    let msg = CString::new(msg).unwrap_or_default();
+    sys::napi_throw_error(env, PANIC_CODE.as_ptr(), msg.as_ptr());
+}
 
 /// Creates a JS function named `name` whose callback receives `Arc::as_ptr(&data)` as its data pointer,
 /// and sets it as `target[name]`. The `Arc` is released when the function is garbage-collected.
@@ -24,9 +156,11 @@ pub unsafe fn define_fn<T: Send + Sync + 'static>(
     cb: RawCallback,
     data: Arc<T>,
 ) -> napi::Result<()> {
+    // A finalizer, called by N-API from C: the drop must not unwind into it.
     unsafe extern "C" fn release<T>(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
-        drop(Arc::from_raw(data as *const T));
+        let _ = no_unwind(|| drop(Arc::from_raw(data as *const T)));
     }
+    record_panic_messages();
     let raw = Arc::into_raw(data) as *mut c_void;
     let mut func = ptr::null_mut();
     let mut status = sys::napi_create_function(env, name.as_ptr().cast(), name.len() as isize, Some(cb), raw, &mut func);
@@ -58,7 +192,7 @@ pub unsafe fn define_f64_view<T: Send + Sync + 'static>(
     owner: &Arc<T>,
 ) -> napi::Result<()> {
     unsafe extern "C" fn release<T>(_env: sys::napi_env, _data: *mut c_void, hint: *mut c_void) {
-        drop(Arc::from_raw(hint as *const T));
+        let _ = no_unwind(|| drop(Arc::from_raw(hint as *const T)));
     }
     let hint = Arc::into_raw(owner.clone()) as *mut c_void;
     let mut ab = ptr::null_mut();
