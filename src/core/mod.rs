@@ -8,6 +8,7 @@ pub mod keymap;
 pub mod ledger;
 pub mod names;
 pub mod net;
+pub mod quota;
 mod padded;
 pub mod shed;
 mod sync;
