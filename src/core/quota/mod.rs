@@ -19,7 +19,9 @@
 //! * *Shortfall*: what the store debited but nobody spent is at most what was outstanding (held or in
 //!   flight) when the window closed or the holder died: per process `< 2·max(M, C + A)` (`sizing`),
 //!   so `L − admitted < P · 2·max(M, C + A)` for a window whose demand exceeded `L` throughout, plus
-//!   the tokens of grants that came back after their request had failed.
+//!   the tokens of grants that came back after their request had failed (timed out) or after their
+//!   lease's expiry (a reply slower than the window's remainder); those are handed back and a store
+//!   that can still use them credits them.
 //! * *Provisional* (`Unfunded::Provisional { allowance: A }`): a key's debt never exceeds `A`, so
 //!   admitted ≤ `L + P·A` per window (a debt repaid from a later window's grant only moves it), and
 //!   ≤ `burst + rate·t + P·A` in all for a bucket.
@@ -28,16 +30,21 @@
 //!   (`< 2·max(M, C + A)`), until the TTL for a window store; a bucket refills past it.
 //! * *Store down, `Fallback::Open`*: leases first, then the safe share (`fallback`): at most `Σ_p
 //!   burst/H_p + rate/H_p · t` for a bucket, `Σ_p 2·L/H_p` per store window for a window limit.
-//!   `Fallback::Closed`: nothing beyond leases.
+//!   `Fallback::Closed`: nothing beyond leases. "Down" is the engine's view: a failed or timed-out
+//!   request puts every key that runs out of lease into fallback (rather than making it wait on a
+//!   store that is not answering), until the next grant; each key probes every `retry_ms`.
 //! * *Store restarts empty*: the new store grants `L` again, knowing nothing of before. Per window,
-//!   admitted ≤ `L` + what was admitted in that window before the restart (the store's memory, lost)
-//!   + what was outstanding at the restart (`< P · 2·max(M, C + A)`) + the fallback share's admissions
-//!   + `P·A`: the engine adds only the outstanding leases, the share and the allowance.
+//!   admitted ≤ `L`, plus what was admitted in that window before the restart (the store's memory,
+//!   lost), plus what was outstanding at the restart (`< P · 2·max(M, C + A)`), plus the fallback
+//!   share's admissions and `P·A`. The engine adds only the outstanding leases, the share and the
+//!   allowance; the rest is the store's persistence to keep.
 //!
 //! Files: `config` (options, validation), `wire` (the store contract), `lease` (a key's leases),
 //! `meter` (demand rate), `sizing` (lease size, renewal timing), `fallback` (the safe share),
 //! `account` (a key's state), `table` (bounded key table, eviction), `engine` (spending), `reply`
-//! (grants and failures), `poll` (the tick and shutdown), `outcome` (decisions, actions, counters).
+//! (grants and failures), `poll` (the tick and shutdown), `outcome` (decisions, actions, counters);
+//! `tests/`: the flows by hand, and the bounds above checked over a simulated cluster against a
+//! reference store (`tests/store.rs`: the semantics the Lua script and the SQL implement).
 mod account;
 mod config;
 mod engine;

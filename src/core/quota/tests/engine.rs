@@ -309,7 +309,7 @@ fn a_grant_past_the_lease_cap_hands_the_smallest_back() {
         let back = q.grant(l, K, r.id, g, i * MS);
         if i < MAX_LEASES as u64 {
             assert!(back.is_none());
-            held += held + 1;
+            held = 2 * held + 1;
         } else {
             let back = back.unwrap();
             assert_eq!((back.reason, back.lease, back.tokens), (ReturnReason::Overflow, LeaseId(0), 1));
