@@ -168,7 +168,7 @@ impl Quota {
             return self.fall_back(slot, cost, now_ns);
         }
         if let Unfunded::Provisional { allowance } = lim.cfg.unfunded {
-            if acc.debt + cost <= allowance {
+            if acc.debt.saturating_add(cost) <= allowance {
                 acc.debt += cost;
                 self.stats.spent_provisional += cost;
                 if acc.pending.is_none() {
@@ -284,7 +284,7 @@ impl Quota {
     pub(crate) fn issue(&mut self, slot: u32, cost: u64, now_ns: u64) -> Request {
         let acc = self.table.get_mut(slot);
         let lim = &self.limits[acc.limit.index()];
-        let need = (acc.debt + cost).saturating_sub(acc.leases.total());
+        let need = acc.debt.saturating_add(cost).saturating_sub(acc.leases.total());
         let size = lease_size(
             acc.meter.per_period(now_ns, lim.renewal_ns),
             need,
@@ -314,8 +314,8 @@ pub(crate) fn expire(acc: &mut Account, now_ns: u64, outbox: &mut Vec<Return>, s
 
 /// Queues a return for the caller (or drops it past `MAX_OUTBOX`).
 pub(crate) fn hand_back(outbox: &mut Vec<Return>, stats: &mut Stats, r: Return) {
-    stats.returned += r.tokens;
     if outbox.len() < MAX_OUTBOX {
+        stats.returned += r.tokens;
         outbox.push(r);
     } else {
         stats.returns_dropped += 1;

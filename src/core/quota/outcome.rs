@@ -69,9 +69,10 @@ pub struct Stats {
     pub repaid: u64,
     /// Tokens dropped at their TTL (also handed back, as `ReturnReason::Expired`).
     pub expired: u64,
-    /// Tokens handed back for any reason, expired ones included.
+    /// Tokens handed to the caller to send back, for any reason (expired ones included).
     pub returned: u64,
-    /// Returns dropped because the caller had not polled for `MAX_OUTBOX` of them (count).
+    /// Returns dropped because the caller had not polled for `MAX_OUTBOX` of them (count; their
+    /// tokens are not in `returned`).
     pub returns_dropped: u64,
     /// Keys evicted (count).
     pub evicted: u64,

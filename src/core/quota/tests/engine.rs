@@ -53,6 +53,21 @@ fn spend_evenly(q: &mut Quota, l: LimitId, n: u64, from: u64, to: u64) {
 }
 
 #[test]
+fn an_engine_can_move_to_the_thread_that_holds_its_lock() {
+    fn is<T: Send>() {}
+    is::<Quota>();
+}
+
+#[test]
+fn a_cost_past_any_allowance_or_lease_neither_overflows_nor_spends() {
+    let (mut q, l) = engine_with(LimitConfig { unfunded: Unfunded::Provisional { allowance: 3 }, ..limit() }, 10);
+    assert_eq!(q.try_spend(l, K, 1, 0), Spend::Spent(Source::Provisional));
+    let r = need(q.try_spend(l, K, u64::MAX, 0));
+    assert_eq!(r.size, u64::MAX, "the cost is asked whole; the store grants what it has");
+    assert_eq!(q.debt(l, K), 1);
+}
+
+#[test]
 fn a_new_key_waits_for_one_lease_then_spends_locally() {
     let (mut q, l) = engine();
     let r = need(q.try_spend(l, K, 1, 0));
@@ -343,6 +358,7 @@ fn returns_beyond_the_outbox_are_dropped_and_counted() {
         let _ = q.try_spend(l, format!("k{i}").as_bytes(), 1, 6000 * MS);
     }
     assert_eq!(q.stats().returns_dropped, 10);
+    assert_eq!(q.stats().returned, 2 * MAX_OUTBOX as u64, "dropped returns are not counted as returned");
     let n = returns(&q.poll(6000 * MS)).len();
     assert_eq!(n, MAX_OUTBOX);
 }
