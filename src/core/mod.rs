@@ -10,6 +10,7 @@ pub mod ledger;
 pub mod limit;
 pub mod names;
 pub mod net;
+pub mod quota;
 mod padded;
 pub mod shed;
 mod sync;
