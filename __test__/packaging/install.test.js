@@ -149,10 +149,10 @@ function noBuildTree(installed) {
 }
 
 test('the main tarball ships the runtime and the build-from-source inputs only', { skip }, () => {
-  for (const f of ['package.json', 'index.js', 'index.d.ts', 'lib/native.js', 'lib/platform.js', 'src/lib.rs', 'Cargo.toml', 'Cargo.lock', 'build.rs', 'scripts/build.js', 'LICENSE', 'README.md']) {
+  for (const f of ['package.json', 'index.js', 'index.d.ts', 'lib/native.js', 'lib/platform.js', 'src/lib.rs', 'Cargo.toml', 'Cargo.lock', 'build.rs', 'scripts/build.js', 'LICENSE', 'README.md', 'CHANGELOG.md', 'docs/README.md']) {
     assert.ok(main.files.includes(f), `${f} is not in the tarball`);
   }
-  const stray = main.files.filter((f) => !/^(index\.js|index\.d\.ts|lib\/.+|src\/.+\.rs|build\.rs|Cargo\.(toml|lock)|scripts\/build\.js|LICENSE|README\.md|package\.json)$/.test(f));
+  const stray = main.files.filter((f) => !/^(index\.js|index\.d\.ts|lib\/.+|src\/.+\.rs|build\.rs|Cargo\.(toml|lock)|scripts\/build\.js|LICENSE|README\.md|CHANGELOG\.md|docs\/[A-Za-z-]+\.md|package\.json)$/.test(f));
   assert.deepEqual(stray, []);
 });
 
