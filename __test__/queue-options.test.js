@@ -173,7 +173,7 @@ test('classification order: classify(req), then routes, then the header (capped 
     maxConcurrent: 1,
     tiers: [{ name: 'VIP', protected: true }, 'standard', 'background'],
     defaultTier: 'standard',
-    classify: (req) => (req.headers['x-vip'] === 'yes' ? 'vip' : undefined),
+    classify: (req) => (req.headers['x-vip'] === 'yes' ? 'VIP' : undefined),
     routes: [{ method: 'POST', path: '/checkout', tier: 'VIP' }, { path: /^\/reports\//, tier: 'background' }],
   });
   const res = () => Object.assign(new EventEmitter(), { destroyed: false, writableEnded: false, writableFinished: false });
@@ -186,7 +186,8 @@ test('classification order: classify(req), then routes, then the header (capped 
     [req('POST', '/checkouts'), 'standard'], // not a whole segment
     [req('GET', '/reports/7', { 'x-user-tier': 'vip' }), 'background'], // routes before the header
     [req('GET', '/y', { 'x-user-tier': 'VIP' }), 'standard'], // untrusted header above the default
-    [req('GET', '/y', { 'x-user-tier': 'Background' }), 'background'], // lowering oneself is fine
+    [req('GET', '/y', { 'x-user-tier': 'background' }), 'background'], // lowering oneself is fine
+    [req('GET', '/y', { 'x-user-tier': 'Standard' }), 'background'], // names are exact, as the gatekeeper's: unknown, the lowest tier
   ];
   const expected = { VIP: 0, standard: 0, background: 0 };
   for (const [r, tier] of cases) {

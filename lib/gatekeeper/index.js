@@ -16,6 +16,7 @@ const { expressMiddleware, httpHandler, fastifyPlugin } = require('../adapters')
 const { compileRoutes, compileRouteConfig, matchRoute } = require('../adapters/route-rules');
 const { checkTrustProxy, clientIp, headersTruncated } = require('../adapters/client');
 const { compileKey, usableKey } = require('./key');
+const { TIER_NAME, TIER_NAME_RULE, checkTierName, tierHeaderOption, tierSecretOption, secretBuffer } = require('./tier-header');
 const { DIALECTS } = require('../adapters/routing');
 const { Responder } = require('./respond');
 const { typeName, isObject, unknownKey, onlyKnown, boolean, optionalFn, finite, retryAfterOptions } = require('../options');
@@ -29,7 +30,6 @@ const {
 } = native.gateConstants();
 const SEL_KEY_IS_IP = SEL.KEY_IS_IP;
 const MAX_TIERS = SEL.MAX_TIERS;
-const TIER_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
 /** diagnostics_channel name; every decision is published when it has subscribers. */
 const DECISION_CHANNEL = 'tiergate:decision';
@@ -53,13 +53,6 @@ const OPTIONS = new Set([
 const SHED_FIELDS = new Set(Object.keys(SHED_DEFAULTS));
 const HEALTH_NUMBERS = ['lagMs', 'ewmaLagMs', 'p99LagMs', 'elu', 'heapUsed', 'heapLimit'];
 const HEALTH_FIELDS = new Set([...HEALTH_NUMBERS, 'stalled']);
-
-function secretBuffer(s, at) {
-  const buf = typeof s === 'string' ? Buffer.from(s, 'utf8') : Buffer.isBuffer(s) || s instanceof Uint8Array ? Buffer.from(s) : null;
-  if (buf === null) throw new TypeError(`${at} must be a string or a Buffer, got ${typeName(s)}`);
-  if (buf.length < 16) throw new RangeError(`${at} must be at least 16 bytes (32 random bytes recommended), got ${buf.length}`);
-  return buf;
-}
 
 function shedOptions(shed) {
   if (shed === false) return { ...SHED_DEFAULTS, enabled: false, maxBaselineMs: SHED_DEFAULTS.targetLagMs };
@@ -111,9 +104,7 @@ function normalize(options) {
     const tiers = options.tiers === undefined ? DEFAULT_TIERS : options.tiers;
     if (!Array.isArray(tiers) || tiers.length === 0) throw new TypeError(`gatekeeper: options.tiers must be a non-empty array of tiers, highest priority first, got ${typeName(tiers)}`);
     tiers.forEach((t, i) => {
-      if (isObject(t) && typeof t.name === 'string' && !TIER_NAME.test(t.name)) {
-        throw new RangeError(`gatekeeper: options.tiers[${i}].name must be 1-64 characters of A-Z a-z 0-9 _ - (it appears in headers and tokens), got ${JSON.stringify(t.name)}`);
-      }
+      if (isObject(t) && typeof t.name === 'string') checkTierName(t.name, `gatekeeper: options.tiers[${i}].name`);
     });
     try {
       ledger = new Ledger({ tiers, ...(options.perKey === undefined ? {} : { perKey: options.perKey }) });
@@ -125,7 +116,7 @@ function normalize(options) {
   const names = ledger.tiers;
   if (names.length > MAX_TIERS) throw new RangeError(`gatekeeper: at most ${MAX_TIERS} tiers, got ${names.length}`);
   names.forEach((n, i) => {
-    if (!TIER_NAME.test(n)) throw new RangeError(`gatekeeper: tier ${i} of options.ledger is named ${JSON.stringify(n)}; gatekeeper tiers must be 1-64 characters of A-Z a-z 0-9 _ -`);
+    if (!TIER_NAME.test(n)) throw new RangeError(`gatekeeper: tier ${i} of options.ledger is named ${JSON.stringify(n)}; gatekeeper tiers must be ${TIER_NAME_RULE}`);
   });
   const ids = new Map(names.map((n, i) => [n, i]));
 
@@ -136,20 +127,9 @@ function normalize(options) {
     if (defaultTier === undefined) throw new RangeError(`gatekeeper: options.defaultTier "${options.defaultTier}" is not one of the tiers (${names.join(', ')})`);
   }
 
-  let tierHeader = 'x-user-tier';
-  if (options.tierHeader !== undefined) {
-    if (options.tierHeader === false) tierHeader = null;
-    else if (typeof options.tierHeader !== 'string' || !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(options.tierHeader)) {
-      throw new TypeError(`gatekeeper: options.tierHeader must be a header name or false, got ${typeName(options.tierHeader)} ${JSON.stringify(options.tierHeader)}`);
-    } else tierHeader = options.tierHeader.toLowerCase();
-  }
+  const tierHeader = tierHeaderOption(options.tierHeader, 'gatekeeper: options.tierHeader');
   if (options.trustTierHeader !== undefined) boolean(options.trustTierHeader, 'gatekeeper: options.trustTierHeader');
-  let secrets;
-  if (options.tierSecret !== undefined) {
-    const list = Array.isArray(options.tierSecret) ? options.tierSecret : [options.tierSecret];
-    if (list.length === 0) throw new RangeError('gatekeeper: options.tierSecret must hold at least one secret');
-    secrets = list.map((s, i) => secretBuffer(s, Array.isArray(options.tierSecret) ? `gatekeeper: options.tierSecret[${i}]` : 'gatekeeper: options.tierSecret'));
-  }
+  const secrets = tierSecretOption(options.tierSecret, 'gatekeeper: options.tierSecret');
   const headersOpt = options.rateLimitHeaders === undefined ? 'draft' : options.rateLimitHeaders;
   if (![false, 'draft', 'legacy', 'both'].includes(headersOpt)) {
     throw new TypeError(`gatekeeper: options.rateLimitHeaders must be 'draft', 'legacy', 'both' or false, got ${JSON.stringify(headersOpt)}`);
@@ -531,7 +511,7 @@ function mintTierToken(secret, tier, when) {
 function mint(secret, tier, { ttlSec, expiresAt } = {}) {
   const key = secretBuffer(secret, 'mintTierToken: secret');
   if (typeof tier !== 'string') throw new TypeError(`mintTierToken: tier must be a tier name, got ${typeName(tier)}`);
-  if (!TIER_NAME.test(tier)) throw new RangeError(`mintTierToken: tier must be 1-64 characters of A-Z a-z 0-9 _ -, got ${JSON.stringify(tier)}`);
+  if (!TIER_NAME.test(tier)) throw new RangeError(`mintTierToken: tier must be ${TIER_NAME_RULE}, got ${JSON.stringify(tier)}`);
   if ((ttlSec === undefined) === (expiresAt === undefined)) throw new TypeError('mintTierToken: give exactly one of { ttlSec, expiresAt }');
   const exp = expiresAt !== undefined
     ? finite(expiresAt, 'mintTierToken: expiresAt', { max: 999_999_999_999, integer: true })

@@ -6,33 +6,23 @@ const { describe } = require('../options');
 const { matchRoute } = require('../adapters/route-rules');
 const { headersTruncated } = require('../adapters/client');
 
-const MAX_HEADER_LENGTH = 64;
-
 /**
- * `{ tiers, tierByName, defaultTier, headerName, trustTierHeader, classify, routeRules, routing }` ->
- * (req) => tier record.
+ * `{ tiers, tierByName, defaultTier, headerName, header (TierHeader), classify, routeRules, routing }`
+ * -> (req, routeTier?) => tier record.
  */
-function makeClassifier({ tiers, tierByName, defaultTier, headerName, trustTierHeader, classify, routeRules, routing }) {
-  // A value that cannot be read (an unknown name, an over-long value) gives the LOWEST tier, not the
-  // default: behind a gateway that appends its own value, a client could otherwise pad or spoil the
-  // header to get the default tier when the gateway said lower.
+function makeClassifier({ tiers, tierByName, defaultTier, headerName, header, classify, routeRules, routing }) {
   const lowestTier = tiers[tiers.length - 1];
 
+  // The gatekeeper's rule, natively (lib/gatekeeper/tier-header.js): exact names, honoured above the
+  // default only when trusted, signed tokens, and the LOWEST tier for anything unreadable (several
+  // values, over-long, unknown), so no padding or ordering lifts a request above an appending gateway.
   function tierFromHeader(req) {
     if (headersTruncated(req)) return lowestTier; // the gateway's tier header may be among the lost ones
-    let raw = req.headers[headerName];
-    if (raw === undefined) return null;
-    if (Array.isArray(raw)) raw = raw.join(',');
-    if (typeof raw !== 'string' || raw.length > MAX_HEADER_LENGTH * 4) return lowestTier;
-    if (raw.trim() === '') return null;
-    // Several values (a client's own plus what an appending gateway added) are ambiguous: the lowest
-    // tier, as the gatekeeper does, so no padding or ordering can lift a request above the gateway's.
-    if (raw.includes(',')) return lowestTier;
-    const t = tierByName.get(raw.trim().toLowerCase());
-    return t === undefined ? lowestTier : t;
+    const raw = req.headers[headerName];
+    if (raw === undefined) return defaultTier;
+    return tiers[header.tierOf(Array.isArray(raw) ? raw.join(', ') : raw)];
   }
 
-  /** `routeTier`: a route's own tier id (Fastify route config), or undefined. */
   // As the gatekeeper does: a classify() result that is not a tier warns once and falls through.
   let warned = false;
   function warnClassify(name) {
@@ -45,7 +35,7 @@ function makeClassifier({ tiers, tierByName, defaultTier, headerName, trustTierH
     if (classify !== undefined) {
       const name = classify(req);
       if (name !== undefined && name !== null) {
-        const t = typeof name === 'string' ? tierByName.get(name.toLowerCase()) : undefined;
+        const t = typeof name === 'string' ? tierByName.get(name) : undefined;
         if (t) return t;
         warnClassify(name);
       }
@@ -55,12 +45,8 @@ function makeClassifier({ tiers, tierByName, defaultTier, headerName, trustTierH
       const id = matchRoute(routeRules, req.method, req.originalUrl || req.url, routing);
       if (id >= 0) return tiers[id];
     }
-    if (headerName !== null) {
-      const t = tierFromHeader(req);
-      if (t !== null) return trustTierHeader || t.id >= defaultTier.id ? t : defaultTier;
-    }
-    return defaultTier;
+    return headerName === null ? defaultTier : tierFromHeader(req);
   };
 }
 
-module.exports = { makeClassifier, MAX_HEADER_LENGTH };
+module.exports = { makeClassifier };

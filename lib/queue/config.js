@@ -4,7 +4,8 @@ const { describe, onlyKnown, checkNumber, checkBoolean, checkFunction, retryAfte
 const { compileRoutes } = require('../adapters/route-rules');
 const { AdaptiveLimit } = require('./adaptive-limit');
 const { parseCodel, StandingRule } = require('./standing');
-const { makeClassifier, MAX_HEADER_LENGTH } = require('./classify');
+const { makeClassifier } = require('./classify');
+const { TierHeader, checkTierName, tierHeaderOption, tierSecretOption } = require('../gatekeeper/tier-header');
 const { WaitHistogram } = require('./wait-histogram');
 
 const DEFAULT_TIERS = [
@@ -14,7 +15,7 @@ const DEFAULT_TIERS = [
 ];
 const OPTION_KEYS = new Set([
   'maxConcurrent', 'limit', 'maxQueue', 'queueTimeoutMs', 'timeoutStatus', 'retryAfter', 'tiers',
-  'defaultTier', 'tierHeader', 'trustTierHeader', 'classify', 'routes', 'displace', 'codel', 'lifo', 'onReject',
+  'defaultTier', 'tierHeader', 'trustTierHeader', 'tierSecret', 'classify', 'routes', 'displace', 'codel', 'lifo', 'onReject',
 ]);
 const TIER_KEYS = ['name', 'protected', 'maxQueue', 'queueTimeoutMs'];
 // Keys a gatekeeper tier carries, accepted (and ignored) so one tiers array can configure both guards.
@@ -29,9 +30,8 @@ function parseTiers(tiers, defaults) {
     const spec = typeof t === 'string' ? { name: t } : t;
     if (spec === null || typeof spec !== 'object') throw new TypeError(`tiers[${i}] must be a tier name or { name, protected?, maxQueue?, queueTimeoutMs? }`);
     onlyKnown(spec, KNOWN_TIER_KEYS, `tiers[${i}]`);
-    if (typeof spec.name !== 'string' || spec.name.length === 0 || spec.name.length > MAX_HEADER_LENGTH) {
-      throw new TypeError(`tiers[${i}].name must be a non-empty string of at most ${MAX_HEADER_LENGTH} characters`);
-    }
+    checkTierName(spec.name, `tiers[${i}].name`);
+    // Names match exactly (the tier header's rule), but two differing only in case would confuse people.
     if (seen.has(spec.name.toLowerCase())) throw new TypeError(`tiers[${i}].name "${spec.name}" is a duplicate`);
     seen.add(spec.name.toLowerCase());
     return {
@@ -74,7 +74,7 @@ function parseOptions(options, routing, loopUtilization) {
   onlyKnown(options, OPTION_KEYS, 'options');
   const {
     maxConcurrent, limit: limitOptions, maxQueue = 100, queueTimeoutMs = 10_000, timeoutStatus = 408,
-    retryAfter, tiers: tierSpecs = DEFAULT_TIERS, defaultTier, tierHeader = 'x-user-tier',
+    retryAfter, tiers: tierSpecs = DEFAULT_TIERS, defaultTier, tierHeader, tierSecret,
     trustTierHeader = false, classify, routes, displace = true, codel, lifo = false, onReject,
   } = options;
   const { limit, adaptive } = parseLimit(maxConcurrent, limitOptions, loopUtilization);
@@ -82,28 +82,25 @@ function parseOptions(options, routing, loopUtilization) {
   checkNumber('queueTimeoutMs', queueTimeoutMs, { min: 0, minExclusive: true });
   checkNumber('timeoutStatus', timeoutStatus, { min: 400, max: 599, integer: true });
   const retry = retryAfterOptions(retryAfter, 'retryAfter');
-  if (tierHeader !== false && (typeof tierHeader !== 'string' || !/^[!#$%&'*+.^_`|~0-9a-z-]+$/i.test(tierHeader))) {
-    throw new TypeError(`tierHeader must be a header name or false, got ${describe(tierHeader)}`);
-  }
+  const headerName = tierHeaderOption(tierHeader, 'tierHeader');
   checkBoolean('trustTierHeader', trustTierHeader);
+  const secrets = tierSecretOption(tierSecret, 'tierSecret');
   checkFunction('classify', classify);
   checkBoolean('displace', displace);
   checkBoolean('lifo', lifo);
   checkFunction('onReject', onReject);
   const standing = new StandingRule(parseCodel(codel));
   const tiers = parseTiers(tierSpecs, { maxQueue, queueTimeoutMs });
-  const tierByName = new Map(tiers.map((t) => [t.name.toLowerCase(), t])); // header and classify(): any case
+  const tierByName = new Map(tiers.map((t) => [t.name, t])); // exact names, as the tier header
   const routeRules = compileRoutes(routes, new Map(tiers.map((t) => [t.name, t.id])), 'routes'); // the gatekeeper's rules
   let defaultTierRec = tiers[tiers.length - 1];
   if (defaultTier !== undefined) {
     if (typeof defaultTier !== 'string') throw new TypeError(`defaultTier must be a tier name, got ${describe(defaultTier)}`);
-    defaultTierRec = tierByName.get(defaultTier.toLowerCase());
+    defaultTierRec = tierByName.get(defaultTier);
     if (!defaultTierRec) throw new RangeError(`defaultTier "${defaultTier}" is not one of the tiers (${tiers.map((t) => t.name).join(', ')})`);
   }
-  const classifyRequest = makeClassifier({
-    tiers, tierByName, defaultTier: defaultTierRec, headerName: tierHeader === false ? null : tierHeader.toLowerCase(),
-    trustTierHeader, classify, routeRules, routing,
-  });
+  const header = headerName === null ? null : new TierHeader(tiers.map((t) => t.name), defaultTierRec.id, trustTierHeader, secrets);
+  const classifyRequest = makeClassifier({ tiers, tierByName, defaultTier: defaultTierRec, headerName, header, classify, routeRules, routing });
   const tierIds = new Map(tiers.map((t) => [t.name, t.id]));
   return { limit, adaptive, maxQueue, timeoutStatus, retry, tiers, tierIds, classifyRequest, displace, lifo, onReject, standing };
 }

@@ -65,6 +65,8 @@ export interface ConcurrencyGateOptions {
   tierHeader?: string | false;
   /** Honour header tiers above the default (the header is set by an authenticating gateway). Default false. */
   trustTierHeader?: boolean;
+  /** Verifies signed tier tokens in the header (the gatekeeper's `tierSecret`): one secret or several (rotation). */
+  tierSecret?: string | Buffer | Array<string | Buffer>;
   /** Tier name for a request, or undefined to fall back to the header / default tier. Trusted. */
   classify?: (req: IncomingMessage) => string | undefined | null;
   /** Route rules, first match wins (the gatekeeper's): a string prefix on whole segments, or a RegExp on the path. */

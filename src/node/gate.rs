@@ -141,7 +141,7 @@ pub struct GateHandle {
     guard: Option<SamplerGuard>,
 }
 
-fn invalid(msg: impl Into<String>) -> Error {
+pub(crate) fn invalid(msg: impl Into<String>) -> Error {
     Error::new(Status::InvalidArg, msg.into())
 }
 
@@ -421,14 +421,14 @@ fn gate_now_ns() -> u64 {
     MonotonicClock.now_ns()
 }
 
-fn unix_now_sec() -> u64 {
+pub(crate) fn unix_now_sec() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 /// Reads a string argument into `buf` without spilling: `Some(len)` (a length above `MAX_HEADER_LEN`
 /// means "too long", the rest was cut), `None` if `v` is not a string.
 #[inline(always)]
-unsafe fn read_bounded<const N: usize>(env: sys::napi_env, v: sys::napi_value, buf: &mut [u8; N]) -> Option<usize> {
+pub(crate) unsafe fn read_bounded<const N: usize>(env: sys::napi_env, v: sys::napi_value, buf: &mut [u8; N]) -> Option<usize> {
     let mut len = 0usize;
     if sys::napi_get_value_string_utf8(env, v, buf.as_mut_ptr().cast(), N, &mut len) != sys::Status::napi_ok {
         return None;

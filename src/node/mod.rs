@@ -5,6 +5,7 @@ pub mod uv;
 pub mod ledger;
 pub mod lag;
 pub mod gate;
+pub mod tier_header;
 pub mod panic_probe;
 
 use napi::Env;

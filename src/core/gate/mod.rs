@@ -41,7 +41,7 @@ mod tests;
 
 pub use config::{check_cost, GateConfig};
 pub use options::{OptionValue, ShedOption, ShedOptions, SHED_OPTIONS};
-pub use tier::{TierSource, MAX_HEADER_LEN};
+pub use tier::{TierHeaderRule, TierSource, MAX_HEADER_LEN};
 
 use crate::core::health::{HealthSample, LoopHealth};
 use crate::core::net::ipkey::{ip_key, IpKeyBuf, MAX_KEY_LEN as MAX_IP_KEY_LEN};

@@ -2,7 +2,7 @@
 //! signed tier token; anything unreadable gets the lowest tier.
 use super::Gate;
 use crate::core::names::named_enum;
-use crate::core::token::signature::{looks_like_token, VerifyError};
+use crate::core::token::signature::{looks_like_token, TierSigner, VerifyError};
 
 /// Header values longer than this are ignored (the default tier applies).
 pub const MAX_HEADER_LEN: usize = 256;
@@ -30,44 +30,75 @@ named_enum! {
     }
 }
 
-impl Gate {
+/// The one rule that turns a tier header value into a tier, for every guard: the gatekeeper's
+/// decision (`Gate::header_tier`) and the concurrency gate (through the napi `TierHeader`).
+pub struct TierHeaderRule<'a> {
+    /// How many tiers there are (ids 0.., highest priority first).
+    pub tiers: usize,
+    /// A tier's id by its exact name.
+    pub lookup: &'a dyn Fn(&[u8]) -> Option<usize>,
+    pub default_tier: usize,
+    /// Plain names are honoured above the default tier (an authenticating gateway sets the header).
+    pub trust_header: bool,
+    pub signer: Option<&'a TierSigner>,
+}
+
+impl TierHeaderRule<'_> {
+    fn tier_id(&self, name: &[u8]) -> Option<usize> {
+        (self.lookup)(name)
+    }
+
     /// Resolves a tier header value at Unix time `now_sec` (read only for signed tokens).
-    pub fn header_tier(&self, value: &[u8], now_sec: impl FnOnce() -> u64) -> (usize, TierSource) {
+    pub fn resolve(&self, value: &[u8], now_sec: impl FnOnce() -> u64) -> (usize, TierSource) {
         // A value that cannot be read as one tier (over-long, several values, malformed, unknown)
         // gets the LOWEST tier, not the default: behind a gateway that appends its own value
         // (`critical, background`) or after a client pads the header past the limit, the default
         // could be above what the gateway meant. Tiers are ordered highest first.
-        let default = (self.protected.len() - 1, TierSource::Invalid);
+        let lowest = (self.tiers - 1, TierSource::Invalid);
         if value.len() > MAX_HEADER_LEN {
-            return default;
+            return lowest;
         }
         let v = value.trim_ascii();
         if v.is_empty() {
-            return (self.cfg.default_tier, TierSource::Default);
+            return (self.default_tier, TierSource::Default);
         }
         // Several values (repeated headers are joined with ", "): ambiguous, so none is honoured.
         if v.contains(&b',') {
-            return default;
+            return lowest;
         }
         if looks_like_token(v) {
-            let Some(signer) = &self.cfg.signer else {
-                return (self.cfg.default_tier, TierSource::BadSignature);
+            let Some(signer) = self.signer else {
+                return (self.default_tier, TierSource::BadSignature);
             };
             return match signer.verify(v, now_sec()) {
-                Ok(name) => match self.ledger.tier_id(name) {
+                Ok(name) => match self.tier_id(name) {
                     Some(t) => (t, TierSource::Signed),
-                    None => default,
+                    None => lowest,
                 },
-                Err(VerifyError::Expired) => (self.cfg.default_tier, TierSource::Expired),
-                Err(VerifyError::BadSignature) => (self.cfg.default_tier, TierSource::BadSignature),
-                Err(VerifyError::Malformed) => default,
+                Err(VerifyError::Expired) => (self.default_tier, TierSource::Expired),
+                Err(VerifyError::BadSignature) => (self.default_tier, TierSource::BadSignature),
+                Err(VerifyError::Malformed) => lowest,
             };
         }
-        match self.ledger.tier_id(v) {
+        match self.tier_id(v) {
             // Tiers are ordered highest first: a larger id is a lower tier.
-            Some(t) if self.cfg.trust_header || t >= self.cfg.default_tier => (t, TierSource::Header),
-            Some(_) => (self.cfg.default_tier, TierSource::Untrusted),
-            None => default,
+            Some(t) if self.trust_header || t >= self.default_tier => (t, TierSource::Header),
+            Some(_) => (self.default_tier, TierSource::Untrusted),
+            None => lowest,
         }
+    }
+}
+
+impl Gate {
+    /// Resolves a tier header value at Unix time `now_sec` (read only for signed tokens).
+    pub fn header_tier(&self, value: &[u8], now_sec: impl FnOnce() -> u64) -> (usize, TierSource) {
+        TierHeaderRule {
+            tiers: self.protected.len(),
+            lookup: &|name| self.ledger.tier_id(name),
+            default_tier: self.cfg.default_tier,
+            trust_header: self.cfg.trust_header,
+            signer: self.cfg.signer.as_ref(),
+        }
+        .resolve(value, now_sec)
     }
 }

@@ -1,0 +1,62 @@
+'use strict';
+// The tier header, read the same way by every guard: the option checks (tier names, the header's
+// name, tierSecret) and, for guards that do not decide natively, the native rule itself
+// (src/core/gate/tier.rs: exact names, signed tokens, the lowest tier for anything unreadable).
+const native = require('../native');
+const { typeName } = require('../options');
+
+/** Tier names appear in headers, tokens and problem bodies. */
+const TIER_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+const TIER_NAME_RULE = '1-64 characters of A-Z a-z 0-9 _ -';
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+function checkTierName(name, at) {
+  if (typeof name !== 'string') throw new TypeError(`${at} must be a string, got ${typeName(name)}`);
+  if (!TIER_NAME.test(name)) throw new RangeError(`${at} must be ${TIER_NAME_RULE} (it appears in headers and tokens), got ${JSON.stringify(name)}`);
+  return name;
+}
+
+/** `tierHeader`: a header name (lower-cased, as node keys req.headers) or false (null: no header). */
+function tierHeaderOption(v, at) {
+  if (v === undefined) return 'x-user-tier';
+  if (v === false) return null;
+  if (typeof v !== 'string' || !HEADER_NAME.test(v)) throw new TypeError(`${at} must be a header name or false, got ${typeName(v)} ${JSON.stringify(v)}`);
+  return v.toLowerCase();
+}
+
+function secretBuffer(s, at) {
+  const buf = typeof s === 'string' ? Buffer.from(s, 'utf8') : Buffer.isBuffer(s) || s instanceof Uint8Array ? Buffer.from(s) : null;
+  if (buf === null) throw new TypeError(`${at} must be a string or a Buffer, got ${typeName(s)}`);
+  if (buf.length < 16) throw new RangeError(`${at} must be at least 16 bytes (32 random bytes recommended), got ${buf.length}`);
+  return buf;
+}
+
+/** `tierSecret`: one secret or an array (the first mints, every one verifies); undefined if not given. */
+function tierSecretOption(v, at) {
+  if (v === undefined) return undefined;
+  const list = Array.isArray(v) ? v : [v];
+  if (list.length === 0) throw new RangeError(`${at} must hold at least one secret`);
+  return list.map((s, i) => secretBuffer(s, Array.isArray(v) ? `${at}[${i}]` : at));
+}
+
+const { sources: SOURCES } = native.gateConstants();
+
+/** The native rule for one guard's tiers: `resolve(value)` -> `{ tier (id), source (name) }`. */
+class TierHeader {
+  constructor(names, defaultTier, trustTierHeader, secrets) {
+    const bound = {};
+    new native.TierHeaderHandle(names, defaultTier, trustTierHeader, secrets).bind(bound);
+    this.resolveRaw = bound.resolve;
+  }
+
+  /** The tier id for a header value (a string: several values joined with ', '). */
+  tierOf(value) {
+    return this.resolveRaw(value) >> 4;
+  }
+
+  sourceOf(value) {
+    return SOURCES[this.resolveRaw(value) & 15];
+  }
+}
+
+module.exports = { TierHeader, TIER_NAME, TIER_NAME_RULE, checkTierName, tierHeaderOption, tierSecretOption, secretBuffer };
