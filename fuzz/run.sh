@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 export PATH="$HOME/.cargo/bin:$PATH"
-TARGETS=(ip_key tier_token tier_header)
+TARGETS=(ip_key tier_token tier_header cidr)
 host=$(rustc -vV | sed -n 's/^host: //p')
 # Its own target directory: these flags differ from the addon's build, which must not be rebuilt.
 export CARGO_TARGET_DIR="$PWD/target"
