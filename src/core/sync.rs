@@ -3,13 +3,14 @@
 //! Only the ledger and its key map go through here; nothing else in the core needs checking that way.
 #[cfg(not(loom))]
 mod imp {
-    pub(crate) use parking_lot::Mutex;
-    pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64};
+    pub(crate) use parking_lot::{Mutex, MutexGuard};
+    pub(crate) use std::sync::atomic::AtomicU64;
 }
 
 #[cfg(loom)]
 mod imp {
-    pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64};
+    pub(crate) use loom::sync::atomic::AtomicU64;
+    pub(crate) use loom::sync::MutexGuard;
 
     /// loom's mutex with parking_lot's face (no poisoning: a panic in the model fails the check).
     pub(crate) struct Mutex<T>(loom::sync::Mutex<T>);
@@ -19,7 +20,7 @@ mod imp {
             Mutex(loom::sync::Mutex::new(v))
         }
 
-        pub(crate) fn lock(&self) -> loom::sync::MutexGuard<'_, T> {
+        pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
             self.0.lock().unwrap()
         }
     }

@@ -1,41 +1,35 @@
 //! Bounded sharded key state: the per-key buckets of one ledger tier.
 //!
 //! The keys of a tier live in `shards` hash tables whose capacities add up to `max_keys`; bits of a
-//! key's keyed hash (`hash.rs`) pick its shard, each shard behind its own lock on its own cache line. A key's entry
-//! can also be named by position (`Slot`), for callers that look a key up once and debit it again
-//! without hashing. Eviction and the idle sweep (`eviction.rs`) keep every shard within its cap.
+//! key's keyed hash (`hash.rs`) pick its shard, each shard behind its own lock on its own cache line.
+//! Each key's entry has a lock of its own and a stable address (`entries.rs`), so a key's entry can
+//! also be named by position (`Slot`) and debited again without hashing and without the shard's lock.
+//! Eviction and the idle sweep (`eviction.rs`) keep every shard within its cap.
+mod entries;
+mod entry;
 mod eviction;
 mod hash;
-mod key;
 mod shard;
 mod slot;
 
+pub(crate) use entry::INLINE_KEY;
+/// Bytes of one entry (one cache line).
+pub(crate) const ENTRY_BYTES: usize = std::mem::size_of::<entry::Entry>();
+pub(crate) use hash::{shard_index, KeyHasher};
+pub(crate) use entry::EntryData;
+pub(crate) use shard::{EntryGuard, ShardCell};
 pub use slot::Slot;
-pub(crate) use key::INLINE_KEY;
-pub(crate) use shard::{Entry, Shard};
 
 use crate::core::ledger::PerKeyConfig;
 use crate::core::padded::Padded;
-use crate::core::sync::{AtomicU64, Mutex};
-pub(crate) use hash::{shard_index, KeyHasher};
-use hashbrown::HashTable;
+use crate::core::sync::Mutex;
+use entries::Entries;
+use shard::Shard;
 
 /// Most shards per tier; fewer when `max_keys` is small, so that every shard holds at least
 /// `MIN_PER_SHARD` keys and the per-shard caps add up to `max_keys` exactly.
 pub(crate) const MAX_SHARDS: usize = 64;
 const MIN_PER_SHARD: usize = 256;
-
-/// A shard and its lease of the tier pool. A keyed debit holds the shard's lock anyway, so it pays the
-/// tier from this lease with a plain store instead of a second atomic read-modify-write (a thread
-/// stripe's compare-exchange, ~2.5 ns of a ~50 ns call). The lease is written only under the shard's
-/// lock; others read it (atomically, without the lock) to count the tier's tokens. Like the stripes'
-/// leases these are the pool's tokens moved, never created, and a debit is refused for want of tier
-/// tokens only once every shard's lease has been drained back (`Tier::take`).
-pub(crate) struct ShardCell {
-    pub(crate) lock: Mutex<Shard>,
-    /// Tokens, as f64 bits.
-    pub(crate) lease: AtomicU64,
-}
 
 pub(crate) struct KeyMap {
     pub(crate) cfg: PerKeyConfig,
@@ -53,24 +47,11 @@ impl KeyMap {
         let (base, extra) = (cfg.max_keys / n, cfg.max_keys % n);
         let shards = (0..n)
             .map(|i| {
-                Padded(ShardCell {
-                    lock: Mutex::new(Shard {
-                        table: HashTable::new(),
-                        entries: Vec::new(),
-                        cap: base + usize::from(i < extra),
-                        hand: 0,
-                        next_gen: 0,
-                    }),
-                    lease: AtomicU64::new(0f64.to_bits()),
-                })
+                let cap = base + usize::from(i < extra);
+                Padded(ShardCell { lock: Mutex::new(Shard::new(cap)), entries: Entries::new(cap) })
             })
             .collect();
-        KeyMap {
-            idle_ttl_ns: cfg.idle_ttl_ms * 1e6,
-            cfg,
-            hasher: KeyHasher::process(),
-            shards,
-        }
+        KeyMap { idle_ttl_ns: cfg.idle_ttl_ms * 1e6, cfg, hasher: KeyHasher::process(), shards }
     }
 
     #[inline]
@@ -78,25 +59,40 @@ impl KeyMap {
         &self.shards[shard_index(hash, self.shards.len())].0
     }
 
+    /// `key`'s entry, locked (inserted with a full bucket if it is new), and its slot; `now_ns` is read
+    /// once the shard is locked. The shard's lock is released before this returns.
+    #[inline]
+    pub(crate) fn entry(&self, hash: u64, key: &[u8], now: impl FnOnce() -> u64) -> (EntryGuard<'_>, Slot, u64) {
+        let cell = self.shard(hash);
+        let mut shard = cell.lock.lock();
+        let now_ns = now();
+        let (e, slot) = shard.get_or_insert(self, &cell.entries, hash, key, now_ns);
+        (e, slot, now_ns)
+    }
+
+    /// The entry `slot` names, locked, if it still holds the key it held then (no shard lock taken).
+    #[inline]
+    pub(crate) fn at(&self, slot: &Slot) -> Option<EntryGuard<'_>> {
+        self.shard(slot.hash).at(slot)
+    }
+
     pub(crate) fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.0.lock.lock().entries.len()).sum()
+        self.shards.iter().map(|s| s.0.lock.lock().live).sum()
     }
 
     pub(crate) fn clear(&self) {
         for s in self.shards.iter() {
-            let mut s = s.0.lock.lock();
-            s.table = HashTable::new();
-            s.entries = Vec::new();
-            s.hand = 0;
+            s.0.lock.lock().clear(&s.0.entries);
         }
     }
 
     pub(crate) fn remove(&self, key: &[u8]) -> bool {
         let hash = self.hasher.hash_one(key);
-        let mut shard = self.shard(hash).lock.lock();
-        match shard.find(hash, key) {
-            Some(i) => {
-                shard.remove_at(i);
+        let cell = self.shard(hash);
+        let mut shard = cell.lock.lock();
+        match shard.find(&cell.entries, hash, key) {
+            Some((i, mut e)) => {
+                shard.remove(i, &mut e, hash);
                 true
             }
             None => false,
@@ -105,10 +101,9 @@ impl KeyMap {
 
     pub(crate) fn tokens(&self, key: &[u8], now_ns: u64) -> Option<f64> {
         let hash = self.hasher.hash_one(key);
-        let shard = self.shard(hash).lock.lock();
-        shard
-            .find(hash, key)
-            .map(|i| shard.entries[i].bucket.tokens_at(self.cfg.capacity, self.cfg.refill_per_sec, now_ns))
+        let cell = self.shard(hash);
+        let shard = cell.lock.lock();
+        shard.find(&cell.entries, hash, key).map(|(_, e)| e.bucket.tokens_at(self.cfg.capacity, self.cfg.refill_per_sec, now_ns))
     }
 }
 
@@ -128,6 +123,7 @@ mod tests {
 
     #[test]
     fn an_entry_is_one_cache_line() {
-        assert_eq!(std::mem::size_of::<Entry>(), 64);
+        assert_eq!(std::mem::size_of::<entry::Entry>(), 64);
+        assert_eq!(std::mem::align_of::<entry::Entry>(), 64);
     }
 }

@@ -1,81 +1,117 @@
-//! One shard of a key map: a hash table of indices into a vector of entries, capped at `cap`.
-use super::key::{Probe, StoredKey};
-use super::KeyMap;
+//! One shard of a key map: a hash table from key to entry index, over entries at stable addresses.
+//!
+//! Lock order: the shard's lock, then an entry's (a lookup, an insert, eviction), then the tier pool's
+//! (the debit). A debit by slot takes the entry's lock alone; so an entry is placed, moved out of or
+//! emptied only while both its shard's lock and its own are held.
+use super::entries::Entries;
+use super::entry::{EntryData, Probe};
+use super::{KeyMap, Slot};
 use crate::core::bucket::Bucket;
+use crate::core::sync::{Mutex, MutexGuard};
 use hashbrown::HashTable;
 
-pub(crate) struct Entry {
-    pub(crate) hash: u64,
-    pub(crate) bucket: Bucket,
-    pub(crate) key: StoredKey,
+/// A shard: its lock and table, and the entries the table points into.
+pub(crate) struct ShardCell {
+    pub(crate) lock: Mutex<Shard>,
+    pub(crate) entries: Entries,
 }
 
 pub(crate) struct Shard {
-    pub(crate) table: HashTable<u32>,
-    pub(crate) entries: Vec<Entry>,
+    /// (hash, entry index) of every key held.
+    table: HashTable<(u64, u32)>,
     pub(crate) cap: usize,
+    /// Keys held.
+    pub(crate) live: usize,
+    /// Indices handed out so far (live or free); a new key takes a free one first.
+    pub(crate) high: usize,
+    free: Vec<u32>,
+    /// Where eviction and the sweep look next.
     pub(crate) hand: usize,
     /// The generation the next entry placed at an index gets (wrapping; never reset).
-    pub(crate) next_gen: u32,
+    next_gen: u32,
 }
 
+/// A key's entry, locked.
+pub(crate) type EntryGuard<'a> = MutexGuard<'a, EntryData>;
+
 impl Shard {
-    #[inline]
-    pub(crate) fn find(&self, hash: u64, key: &[u8]) -> Option<usize> {
-        let probe = Probe::new(key);
-        let entries = &self.entries;
-        self.table
-            .find(hash, |&i| {
-                let e = &entries[i as usize];
-                e.hash == hash && e.key.matches(&probe)
-            })
-            .map(|&i| i as usize)
-    }
-
-    pub(crate) fn remove_at(&mut self, idx: usize) {
-        let hash = self.entries[idx].hash;
-        if let Ok(slot) = self.table.find_entry(hash, |&i| i as usize == idx) {
-            slot.remove();
-        }
-        let last = self.entries.len() - 1;
-        if idx != last {
-            let moved = self.entries[last].hash;
-            if let Some(slot) = self.table.find_mut(moved, |&i| i as usize == last) {
-                *slot = idx as u32;
-            }
-            // The moved entry is at a new index: slots that knew it at `last` go stale.
-            self.entries[last].key.gen = self.new_gen();
-        }
-        self.entries.swap_remove(idx);
+    pub(crate) fn new(cap: usize) -> Shard {
+        Shard { table: HashTable::new(), cap, live: 0, high: 0, free: Vec::new(), hand: 0, next_gen: 0 }
     }
 
     #[inline]
-    pub(crate) fn new_gen(&mut self) -> u32 {
+    fn new_gen(&mut self) -> u32 {
         self.next_gen = self.next_gen.wrapping_add(1);
         self.next_gen
     }
 
-    /// The index of `key`'s bucket, inserting a full one (evicting if the shard is at its cap).
+    /// The index of `key`'s entry and the entry, locked; `None` if the shard does not hold the key.
     #[inline]
-    pub(crate) fn get_or_insert(&mut self, map: &KeyMap, hash: u64, key: &[u8], now_ns: u64) -> usize {
-        if let Some(i) = self.find(hash, key) {
-            return i;
+    pub(crate) fn find<'e>(&self, entries: &'e Entries, hash: u64, key: &[u8]) -> Option<(usize, EntryGuard<'e>)> {
+        let probe = Probe::new(key);
+        for &(h, i) in self.table.iter_hash(hash) {
+            if h != hash {
+                continue;
+            }
+            let e = entries.get(i as usize)?.0.lock();
+            if e.matches(&probe) {
+                return Some((i as usize, e));
+            }
         }
-        self.sweep(map.idle_ttl_ns, now_ns);
-        if self.entries.len() >= self.cap {
-            let v = self.victim(&map.cfg, map.idle_ttl_ns, now_ns);
-            self.remove_at(v);
+        None
+    }
+
+    /// Empties entry `idx` (whose lock the caller holds as `e`) and frees its index.
+    pub(crate) fn remove(&mut self, idx: usize, e: &mut EntryData, hash: u64) {
+        if let Ok(found) = self.table.find_entry(hash, |&(_, i)| i as usize == idx) {
+            found.remove();
         }
-        let idx = self.entries.len();
-        if idx == self.entries.capacity() {
-            // Grow by doubling, but never past the shard's cap.
-            self.entries.reserve_exact(idx.max(8).min(self.cap - idx));
+        e.clear(self.new_gen());
+        self.free.push(idx as u32);
+        self.live -= 1;
+    }
+
+    /// Forgets every key (slots naming them go stale).
+    pub(crate) fn clear(&mut self, entries: &Entries) {
+        for idx in 0..self.high {
+            if let Some(e) = entries.get(idx) {
+                let mut e = e.0.lock();
+                if !e.is_free() {
+                    let gen = self.new_gen();
+                    e.clear(gen);
+                }
+            }
         }
-        let mut stored = StoredKey::new(key);
-        stored.gen = self.new_gen();
-        self.entries.push(Entry { hash, key: stored, bucket: Bucket::full(map.cfg.capacity, now_ns) });
-        let entries = &self.entries;
-        self.table.insert_unique(hash, idx as u32, |&i| entries[i as usize].hash);
-        idx
+        self.table = HashTable::new();
+        self.free = (0..self.high as u32).rev().collect();
+        self.live = 0;
+        self.hand = 0;
+    }
+
+    /// `key`'s entry, locked, inserting a full one if the shard does not hold it (evicting if the shard
+    /// is at its cap), and the slot that names it.
+    #[inline]
+    pub(crate) fn get_or_insert<'e>(&mut self, map: &KeyMap, entries: &'e Entries, hash: u64, key: &[u8], now_ns: u64) -> (EntryGuard<'e>, Slot) {
+        if let Some((idx, e)) = self.find(entries, hash, key) {
+            let slot = Slot { hash, idx: idx as u32, gen: e.gen };
+            return (e, slot);
+        }
+        self.sweep(map, entries, now_ns);
+        if self.live >= self.cap {
+            self.evict(map, entries, now_ns);
+        }
+        let idx = match self.free.pop() {
+            Some(i) => i as usize,
+            None => {
+                self.high += 1;
+                self.high - 1
+            }
+        };
+        let gen = self.new_gen();
+        let mut e = entries.get_or_alloc(idx).0.lock();
+        e.place(key, hash, gen, Bucket::full(map.cfg.capacity, now_ns));
+        self.table.insert_unique(hash, (hash, idx as u32), |&(h, _)| h);
+        self.live += 1;
+        (e, Slot { hash, idx: idx as u32, gen })
     }
 }

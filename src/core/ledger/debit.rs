@@ -1,100 +1,55 @@
-//! The debits: a keyed one under the key's shard lock (key bucket and tier, both or neither), a
+//! The debits: a keyed one under the key's entry lock (key bucket and tier, both or neither), a
 //! tier-only one from the thread's stripe, and the coarse-then-precise clock retry.
-use super::coarse::LedgerClock;
-use super::lease::{DrainGuard, Short};
 use super::tier::Tier;
 use super::{Ledger, Limit, Outcome};
 use crate::core::bucket::Bucket;
-use crate::core::keymap::{KeyMap, Shard, Slot};
+use crate::core::keymap::{EntryData, KeyMap, Slot};
 use std::cell::Cell;
-use std::sync::atomic::Ordering::Relaxed;
 
 impl Ledger {
-    /// Runs a debit at the coarse clock where there is one, and again at the precise clock if it was
-    /// refused short of no more than two ticks' refill (as `try_consume_now`). `None` from `attempt`
-    /// is passed through.
+    /// The keyed debit, under the lock of the key's entry `e` (at `now_ns`): the key's bucket and the
+    /// tier (from this thread's stripe, or the pool), both or neither.
     #[inline(always)]
-    pub(crate) fn coarse_then_precise<R>(&self, attempt: impl Fn(&LedgerClock) -> Option<(Outcome, R)>) -> Option<(Outcome, R)> {
-        if let Some(coarse) = &self.coarse {
-            let r = attempt(coarse)?;
-            if r.0.allowed || r.0.retry_after_ms > 2.0 * self.tick_ms {
-                return Some(r);
-            }
-        }
-        attempt(&self.clock)
-    }
-
-    /// The keyed debit: under the shard lock of `hash`, `locate` finds (or inserts) the entry; then the
-    /// key's bucket and the tier pool are debited, both or neither. `None` if `locate` finds nothing.
-    #[inline(always)]
-    pub(crate) fn debit_keyed<const DETAIL: bool>(
-        &self,
-        t: &Tier,
-        map: &KeyMap,
-        hash: u64,
-        locate: impl Fn(&mut Shard, u64) -> Option<usize>,
-        cost: f64,
-        now: impl Fn() -> u64,
-    ) -> Option<(Outcome, Slot)> {
+    pub(crate) fn debit_entry<const DETAIL: bool>(t: &Tier, map: &KeyMap, e: &mut EntryData, cost: f64, now_ns: u64) -> Outcome {
         let cfg = &map.cfg;
-        let cell = map.shard(hash);
-        // Set once the shards' leases had to be drained: held until the debit is done.
-        let mut drain: Option<DrainGuard> = None;
-        loop {
-            let mut shard = cell.lock.lock();
-            let now_ns = now();
-            let i = locate(&mut shard, now_ns)?;
-            let e = &mut shard.entries[i];
-            let slot = Slot { hash, idx: i as u32, gen: e.key.gen };
-            let kb = &mut e.bucket;
-            kb.refill(cfg.capacity, cfg.refill_per_sec, now_ns);
-            let mut out = Outcome {
-                allowed: false,
-                limited_by: Limit::Key,
-                remaining: kb.tokens,
-                limit: cfg.capacity,
-                retry_after_ms: 0.0,
-                reset_ms: 0.0,
-            };
-            if cost > cfg.capacity || kb.tokens < cost {
-                out.retry_after_ms = kb.wait_ms(cost, cfg.capacity, cfg.refill_per_sec);
-            } else {
-                // The tier pays from the shard's lease, held under the shard's lock (`ShardCell`).
-                let held = f64::from_bits(cell.lease.load(Relaxed));
-                let paid = if cost > t.capacity {
-                    Err(Short::Wait(f64::INFINITY))
-                } else if held >= cost {
-                    cell.lease.store((held - cost).to_bits(), Relaxed);
-                    Ok(())
-                } else {
-                    t.debit_keyed_slow(&cell.lease, cost, now_ns, drain.as_ref())
-                };
-                match paid {
-                    Ok(()) => {
-                        kb.tokens -= cost;
-                        out.allowed = true;
-                        out.limited_by = Limit::None;
-                        out.remaining = kb.tokens;
-                    }
-                    Err(Short::Wait(retry)) => {
-                        out.limited_by = Limit::Tier;
-                        out.retry_after_ms = retry;
-                    }
-                    Err(Short::Drain(guard)) => {
-                        // Other shards may hold the tokens: drain them without holding this shard's
-                        // lock (they are taken shard first), then ask again from the start.
-                        drop(shard);
-                        guard.drain();
-                        drain = Some(guard);
-                        continue;
-                    }
+        let kb = &mut e.bucket;
+        kb.refill(cfg.capacity, cfg.refill_per_sec, now_ns);
+        let mut out = Outcome {
+            allowed: false,
+            limited_by: Limit::Key,
+            remaining: kb.tokens,
+            limit: cfg.capacity,
+            retry_after_ms: 0.0,
+            reset_ms: 0.0,
+        };
+        if cost > cfg.capacity || kb.tokens < cost {
+            out.retry_after_ms = kb.wait_ms(cost, cfg.capacity, cfg.refill_per_sec);
+        } else {
+            match t.debit(cost, || now_ns) {
+                Ok(()) => {
+                    kb.tokens -= cost;
+                    out.allowed = true;
+                    out.limited_by = Limit::None;
+                    out.remaining = kb.tokens;
+                }
+                Err(retry) => {
+                    out.limited_by = Limit::Tier;
+                    out.retry_after_ms = retry;
                 }
             }
-            if DETAIL {
-                out.reset_ms = kb.reset_ms(cfg.capacity, cfg.refill_per_sec);
-            }
-            return Some((out, slot));
         }
+        if DETAIL {
+            out.reset_ms = kb.reset_ms(cfg.capacity, cfg.refill_per_sec);
+        }
+        out
+    }
+
+    /// A keyed debit by key: the key's entry found (or inserted) under its shard's lock, then debited
+    /// under its own. Returns the slot that names the entry.
+    #[inline(always)]
+    pub(crate) fn debit_key<const DETAIL: bool>(t: &Tier, map: &KeyMap, hash: u64, key: &[u8], cost: f64, now: impl FnOnce() -> u64) -> (Outcome, Slot) {
+        let (mut e, slot, now_ns) = map.entry(hash, key, now);
+        (Self::debit_entry::<DETAIL>(t, map, &mut e, cost, now_ns), slot)
     }
 
     #[inline(always)]
@@ -109,10 +64,7 @@ impl Ledger {
         match (key, &t.keys) {
             (Some(key), Some(map)) => {
                 let hash = map.hasher.hash_one(key);
-                match self.debit_keyed::<DETAIL>(t, map, hash, |s, now_ns| Some(s.get_or_insert(map, hash, key, now_ns)), cost, now) {
-                    Some((o, _)) => o,
-                    None => unreachable!("a key lookup always finds or inserts its entry"),
-                }
+                Self::debit_key::<DETAIL>(t, map, hash, key, cost, now).0
             }
             _ => {
                 // The time, read at most once and only if needed.

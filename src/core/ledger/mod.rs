@@ -2,10 +2,11 @@
 //! optionally, one bucket per key (user, IP, API client) inside it.
 //!
 //! * A keyed debit takes from the tier pool and the key's bucket atomically: both or neither. The key's
-//!   shard lock (a `parking_lot::Mutex`: a holder allocates, scans for eviction and takes the pool's
-//!   lock, so a waiter must park rather than spin behind a preempted holder) is held while the tier
-//!   pool is debited (lock order: shard, then pool; nothing takes them the other way round), so no
-//!   other debit of that key can slip in between the check and the debit.
+//!   entry lock (a `parking_lot::Mutex`, one per key, on the entry's own cache line) is held while the
+//!   tier is debited (lock order: shard, then entry, then pool; nothing takes them the other way round),
+//!   so no other debit of that key can slip in between the check and the debit. The shard's lock (also
+//!   parking_lot: its holder allocates and scans for eviction, so a waiter must park rather than spin
+//!   behind a preempted holder) is held only to find or insert the key; a debit by slot skips it.
 //! * Tokens are fractional and refilled continuously from a monotonic nanosecond clock, clamped to the
 //!   capacity. A cost above the capacity never succeeds.
 //! * `try_consume_now`, the boolean hot path, reads CLOCK_MONOTONIC_COARSE where that is safe
@@ -25,17 +26,16 @@
 //! * `set_refill_scale` (0..=1) scales the refill of a tier pool: the lever the shed controller pulls.
 //!   Keyed buckets are quotas and keep their own rate.
 //! * The pool scales across threads: each thread debits a small lease of the pool's tokens held in its
-//!   own cache-line-padded atomic stripe, and only takes the pool's lock to renew the lease. A keyed
-//!   debit instead pays from a lease held by the key's shard, under the shard lock it holds anyway (a
-//!   plain store, not a second atomic read-modify-write). Leases are the pool's tokens moved, never
-//!   created: a debit is refused only after every stripe and every shard's lease has been drained back
-//!   into the pool (no new shard lease is granted meanwhile), so "allowed iff the tier holds `cost`
-//!   tokens" stays exact.
+//!   own cache-line-padded atomic stripe (keyed debits too), and only takes the pool's lock to renew
+//!   the lease. A keyed debit of a key this thread already found (a slot) thus writes only its entry's
+//!   line and its stripe's: no line another thread's debits use. Leases are the pool's tokens moved,
+//!   never created: a debit is refused only after every stripe's lease has been pulled back into the
+//!   pool (`lease.rs`), so "allowed iff the tier holds `cost` tokens" stays exact.
 //! * Keyed state is bounded: see `core::keymap` (shards, slots, eviction).
 //!
 //! Files: `config.rs` (tier options and their validation), `outcome.rs` (what a debit returns),
 //! `coarse.rs` (the ledger's clocks), `tier.rs` (a tier and its pool), `stripes.rs` (per-thread lease
-//! stripes), `lease.rs` (the lease/drain protocol), `debit.rs` (the debits themselves), `model.rs` (the
+//! stripes), `lease.rs` (the lease protocol), `debit.rs` (the debits themselves), `model.rs` (the
 //! protocol model-checked with loom, under `cfg(loom)`: `npm run test:model`).
 mod coarse;
 mod config;
@@ -55,12 +55,11 @@ pub use outcome::{Limit, Outcome, TierSnapshot};
 
 use crate::core::bucket::Bucket;
 use crate::core::clock::{Clock, CoarseClock};
-use crate::core::keymap::{Entry, KeyMap};
+use crate::core::keymap::{EntryData, KeyMap};
 use crate::core::padded::Padded;
 use coarse::{coarse_is_safe, LedgerClock};
 use config::validate;
-use crate::core::sync::{AtomicU32, AtomicU64, Mutex};
-use std::sync::atomic::Ordering::Relaxed;
+use crate::core::sync::{AtomicU64, Mutex};
 use std::sync::Arc;
 use stripes::STRIPES;
 use tier::{Pool, Tier, LEASE_FRACTION};
@@ -108,12 +107,10 @@ impl Ledger {
                     bucket: Bucket::full(t.capacity, now),
                     scale: 1.0,
                     leased_out: 0.0,
-                    shard_leased: 0.0,
                 })),
                 stripes: (0..STRIPES).map(|_| Padded(AtomicU64::new(0f64.to_bits()))).collect(),
                 lease: t.capacity * LEASE_FRACTION,
                 keys: t.per_key.clone().map(KeyMap::new),
-                draining: AtomicU32::new(0),
             })
             .collect();
         let coarse = coarse.filter(|c| coarse_is_safe(&tiers, c.resolution_ns()));
@@ -202,38 +199,43 @@ impl Ledger {
             return (self.try_consume_now(tier, None, cost), None);
         };
         let hash = map.hasher.hash_one(key);
-        let found = self.coarse_then_precise(|clock| {
-            self.debit_keyed::<false>(t, map, hash, |s, now_ns| Some(s.get_or_insert(map, hash, key, now_ns)), cost, || clock.now_ns())
-        });
-        match found {
-            Some((o, slot)) => (o.allowed, Some(slot)),
-            None => unreachable!("a key lookup always finds or inserts its entry"),
+        let Some(coarse) = &self.coarse else {
+            let (o, slot) = Self::debit_key::<false>(t, map, hash, key, cost, || self.clock.now_ns());
+            return (o.allowed, Some(slot));
+        };
+        let (mut e, slot, now_ns) = map.entry(hash, key, || coarse.now_ns());
+        let o = Self::debit_entry::<false>(t, map, &mut e, cost, now_ns);
+        if o.allowed || o.retry_after_ms > 2.0 * self.tick_ms {
+            return (o.allowed, Some(slot));
         }
+        (self.debit_precise(t, map, &mut e, cost), Some(slot))
     }
 
     /// `try_consume_now` of the key whose bucket `slot` names (from `try_consume_now_slot` on the same
-    /// tier): the same debit without hashing or looking up the key. `None` if the slot is stale (the
-    /// entry was evicted, moved or reset since): nothing was debited, look the key up again.
+    /// tier): the same debit without hashing or looking up the key, under the entry's lock alone.
+    /// `None` if the slot is stale (the entry was evicted or reset since): nothing was debited, look
+    /// the key up again.
     #[inline]
     pub fn try_consume_slot_now(&self, tier: usize, slot: Slot, cost: f64) -> Option<bool> {
         let t = &self.tiers[tier];
         let map = t.keys.as_ref()?;
-        // `coarse_then_precise`, written out so that the usual case (coarse clock, admitted) compiles
-        // into this one function and the precise retry stays out of its way.
+        let mut e = map.at(&slot)?;
+        // As `try_consume_now`, with the precise retry out of the usual case's way (coarse clock,
+        // admitted), which compiles into this one function.
         if let Some(coarse) = &self.coarse {
-            let (o, _) = self.debit_keyed::<false>(t, map, slot.hash, |s, _| s.at(&slot), cost, || coarse.now_ns())?;
+            let o = Self::debit_entry::<false>(t, map, &mut e, cost, coarse.now_ns());
             if o.allowed || o.retry_after_ms > 2.0 * self.tick_ms {
                 return Some(o.allowed);
             }
         }
-        self.try_consume_slot_precise(t, map, slot, cost)
+        Some(self.debit_precise(t, map, &mut e, cost))
     }
 
+    /// A keyed debit at the precise clock, under the entry's lock the caller holds.
     #[cold]
     #[inline(never)]
-    fn try_consume_slot_precise(&self, t: &Tier, map: &KeyMap, slot: Slot, cost: f64) -> Option<bool> {
-        let (o, _) = self.debit_keyed::<false>(t, map, slot.hash, |s, _| s.at(&slot), cost, || self.clock.now_ns())?;
-        Some(o.allowed)
+    fn debit_precise(&self, t: &Tier, map: &KeyMap, e: &mut EntryData, cost: f64) -> bool {
+        Self::debit_entry::<false>(t, map, e, cost, self.clock.now_ns()).allowed
     }
 
     /// Scales the refill of `tier`'s pool (0 = no refill at all, 1 = the configured rate) from now on:
@@ -302,19 +304,11 @@ impl Ledger {
             match key {
                 Some(key) => n += t.keys.as_ref().map_or(0, |m| usize::from(m.remove(key))),
                 None => {
-                    // The shards' leases are forgotten with the pool's tokens; no new one is granted
-                    // between forgetting them and refilling the pool.
-                    let _drain = t.hold_shard_leases();
-                    if let Some(m) = &t.keys {
-                        for cell in m.shards.iter() {
-                            let _shard = cell.0.lock.lock();
-                            cell.0.lease.store(0f64.to_bits(), Relaxed);
-                        }
-                    }
+                    // The stripes' leases are forgotten with the pool's tokens (under the pool's lock,
+                    // which every new lease needs).
                     let mut pool = t.pool.0.lock();
                     t.drain();
                     pool.leased_out = 0.0;
-                    pool.shard_leased = 0.0;
                     pool.bucket = Bucket::full(t.capacity, now_ns);
                     drop(pool);
                     n += 1;
@@ -332,8 +326,8 @@ impl Ledger {
     /// rounded to the allocator's 16-byte granule), for reports. An estimate from the layout, not a
     /// measurement.
     pub fn estimated_bytes_per_key(key_len: usize) -> usize {
-        let entry = std::mem::size_of::<Entry>();
-        let table = (std::mem::size_of::<u32>() + 1) * 8 / 7 + 1;
+        let entry = crate::core::keymap::ENTRY_BYTES;
+        let table = (std::mem::size_of::<(u64, u32)>() + 1) * 8 / 7 + 1;
         let key = if key_len > crate::core::keymap::INLINE_KEY { (key_len + 8).div_ceil(16) * 16 } else { 0 };
         entry + table + key
     }

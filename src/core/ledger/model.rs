@@ -1,14 +1,14 @@
-//! Model check of the lease/drain protocol with loom: every interleaving of the ledger's own code, its
-//! locks and atomics swapped for loom's (src/core/sync.rs). No preemption bound: the search is
-//! exhaustive, and takes about a second. `npm run test:model`, which is
+//! Model check of the lease protocol with loom: every interleaving of the ledger's own code, its locks
+//! and atomics swapped for loom's (src/core/sync.rs): entry locks, shard locks, the pool's lock, the
+//! stripes. No preemption bound: the search is exhaustive, and takes about a second. `npm run test:model`, which is
 //! `RUSTFLAGS="--cfg loom" cargo test --release --no-default-features --lib ledger::model`.
 //!
-//! That the check can fail: with the grant in `Tier::debit_keyed_slow` made blind to `DrainGuard`s,
-//! `no_shard_lease_is_granted_while_a_debit_drains` fails (from a preemption bound of 3 up).
+//! That the check can fail: with a stripe's new lease stored after the pool's lock is released
+//! (`Tier::debit_slow`), three of these four tests fail.
 //!
 //! The property: "refused iff the tier holds less than `cost`", with no refill so that a tier's tokens
-//! only go down. Three debits of 1 against a tier of 3 must all be admitted, whichever stripe or shard
-//! holds a lease of the tokens at the time (a refusal of any of them would be one with tokens left);
+//! only go down. Three debits of 1 against a tier of 3 must all be admitted, whichever thread's
+//! stripe holds a lease of the tokens at the time (a refusal of any of them would be one with tokens left);
 //! a fourth must be refused, and the tier ends empty (nothing created, nothing stranded).
 use super::{Ledger, PerKeyConfig, TierConfig};
 use crate::core::clock::ManualClock;
@@ -17,8 +17,8 @@ use loom::{model, thread};
 use std::sync::Arc;
 
 fn ledger() -> Ledger {
-    // maxKeys 512: two shards, so a drain crosses shards. Leases are 3/64 of a token: small enough
-    // that each debit but the first finds its stripe or shard short and goes to the pool.
+    // maxKeys 512: two shards. Leases are 3/64 of a token: small enough that each debit but the
+    // first finds its stripe short and goes to the pool.
     let tier = TierConfig {
         name: "t".into(),
         capacity: 3.0,
@@ -76,12 +76,11 @@ fn a_fourth_debit_is_refused_and_nothing_is_stranded() {
 }
 
 #[test]
-fn no_shard_lease_is_granted_while_a_debit_drains() {
-    // Key a's first debit leaves a lease of 3/64 in its shard; the tier-only debit of 2.47 is then
-    // short until it has drained that lease back, and a's second debit may run in the middle of that
-    // drain. Had it taken a new lease from the pool there, the tier-only debit's second asking would
-    // find 2.433 in the pool and refuse, with 2.48 in the tier. The three costs add up to 2.99 of 3:
-    // each must be admitted in every interleaving.
+fn a_lease_pulled_back_mid_debit_is_never_lost() {
+    // Key a's first debit leaves a lease of 3/64 in its thread's stripe; the tier-only debit of 2.47
+    // is then short until it has pulled that lease back, and a's second debit (paid from that stripe,
+    // or from the pool once the stripe is swapped) may run at any point of it. The three costs add up
+    // to 2.99 of 3: each must be admitted in every interleaving.
     let (a, _) = two_shards();
     model(move || {
         let l = Arc::new(ledger());

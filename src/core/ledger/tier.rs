@@ -1,11 +1,10 @@
 //! One tier: its pool (a bucket behind a lock), the per-thread stripes that lease from it, and the
 //! per-key buckets inside it.
-use super::lease::{DrainGuard, Short};
 use super::stripes::{add_f64, my_stripe};
 use crate::core::bucket::Bucket;
 use crate::core::keymap::KeyMap;
 use crate::core::padded::Padded;
-use crate::core::sync::{AtomicU32, AtomicU64, Mutex};
+use crate::core::sync::{AtomicU64, Mutex};
 use std::sync::atomic::Ordering::Relaxed;
 
 pub(crate) struct Pool {
@@ -15,8 +14,6 @@ pub(crate) struct Pool {
     /// An upper bound of the tokens held by the stripes (leases granted minus leases drained; threads
     /// spend from their stripes without telling the pool). Read exactly only when the pool nears full.
     pub(crate) leased_out: f64,
-    /// The same for the leases held by the key shards (`ShardCell::lease`).
-    pub(crate) shard_leased: f64,
 }
 
 /// A lease is this fraction of the tier's capacity (or whatever the pool holds, if less).
@@ -32,8 +29,6 @@ pub(crate) struct Tier {
     pub(crate) stripes: Box<[Padded<AtomicU64>]>,
     pub(crate) lease: f64,
     pub(crate) keys: Option<KeyMap>,
-    /// `DrainGuard`s held now: while any is, no shard lease is granted (lease.rs).
-    pub(crate) draining: AtomicU32,
 }
 
 impl Tier {
@@ -63,33 +58,20 @@ impl Tier {
     }
 
     /// The lease does not cover `cost`: debit the pool under its lock and renew the lease (`take`
-    /// decides, draining the shards' leases first if it must).
+    /// pulls the stripes' leases back first if it must).
     #[inline(never)]
     pub(crate) fn debit_slow(&self, stripe: &AtomicU64, cost: f64, now: impl Fn() -> u64) -> Result<(), f64> {
-        let attempt = |drained: Option<&DrainGuard>| {
-            let mut pool = self.pool.0.lock();
-            let rate = self.rate(&pool);
-            self.refill(&mut pool, rate, now());
-            self.take(&mut pool, cost, rate, drained)?;
-            let lease = pool.bucket.tokens.min(self.lease);
-            if lease > 0.0 {
-                pool.bucket.tokens -= lease;
-                pool.leased_out += lease;
-                add_f64(stripe, lease);
-            }
-            Ok(())
-        };
-        match attempt(None) {
-            Ok(()) => Ok(()),
-            Err(Short::Wait(ms)) => Err(ms),
-            Err(Short::Drain(guard)) => {
-                guard.drain();
-                attempt(Some(&guard)).map_err(|s| match s {
-                    Short::Wait(ms) => ms,
-                    Short::Drain(_) => unreachable!("take never asks twice"),
-                })
-            }
+        let mut pool = self.pool.0.lock();
+        let rate = self.rate(&pool);
+        self.refill(&mut pool, rate, now());
+        self.take(&mut pool, cost, rate)?;
+        let lease = pool.bucket.tokens.min(self.lease);
+        if lease > 0.0 {
+            pool.bucket.tokens -= lease;
+            pool.leased_out += lease;
+            add_f64(stripe, lease);
         }
+        Ok(())
     }
 
     /// Brings the pool up to `now_ns`; pool plus leases never exceed the capacity.
@@ -97,11 +79,10 @@ impl Tier {
         if now_ns <= pool.bucket.last_ns {
             return;
         }
-        let mut cap = self.capacity - pool.leased_out - pool.shard_leased;
-        if (pool.leased_out > 0.0 || pool.shard_leased > 0.0) && pool.bucket.tokens_at(self.capacity, rate, now_ns) > cap {
+        let mut cap = self.capacity - pool.leased_out;
+        if pool.leased_out > 0.0 && pool.bucket.tokens_at(self.capacity, rate, now_ns) > cap {
             pool.leased_out = self.leased();
-            pool.shard_leased = self.shard_leases();
-            cap = self.capacity - pool.leased_out - pool.shard_leased;
+            cap = self.capacity - pool.leased_out;
         }
         pool.bucket.refill(cap.max(0.0), rate, now_ns);
     }
@@ -110,7 +91,7 @@ impl Tier {
     pub(crate) fn view(&self, now_ns: u64) -> (f64, f64) {
         let pool = self.pool.0.lock();
         let rate = self.rate(&pool);
-        let leased = self.leased() + self.shard_leases();
+        let leased = self.leased();
         let cap = (self.capacity - leased).max(0.0);
         (pool.bucket.tokens_at(cap, rate, now_ns).min(cap) + leased, rate)
     }
