@@ -12,7 +12,7 @@
 //! when an operator replaces them, and a decision uses whichever lists it picked up.
 use super::ban::{Ban, BanEvent, BanHit};
 use super::lists::{Access, AccessLists};
-use super::pass::{PassError, PassSigner};
+use crate::core::token::pass::{PassError, PassSigner};
 use super::rules::StrikeKind;
 use super::table::BanTable;
 use crate::core::limit::{Decision, LimitSet};

@@ -8,13 +8,12 @@
 //! - `strikes.rs`: counted events and offence history per key, bounded;
 //! - `ban.rs`: a ban, the events reported, the counters; `table.rs`: the ban table;
 //! - `persist.rs`: export and import as records with Unix-millisecond times;
-//! - `pass.rs`: challenge passes (HMAC-SHA256, bound to the key, expiring);
+//! - challenge passes (HMAC-SHA256, bound to the key, expiring) live with the tier tokens, in `token/pass.rs`;
 //! - `rng.rs`: the seeded generator behind the jitter.
 mod ban;
 mod chain;
 mod cidr;
 mod lists;
-mod pass;
 mod persist;
 pub mod rng;
 mod rules;
@@ -28,7 +27,7 @@ pub use ban::{Ban, BanEvent, BanEventKind, BanHit, BanSource, BanStats, BanTarge
 pub use chain::{Defense, Outcome, Request, Verdict};
 pub use cidr::{Addr, Cidr, CidrError};
 pub use lists::{Access, AccessLists};
-pub use pass::{PassError, PassSigner, MAX_PASS_LEN, MIN_SECRET_LEN};
+pub use crate::core::token::pass::{PassError, PassSigner, MAX_PASS_LEN, MIN_SECRET_LEN};
 pub use persist::{BanRecord, ImportReport};
 pub use rules::{BanConfig, BanSpec, Escalation, EscalationSpec, StrikeKind, StrikeRule, StrikeRuleSpec, MAX_THRESHOLD};
 pub use table::{BanTable, BanTableFull};

@@ -1,2 +1,4 @@
-//! Signed tokens: HMAC tier tokens.
+//! Signed tokens: HMAC tier tokens and challenge passes, both base64url-encoded HMAC-SHA256.
+pub mod base64url;
+pub mod pass;
 pub mod signature;

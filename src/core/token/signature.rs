@@ -12,6 +12,7 @@
 //! Verification is bounded (longer input is rejected before any work), parses without allocating, and
 //! compares the MAC in constant time (`Mac::verify_slice`). Several secrets may be configured for
 //! rotation: tokens are minted with the first and accepted under any.
+use super::base64url;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::fmt;
@@ -121,7 +122,7 @@ impl TierSigner {
         mac.update(token.as_bytes());
         let tag = mac.finalize().into_bytes();
         token.push('.');
-        base64url_encode(&tag, &mut token);
+        base64url::encode(&tag, &mut token);
         Ok(token)
     }
 
@@ -129,7 +130,7 @@ impl TierSigner {
     pub fn verify<'a>(&self, token: &'a [u8], now_sec: u64) -> Result<&'a [u8], VerifyError> {
         let (signed, tier, expires, mac_b64) = parse(token).ok_or(VerifyError::Malformed)?;
         let mut tag = [0u8; MAC_LEN];
-        if !base64url_decode_32(mac_b64, &mut tag) {
+        if !base64url::decode(mac_b64, &mut tag) {
             return Err(VerifyError::Malformed);
         }
         // Check every secret (no early exit on which one matched) so timing says nothing either.
@@ -175,58 +176,6 @@ fn parse(token: &[u8]) -> Option<Parts<'_>> {
     Some((signed, tier, expires, mac_b64))
 }
 
-const B64URL: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-fn base64url_encode(bytes: &[u8], out: &mut String) {
-    for chunk in bytes.chunks(3) {
-        let n = (u32::from(chunk[0]) << 16)
-            | (u32::from(*chunk.get(1).unwrap_or(&0)) << 8)
-            | u32::from(*chunk.get(2).unwrap_or(&0));
-        let chars = chunk.len() + 1;
-        for i in 0..chars {
-            out.push(B64URL[((n >> (18 - 6 * i)) & 63) as usize] as char);
-        }
-    }
-}
-
-fn b64_value(c: u8) -> Option<u32> {
-    Some(match c {
-        b'A'..=b'Z' => c - b'A',
-        b'a'..=b'z' => c - b'a' + 26,
-        b'0'..=b'9' => c - b'0' + 52,
-        b'-' => 62,
-        b'_' => 63,
-        _ => return None,
-    } as u32)
-}
-
-/// Decodes exactly 43 base64url characters into 32 bytes; rejects any other alphabet and non-canonical
-/// trailing bits (so one MAC has exactly one spelling).
-fn base64url_decode_32(s: &[u8], out: &mut [u8; MAC_LEN]) -> bool {
-    if s.len() != MAC_B64_LEN {
-        return false;
-    }
-    let mut o = 0;
-    for chunk in s.chunks(4) {
-        let mut n = 0u32;
-        for (i, &c) in chunk.iter().enumerate() {
-            match b64_value(c) {
-                Some(v) => n |= v << (18 - 6 * i),
-                None => return false,
-            }
-        }
-        let bytes = chunk.len() - 1; // 4 chars -> 3 bytes, 3 chars (the last chunk) -> 2 bytes
-        for i in 0..bytes {
-            out[o] = (n >> (16 - 8 * i)) as u8;
-            o += 1;
-        }
-        if chunk.len() == 3 && n & 0xff != 0 {
-            return false;
-        }
-    }
-    o == MAC_LEN
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -254,7 +203,7 @@ mod tests {
         let mut mac = HmacSha256::new_from_slice(SECRET).unwrap();
         mac.update(b"t1.gold.42");
         let mut expect = String::new();
-        base64url_encode(&mac.finalize().into_bytes(), &mut expect);
+        base64url::encode(&mac.finalize().into_bytes(), &mut expect);
         assert_eq!(signer().sign("gold", 42).unwrap(), format!("t1.gold.42.{expect}"));
         let mut m = HmacSha256::new_from_slice(b"Jefe").unwrap();
         m.update(b"what do ya want for nothing?");
@@ -318,8 +267,8 @@ mod tests {
         // The last character carries 4 bits of padding; changing only those must not verify.
         let mut b = t.into_bytes();
         let last = b.len() - 1;
-        let v = b64_value(b[last]).unwrap();
-        b[last] = B64URL[(v ^ 1) as usize];
+        let v = base64url::value(b[last]).unwrap();
+        b[last] = base64url::ALPHABET[(v ^ 1) as usize];
         assert_eq!(s.verify(&b, 0), Err(VerifyError::Malformed));
     }
 
@@ -353,10 +302,10 @@ mod tests {
         for len in [32usize] {
             let bytes: Vec<u8> = (0..len as u8).map(|b| b.wrapping_mul(37).wrapping_add(11)).collect();
             let mut s = String::new();
-            base64url_encode(&bytes, &mut s);
+            base64url::encode(&bytes, &mut s);
             assert_eq!(s.len(), 43);
             let mut out = [0u8; 32];
-            assert!(base64url_decode_32(s.as_bytes(), &mut out));
+            assert!(base64url::decode(s.as_bytes(), &mut out));
             assert_eq!(&out[..], &bytes[..]);
         }
         assert!(looks_like_token(b"t1.x"));

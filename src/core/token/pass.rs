@@ -18,6 +18,7 @@
 //! mints, any verifies).
 use crate::core::ledger::ConfigError;
 use crate::core::names::named_enum;
+use super::base64url;
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
@@ -86,14 +87,14 @@ impl PassSigner {
         }
         let mut pass = String::with_capacity(MAX_PASS_LEN);
         pass.push_str("p1.");
-        encode(&key_hash(key), &mut pass);
+        base64url::encode(&key_hash(key), &mut pass);
         pass.push('.');
         pass.push_str(&expires_sec.to_string());
         let mut mac = self.macs[0].clone();
         mac.update(pass.as_bytes());
         let tag = mac.finalize().into_bytes();
         pass.push('.');
-        encode(&tag, &mut pass);
+        base64url::encode(&tag, &mut pass);
         Ok(pass)
     }
 
@@ -102,7 +103,7 @@ impl PassSigner {
         let (signed, kh, expires, mac_b64) = parse(pass).ok_or(PassError::Malformed)?;
         let mut got_kh = [0u8; KEY_HASH_LEN];
         let mut tag = [0u8; MAC_LEN];
-        if !decode(kh, &mut got_kh) || !decode(mac_b64, &mut tag) {
+        if !base64url::decode(kh, &mut got_kh) || !base64url::decode(mac_b64, &mut tag) {
             return Err(PassError::Malformed);
         }
         if got_kh != key_hash(key) {
@@ -148,55 +149,6 @@ fn parse(pass: &[u8]) -> Option<Parts<'_>> {
     Some((signed, kh, expires, mac))
 }
 
-const B64URL: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-fn encode(bytes: &[u8], out: &mut String) {
-    for chunk in bytes.chunks(3) {
-        let n = chunk.iter().enumerate().fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
-        for i in 0..=chunk.len() {
-            out.push(B64URL[((n >> (18 - 6 * i)) & 63) as usize] as char);
-        }
-    }
-}
-
-fn value(c: u8) -> Option<u32> {
-    Some(u32::from(match c {
-        b'A'..=b'Z' => c - b'A',
-        b'a'..=b'z' => c - b'a' + 26,
-        b'0'..=b'9' => c - b'0' + 52,
-        b'-' => 62,
-        b'_' => 63,
-        _ => return None,
-    }))
-}
-
-/// Decodes unpadded base64url into exactly `out.len()` bytes; rejects other alphabets, other lengths
-/// and non-zero trailing bits (one spelling per value).
-fn decode(s: &[u8], out: &mut [u8]) -> bool {
-    if s.len() != (out.len() * 4).div_ceil(3) {
-        return false;
-    }
-    let mut o = 0;
-    for chunk in s.chunks(4) {
-        let mut n = 0u32;
-        for (i, &c) in chunk.iter().enumerate() {
-            match value(c) {
-                Some(v) => n |= v << (18 - 6 * i),
-                None => return false,
-            }
-        }
-        let bytes = chunk.len() - 1;
-        for i in 0..bytes {
-            out[o] = (n >> (16 - 8 * i)) as u8;
-            o += 1;
-        }
-        if n & (0xff_ffff >> (8 * bytes)) != 0 {
-            return false;
-        }
-    }
-    o == out.len()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,10 +176,10 @@ mod tests {
         let mut m = HmacSha256::new_from_slice(SECRET).unwrap();
         m.update(signed.as_bytes());
         let mut expect = String::new();
-        encode(&m.finalize().into_bytes(), &mut expect);
+        base64url::encode(&m.finalize().into_bytes(), &mut expect);
         assert_eq!(mac, expect);
         let mut kh = String::new();
-        encode(&Sha256::digest(b"tiergate pass\0k")[..16], &mut kh);
+        base64url::encode(&Sha256::digest(b"tiergate pass\0k")[..16], &mut kh);
         assert_eq!(signed, format!("p1.{kh}.42"));
     }
 
@@ -272,8 +224,8 @@ mod tests {
         }
         // The key hash's last character carries 4 spare bits: flipping only those is malformed.
         let mut b = good.into_bytes();
-        let v = value(b[24]).unwrap();
-        b[24] = B64URL[(v ^ 1) as usize];
+        let v = base64url::value(b[24]).unwrap();
+        b[24] = base64url::ALPHABET[(v ^ 1) as usize];
         assert_eq!(s.verify(&b, b"k", 0), Err(PassError::Malformed));
     }
 
