@@ -19,10 +19,8 @@
 use crate::core::ledger::ConfigError;
 use crate::core::names::named_enum;
 use super::base64url;
-use hmac::{Hmac, Mac};
+use super::keys::{KeysError, MacKeys};
 use sha2::{Digest, Sha256};
-
-type HmacSha256 = Hmac<Sha256>;
 
 pub const PASS_PREFIX: &[u8] = b"p1.";
 const KEY_HASH_LEN: usize = 16;
@@ -31,8 +29,7 @@ const MAC_LEN: usize = 32;
 const MAC_B64: usize = 43;
 const MAX_EXPIRY_DIGITS: usize = 12;
 pub const MAX_PASS_LEN: usize = PASS_PREFIX.len() + KEY_HASH_B64 + 1 + MAX_EXPIRY_DIGITS + 1 + MAC_B64;
-/// Shortest secret accepted, in bytes (32 random bytes recommended).
-pub const MIN_SECRET_LEN: usize = 16;
+pub use super::keys::MIN_SECRET_LEN;
 const KEY_DOMAIN: &[u8] = b"tiergate pass\0";
 
 named_enum! {
@@ -48,12 +45,12 @@ named_enum! {
 
 #[derive(Clone)]
 pub struct PassSigner {
-    macs: Vec<HmacSha256>,
+    keys: MacKeys,
 }
 
 impl std::fmt::Debug for PassSigner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "PassSigner({} secret(s))", self.macs.len())
+        write!(f, "PassSigner({} secret(s))", self.keys.len())
     }
 }
 
@@ -67,17 +64,11 @@ fn key_hash(key: &[u8]) -> [u8; KEY_HASH_LEN] {
 impl PassSigner {
     /// `secrets[0]` mints; all verify. Each at least `MIN_SECRET_LEN` bytes.
     pub fn new<S: AsRef<[u8]>>(secrets: &[S]) -> Result<PassSigner, ConfigError> {
-        if secrets.is_empty() {
-            return Err(ConfigError("challengeSecret: at least one secret is required".into()));
+        match MacKeys::new(secrets) {
+            Ok(keys) => Ok(PassSigner { keys }),
+            Err(KeysError::Empty) => Err(ConfigError("challengeSecret: at least one secret is required".into())),
+            Err(KeysError::TooShort(i)) => Err(ConfigError(format!("challengeSecret[{i}] must be at least {MIN_SECRET_LEN} bytes (32 random bytes recommended)"))),
         }
-        let mut macs = Vec::with_capacity(secrets.len());
-        for (i, s) in secrets.iter().enumerate() {
-            if s.as_ref().len() < MIN_SECRET_LEN {
-                return Err(ConfigError(format!("challengeSecret[{i}] must be at least {MIN_SECRET_LEN} bytes (32 random bytes recommended)")));
-            }
-            macs.push(HmacSha256::new_from_slice(s.as_ref()).map_err(|_| ConfigError(format!("challengeSecret[{i}]: invalid key")))?);
-        }
-        Ok(PassSigner { macs })
     }
 
     /// A pass for `key` valid until `expires_sec` (Unix seconds, exclusive).
@@ -90,9 +81,7 @@ impl PassSigner {
         base64url::encode(&key_hash(key), &mut pass);
         pass.push('.');
         pass.push_str(&expires_sec.to_string());
-        let mut mac = self.macs[0].clone();
-        mac.update(pass.as_bytes());
-        let tag = mac.finalize().into_bytes();
+        let tag = self.keys.sign(pass.as_bytes());
         pass.push('.');
         base64url::encode(&tag, &mut pass);
         Ok(pass)
@@ -109,13 +98,7 @@ impl PassSigner {
         if got_kh != key_hash(key) {
             return Err(PassError::WrongKey);
         }
-        let mut ok = false;
-        for m in &self.macs {
-            let mut mac = m.clone();
-            mac.update(signed);
-            ok |= mac.verify_slice(&tag).is_ok();
-        }
-        if !ok {
+        if !self.keys.verify_any(signed, &tag) {
             return Err(PassError::BadSignature);
         }
         if now_sec >= expires {
@@ -152,6 +135,8 @@ fn parse(pass: &[u8]) -> Option<Parts<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hmac::{Hmac, Mac};
+    type HmacSha256 = Hmac<sha2::Sha256>;
 
     const SECRET: &[u8] = b"0123456789abcdef0123456789abcdef";
 

@@ -13,11 +13,9 @@
 //! compares the MAC in constant time (`Mac::verify_slice`). Several secrets may be configured for
 //! rotation: tokens are minted with the first and accepted under any.
 use super::base64url;
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use super::keys::{KeysError, MacKeys};
 use std::fmt;
 
-type HmacSha256 = Hmac<Sha256>;
 
 pub const PREFIX: &[u8] = b"t1.";
 pub const MAX_TIER_LEN: usize = 64;
@@ -26,8 +24,7 @@ const MAC_LEN: usize = 32;
 const MAC_B64_LEN: usize = 43;
 /// Longest well-formed token: prefix, tier, dot, expiry, dot, MAC.
 pub const MAX_TOKEN_LEN: usize = PREFIX.len() + MAX_TIER_LEN + 1 + MAX_EXPIRY_DIGITS + 1 + MAC_B64_LEN;
-/// Shortest secret accepted, in bytes. 32 random bytes are recommended.
-pub const MIN_SECRET_LEN: usize = 16;
+pub use super::keys::MIN_SECRET_LEN;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum VerifyError {
@@ -78,31 +75,23 @@ pub fn looks_like_token(v: &[u8]) -> bool {
 
 #[derive(Clone)]
 pub struct TierSigner {
-    /// One keyed HMAC state per secret, cloned per use (no key schedule per token).
-    macs: Vec<HmacSha256>,
+    keys: MacKeys,
 }
 
 impl fmt::Debug for TierSigner {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "TierSigner({} secret(s))", self.macs.len())
+        write!(f, "TierSigner({} secret(s))", self.keys.len())
     }
 }
 
 impl TierSigner {
     /// `secrets[0]` mints; all verify. Each must be at least `MIN_SECRET_LEN` bytes.
     pub fn new<S: AsRef<[u8]>>(secrets: &[S]) -> Result<TierSigner, SignerError> {
-        if secrets.is_empty() {
-            return Err(SignerError("tierSecret: at least one secret is required"));
+        match MacKeys::new(secrets) {
+            Ok(keys) => Ok(TierSigner { keys }),
+            Err(KeysError::Empty) => Err(SignerError("tierSecret: at least one secret is required")),
+            Err(KeysError::TooShort(_)) => Err(SignerError("tierSecret: each secret must be at least 16 bytes (32 random bytes recommended)")),
         }
-        let mut macs = Vec::with_capacity(secrets.len());
-        for s in secrets {
-            let s = s.as_ref();
-            if s.len() < MIN_SECRET_LEN {
-                return Err(SignerError("tierSecret: each secret must be at least 16 bytes (32 random bytes recommended)"));
-            }
-            macs.push(HmacSha256::new_from_slice(s).map_err(|_| SignerError("tierSecret: invalid key"))?);
-        }
-        Ok(TierSigner { macs })
     }
 
     /// Mints a token for `tier` valid until `expires_sec` (Unix seconds, exclusive).
@@ -118,9 +107,7 @@ impl TierSigner {
         token.push_str(tier);
         token.push('.');
         token.push_str(&expires_sec.to_string());
-        let mut mac = self.macs[0].clone();
-        mac.update(token.as_bytes());
-        let tag = mac.finalize().into_bytes();
+        let tag = self.keys.sign(token.as_bytes());
         token.push('.');
         base64url::encode(&tag, &mut token);
         Ok(token)
@@ -133,14 +120,7 @@ impl TierSigner {
         if !base64url::decode(mac_b64, &mut tag) {
             return Err(VerifyError::Malformed);
         }
-        // Check every secret (no early exit on which one matched) so timing says nothing either.
-        let mut ok = false;
-        for m in &self.macs {
-            let mut mac = m.clone();
-            mac.update(signed);
-            ok |= mac.verify_slice(&tag).is_ok();
-        }
-        if !ok {
+        if !self.keys.verify_any(signed, &tag) {
             return Err(VerifyError::BadSignature);
         }
         if now_sec >= expires {
@@ -179,6 +159,8 @@ fn parse(token: &[u8]) -> Option<Parts<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hmac::{Hmac, Mac};
+    type HmacSha256 = Hmac<sha2::Sha256>;
 
     const SECRET: &[u8] = b"0123456789abcdef0123456789abcdef";
 
