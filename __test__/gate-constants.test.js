@@ -67,3 +67,22 @@ test('the native side reads the shed options by name and names a bad one', () =>
   assert.equal(off.targetLagMs, 30);
   assert.equal(off.criticalLagMs, 90);
 });
+
+test("the ledger's result layout and limitedBy names come from the native side too", () => {
+  const L = native.ledgerConstants();
+  const { LEDGER_RESULT } = require('..');
+  assert.deepEqual({ ...LEDGER_RESULT }, L.result);
+  assert.ok(Object.isFrozen(LEDGER_RESULT));
+  const fields = Object.entries(L.result).filter(([k]) => k !== 'LENGTH');
+  assert.deepEqual(fields.map(([, i]) => i), fields.map((_, i) => i));
+  assert.equal(L.result.LENGTH, fields.length);
+  assert.deepEqual(L.limitedBy, ['none', 'tier', 'key']);
+  // What consume writes where the constants say: a key over its quota of 1 is refused by the key.
+  const ledger = new Ledger({ tiers: TIERS });
+  const out = new Float64Array(L.result.LENGTH);
+  ledger.consume('standard', 'k', 1, out);
+  ledger.consume('standard', 'k', 1, out);
+  assert.equal(out[L.result.ALLOWED], 0);
+  assert.equal(L.limitedBy[out[L.result.LIMITED_BY]], 'key');
+  assert.equal(out[L.result.LIMIT], 1);
+});

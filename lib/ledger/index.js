@@ -12,17 +12,10 @@ const { keyedTryConsume } = require('./key-cache');
 const { typeName, isObject, onlyKnown, number, boolean } = require('../options');
 const { buildingOptions } = require('../errors');
 
-/** Indices into the Float64Array that `consume` fills. */
-const RESULT = Object.freeze({
-  ALLOWED: 0,
-  REMAINING: 1,
-  LIMIT: 2,
-  RETRY_AFTER_MS: 3,
-  RESET_MS: 4,
-  LIMITED_BY: 5,
-  LENGTH: 6,
-});
-const LIMITED_BY = Object.freeze(['none', 'tier', 'key']);
+// Indices into the Float64Array that `consume` fills, and `limitedBy` names by code: declared natively.
+const { result: RESULT, limitedBy: LIMITED_BY } = native.ledgerConstants();
+Object.freeze(RESULT);
+Object.freeze(LIMITED_BY);
 
 /** Where a Ledger keeps its native handle, for other native components sharing the same ledger. */
 const LEDGER_HANDLE = Symbol.for('tiergate.ledger.handle');

@@ -45,7 +45,8 @@ pub struct TierSnapshot {
     pub keys: u32,
 }
 
-/// The layout of the Float64Array `consume` fills (also exported to JS by lib/ledger.js).
+/// The layout of the Float64Array `consume` fills, declared here only: JS reads it from
+/// `ledgerConstants()` (lib/ledger/index.js exports it as LEDGER_RESULT).
 pub const RESULT_LEN: usize = 6;
 const R_ALLOWED: usize = 0;
 const R_REMAINING: usize = 1;
@@ -53,6 +54,30 @@ const R_LIMIT: usize = 2;
 const R_RETRY_AFTER_MS: usize = 3;
 const R_RESET_MS: usize = 4;
 const R_LIMITED_BY: usize = 5;
+const RESULT_FIELDS: [(&str, usize); RESULT_LEN] = [
+    ("ALLOWED", R_ALLOWED),
+    ("REMAINING", R_REMAINING),
+    ("LIMIT", R_LIMIT),
+    ("RETRY_AFTER_MS", R_RETRY_AFTER_MS),
+    ("RESET_MS", R_RESET_MS),
+    ("LIMITED_BY", R_LIMITED_BY),
+];
+
+/// `{ result: { ALLOWED: 0, ..., LENGTH }, limitedBy: ['none', 'tier', 'key'] }`: what lib/ledger
+/// shares with `consume`.
+#[napi(js_name = "ledgerConstants", catch_unwind)]
+pub fn ledger_constants(env: Env) -> Result<Object<'static>> {
+    let _panic = raw::throw_on_panic(&env, "ledger_constants");
+    let mut result = Object::new(&env)?;
+    for (name, i) in RESULT_FIELDS {
+        result.set(name, i as u32)?;
+    }
+    result.set("LENGTH", RESULT_LEN as u32)?;
+    let mut o = Object::new(&env)?;
+    o.set("result", result)?;
+    o.set("limitedBy", crate::core::ledger::Limit::NAMES.to_vec())?;
+    Ok(Object::from_raw(env.raw(), o.raw()))
+}
 
 /// Keys longer than this are refused: keyed memory is bounded by `maxKeys` times this.
 pub const MAX_KEY_BYTES: usize = 1024;

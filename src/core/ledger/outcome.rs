@@ -8,6 +8,11 @@ pub enum Limit {
     Key = 2,
 }
 
+impl Limit {
+    /// Names by code, as JS reads `limitedBy`.
+    pub const NAMES: [&'static str; 3] = ["none", "tier", "key"];
+}
+
 /// The result of a debit, with what rate-limit headers need. `remaining`, `limit` and `reset_ms`
 /// describe the key's bucket when the debit was keyed, else the tier pool. `retry_after_ms` is 0 when
 /// allowed, else the wait of the bucket that refused (`limited_by`); infinity when it can never succeed
