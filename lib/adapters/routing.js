@@ -28,8 +28,9 @@ const DIALECTS = Object.freeze({
 /** Fastify's dialect for one instance: its router options change what it serves. */
 function fastifyDialect(config) {
   const c = config || {};
-  const caseSensitive = c.caseSensitive !== false && !(c.routerOptions && c.routerOptions.caseSensitive === false);
-  const collapseSlashes = c.ignoreDuplicateSlashes === true || (c.routerOptions && c.routerOptions.ignoreDuplicateSlashes === true) === true;
+  const r = c.routerOptions || {}; // Fastify 5 also takes them there
+  const caseSensitive = c.caseSensitive !== false && r.caseSensitive !== false;
+  const collapseSlashes = c.ignoreDuplicateSlashes === true || r.ignoreDuplicateSlashes === true;
   if (caseSensitive && !collapseSlashes) return DIALECTS.fastify;
   return Object.freeze({ ...DIALECTS.fastify, caseSensitive, collapseSlashes });
 }

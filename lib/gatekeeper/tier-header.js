@@ -39,9 +39,7 @@ function tierSecretOption(v, at) {
   return list.map((s, i) => secretBuffer(s, Array.isArray(v) ? `${at}[${i}]` : at));
 }
 
-const { sources: SOURCES } = native.gateConstants();
-
-/** The native rule for one guard's tiers: `resolve(value)` -> `{ tier (id), source (name) }`. */
+/** The native rule for one guard's tiers: `tierOf(value)` -> the tier id (native: id * 16 + source). */
 class TierHeader {
   constructor(names, defaultTier, trustTierHeader, secrets) {
     const bound = {};
@@ -52,10 +50,6 @@ class TierHeader {
   /** The tier id for a header value (a string: several values joined with ', '). */
   tierOf(value) {
     return this.resolveRaw(value) >> 4;
-  }
-
-  sourceOf(value) {
-    return SOURCES[this.resolveRaw(value) & 15];
   }
 }
 

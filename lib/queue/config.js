@@ -92,7 +92,8 @@ function parseOptions(options, routing, loopUtilization) {
   const standing = new StandingRule(parseCodel(codel));
   const tiers = parseTiers(tierSpecs, { maxQueue, queueTimeoutMs });
   const tierByName = new Map(tiers.map((t) => [t.name, t])); // exact names, as the tier header
-  const routeRules = compileRoutes(routes, new Map(tiers.map((t) => [t.name, t.id])), 'routes'); // the gatekeeper's rules
+  const tierIds = new Map(tiers.map((t) => [t.name, t.id])); // route rules and route configs name tiers by id
+  const routeRules = compileRoutes(routes, tierIds, 'routes'); // the gatekeeper's rules
   let defaultTierRec = tiers[tiers.length - 1];
   if (defaultTier !== undefined) {
     if (typeof defaultTier !== 'string') throw new TypeError(`defaultTier must be a tier name, got ${describe(defaultTier)}`);
@@ -101,7 +102,6 @@ function parseOptions(options, routing, loopUtilization) {
   }
   const header = headerName === null ? null : new TierHeader(tiers.map((t) => t.name), defaultTierRec.id, trustTierHeader, secrets);
   const classifyRequest = makeClassifier({ tiers, tierByName, defaultTier: defaultTierRec, headerName, header, classify, routeRules, routing });
-  const tierIds = new Map(tiers.map((t) => [t.name, t.id]));
   return { limit, adaptive, maxQueue, timeoutStatus, retry, tiers, tierIds, classifyRequest, displace, lifo, onReject, standing };
 }
 
