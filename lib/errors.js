@@ -10,6 +10,8 @@ const CODES = Object.freeze({
   INVALID_ARGUMENT: 'ERR_TIERGATE_INVALID_ARGUMENT',
   /** No native binary loads for this platform. */
   NATIVE_UNAVAILABLE: 'ERR_TIERGATE_NATIVE_UNAVAILABLE',
+  /** A feature needs an optional peer dependency that is not installed; the message says what to install. */
+  MISSING_PEER: 'ERR_TIERGATE_MISSING_PEER',
 });
 
 /** `new Ctor(message)` with `code`. */

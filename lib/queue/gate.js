@@ -340,6 +340,18 @@ class ConcurrencyGate {
     };
   }
 
+  /** Per tier: the admitted waits as a histogram at `boundsMs` (cumulative), with count and sum (ms). */
+  waits(boundsMs) {
+    const out = {};
+    for (const tier of this.tiers) out[tier.name] = { cumulative: tier.wait.cumulative(boundsMs), count: tier.wait.count, sumMs: tier.wait.sum };
+    return out;
+  }
+
+  /** Tier names and whether each is protected, highest priority first. */
+  tierInfo() {
+    return this.tiers.map((t) => ({ name: t.name, protected: t.protected }));
+  }
+
   resetStats() {
     this.admittedImmediately = this.admittedFromQueue = this.released = this.lifoDequeues = 0;
     this.peakInFlight = this.inFlight;

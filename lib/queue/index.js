@@ -40,6 +40,8 @@ function createConcurrencyGate(options, routing = DIALECTS.http) {
     admit: (req, res, route) => gate.admit(req, res, route),
     compileRoute: (value, at) => compileRouteConfig(value, gate.tierIds, at),
     stats: () => gate.stats(),
+    waits: (boundsMs) => gate.waits(boundsMs),
+    tierInfo: () => gate.tierInfo(),
     resetStats: () => gate.resetStats(),
     close: () => gate.close(),
     get limit() {

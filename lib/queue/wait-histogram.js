@@ -7,6 +7,7 @@ class WaitHistogram {
   constructor() {
     this.counts = new Float64Array(WaitHistogram.BUCKETS);
     this.count = 0;
+    this.sum = 0; // for the Prometheus histogram's _sum (lib/metrics)
     this.max = 0;
   }
 
@@ -15,6 +16,7 @@ class WaitHistogram {
     if (ms > WaitHistogram.BASE) i = Math.min(WaitHistogram.BUCKETS - 1, Math.ceil(Math.log(ms / WaitHistogram.BASE) / WaitHistogram.LOG_GROWTH));
     this.counts[i]++;
     this.count++;
+    this.sum += ms;
     if (ms > this.max) this.max = ms;
   }
 
@@ -29,9 +31,27 @@ class WaitHistogram {
     return this.max;
   }
 
+  /**
+   * Cumulative counts at each bound of `boundsMs` (ascending): the samples whose bucket lies wholly
+   * at or below the bound. A sample near a bound may count at the next one up (never below its value).
+   */
+  cumulative(boundsMs) {
+    const out = new Array(boundsMs.length).fill(0);
+    let b = 0;
+    let seen = 0;
+    for (let i = 0; i < this.counts.length && b < boundsMs.length; i++) {
+      const upper = i === 0 ? WaitHistogram.BASE : WaitHistogram.BASE * Math.exp(i * WaitHistogram.LOG_GROWTH);
+      while (b < boundsMs.length && upper > boundsMs[b]) out[b++] = seen;
+      seen += this.counts[i];
+    }
+    while (b < boundsMs.length) out[b++] = seen;
+    return out;
+  }
+
   reset() {
     this.counts.fill(0);
     this.count = 0;
+    this.sum = 0;
     this.max = 0;
   }
 }

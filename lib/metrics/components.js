@@ -1,0 +1,47 @@
+'use strict';
+// What metrics(), statusRoute() and dashboard() observe, given in any form the package hands out:
+// a gatekeeper middleware/handler or `fastify.tiergate` (a Gatekeeper), a concurrency gate middleware
+// or its guard (`fastify.concurrencyGate`), a LagMonitor, a Ledger.
+const { Gatekeeper } = require('../gatekeeper');
+const { Ledger } = require('../ledger');
+const { LagMonitor } = require('../lag');
+const { typeName, isObject } = require('../options');
+
+const FIELDS = ['gatekeeper', 'queue', 'lag', 'ledger'];
+
+function gatekeeperOf(v, at) {
+  if (v instanceof Gatekeeper) return v;
+  if (v !== null && (typeof v === 'function' || typeof v === 'object') && v.gatekeeper instanceof Gatekeeper) return v.gatekeeper;
+  throw new TypeError(`${at} must be a gatekeeper (the middleware gatekeeper() returns, gatekeeper.http's handler, fastify.tiergate), got ${typeName(v)}`);
+}
+
+function queueOf(v, at) {
+  const guard = v !== null && (typeof v === 'function' || typeof v === 'object') && typeof v.admit !== 'function' ? v.gate : v;
+  if (guard !== null && typeof guard === 'object' && typeof guard.admit === 'function' && typeof guard.waits === 'function') return guard;
+  throw new TypeError(`${at} must be a concurrency gate (the middleware concurrencyGate() returns, its .http handler, fastify.concurrencyGate), got ${typeName(v)}`);
+}
+
+/**
+ * `{ gatekeeper?, queue?, lag?, ledger? }` from the options (other keys are the caller's own); the
+ * ledger defaults to the gatekeeper's. `at`: the caller's name for messages ("metrics: options").
+ */
+function components(options, at) {
+  if (!isObject(options)) throw new TypeError(`${at} must be an object, got ${typeName(options)}`);
+  const c = {};
+  if (options.gatekeeper !== undefined) c.gatekeeper = gatekeeperOf(options.gatekeeper, `${at}.gatekeeper`);
+  if (options.queue !== undefined) c.queue = queueOf(options.queue, `${at}.queue`);
+  if (options.lag !== undefined) {
+    if (!(options.lag instanceof LagMonitor)) throw new TypeError(`${at}.lag must be a LagMonitor, got ${typeName(options.lag)}`);
+    c.lag = options.lag;
+  }
+  if (options.ledger !== undefined) {
+    if (!(options.ledger instanceof Ledger)) throw new TypeError(`${at}.ledger must be a Ledger, got ${typeName(options.ledger)}`);
+    c.ledger = options.ledger;
+  } else if (c.gatekeeper !== undefined) c.ledger = c.gatekeeper.ledger;
+  if (c.gatekeeper === undefined && c.queue === undefined && c.lag === undefined && c.ledger === undefined) {
+    throw new TypeError(`${at} must name at least one of gatekeeper, queue, lag, ledger`);
+  }
+  return c;
+}
+
+module.exports = { components, FIELDS };
