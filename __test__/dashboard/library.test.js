@@ -1,0 +1,144 @@
+'use strict';
+// The library dashboard in a real browser, mounted in a real Express app (a child process) under a
+// bounded overload: sign-in is refused without the token, the tier table and chart show background
+// shed while critical is served, every page renders without console errors, at 1280 and 360 px, in
+// light and dark themes; screenshots are saved and non-empty.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const http = require('node:http');
+const path = require('node:path');
+const { fork } = require('node:child_process');
+const { request } = require('../helpers/http');
+const { launch, screenshot, skip } = require('./browser');
+
+const TOKEN = 'library-dashboard-test-token-0123456789';
+const LOAD_MS = 3000;
+
+function startApp(t) {
+  const child = fork(path.join(__dirname, '..', 'fixtures', 'dashboard-app.js'), { env: { ...process.env, DASHBOARD_TOKEN: TOKEN }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  t.after(() => child.kill());
+  return new Promise((resolve, reject) => {
+    child.once('message', (m) => resolve(m.port));
+    child.once('exit', (code) => reject(new Error(`app exited with ${code}`)));
+  });
+}
+
+/** Closed-loop clients for `ms` (each at most `max` requests): 4 critical, 32 background. */
+async function overload(port, ms, max = 5000) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 36 });
+  const deadline = Date.now() + ms;
+  const hit = (method, p) => new Promise((resolve) => {
+    const req = http.request({ host: '127.0.0.1', port, method, path: p, agent, headers: { 'content-length': '0' } }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode));
+    });
+    req.setTimeout(10_000, () => req.destroy(new Error('timeout')));
+    req.on('error', () => resolve(0));
+    req.end();
+  });
+  const seen = { critical: {}, background: {} };
+  const client = async (kind) => {
+    for (let i = 0; i < max && Date.now() < deadline; i++) {
+      const s = kind === 'critical' ? await hit('POST', '/checkout') : await hit('GET', `/reports/${i}`);
+      seen[kind][s] = (seen[kind][s] || 0) + 1;
+    }
+  };
+  await Promise.all([...Array(32)].map(() => client('background')).concat([...Array(4)].map(() => client('critical'))));
+  agent.destroy();
+  return seen;
+}
+
+test('the data endpoints refuse a request without the token', { skip }, async (t) => {
+  const port = await startApp(t);
+  for (const p of ['info', 'history', 'stream', 'stats']) {
+    const r = await request(port, { path: `/tiergate/api/dashboard/${p}` });
+    assert.equal(r.status, 401, p);
+    assert.equal(r.json.error, 'UNAUTHORIZED');
+    const wrong = await request(port, { path: `/tiergate/api/dashboard/${p}`, headers: { authorization: 'Bearer not-the-token-but-long-enough' } });
+    assert.equal(wrong.status, 401, p);
+  }
+  const app = await request(port, { path: '/tiergate/' });
+  assert.equal(app.status, 200);
+  assert.match(app.headers['content-security-policy'], /script-src 'self'/);
+  assert.doesNotMatch(app.body, /<script>(?!<\/script>)/, 'no inline script');
+  assert.equal((await request(port, { path: '/tiergate' })).headers.location, '/tiergate/');
+});
+
+test('library dashboard under overload: background shed while critical is served, in the table and the chart', { skip, timeout: 90_000 }, async (t) => {
+  const port = await startApp(t);
+  const { page, errors } = await launch(t);
+  const base = `http://127.0.0.1:${port}/tiergate`;
+
+  await page.goto(base);
+  assert.equal(page.url(), `${base}/`);
+  await page.waitForSelector('#signin');
+  assert.ok(await screenshot(page, 'signin') > 0);
+
+  // Refused: a wrong token gets the message and no data.
+  await page.fill('#token', 'wrong-token-wrong-token-wrong');
+  await page.click('#signin button[type=submit]');
+  await page.waitForSelector('#signin-msg.error');
+  assert.equal(await page.textContent('#signin-msg'), 'The token was refused.');
+  assert.equal(await page.$('#tiers'), null);
+  // The 401 of the refused sign-in is the browser's own console line; it is the only one allowed.
+  const refused = errors.splice(0).filter((e) => !/status of 401/.test(e));
+  assert.deepEqual(refused, []);
+
+  await page.fill('#token', TOKEN);
+  await page.click('#signin button[type=submit]');
+  await page.waitForSelector('#tiers tbody tr[data-tier="background"]');
+  assert.equal(await page.getAttribute('nav a[href="#/live"]', 'aria-current'), 'page');
+
+  const seen = await overload(port, LOAD_MS);
+  assert.ok((seen.background[503] || 0) > 0, `the app did not shed background: ${JSON.stringify(seen)}`);
+  assert.ok((seen.critical[200] || 0) > 0, `critical was not served: ${JSON.stringify(seen)}`);
+
+  // The page's own figures (from the stream), not ours: background shed, critical admitted and never shed.
+  const cell = (tier, field) => `#tiers td[data-tier="${tier}"][data-field="${field}"]`;
+  await page.waitForFunction(([bg, cr]) => {
+    const n = (sel) => Number((document.querySelector(sel) || {}).textContent.replace(/,/g, ''));
+    return n(bg) > 0 && n(cr) > 0;
+  }, [cell('background', 'shedTotal'), cell('critical', 'admittedTotal')], { timeout: 10_000 });
+  assert.equal(await page.textContent(cell('critical', 'shedTotal')), '0');
+  const chart = await page.$eval('#chart-tier-background', (el) => el.tgChart());
+  assert.ok(chart[2].some((v) => v > 0), 'the background chart has no shed point');
+  const critical = await page.$eval('#chart-tier-critical', (el) => el.tgChart());
+  assert.ok(critical[1].some((v) => v > 0), 'the critical chart has no admitted point');
+  assert.ok(critical[2].every((v) => v === 0 || v === null), 'the critical chart shows sheds');
+  for (const id of ['chart-controller', 'chart-lag', 'chart-elu', 'chart-queue', 'chart-wait', 'chart-inflight']) assert.ok(await page.$(`#${id} canvas`), id);
+  assert.ok(await screenshot(page, 'live-light') > 0);
+
+  // Dark theme, chosen from the keyboard.
+  await page.focus('#theme');
+  await page.selectOption('#theme', 'dark');
+  assert.equal(await page.getAttribute('html', 'data-theme'), 'dark');
+  await page.waitForSelector('#chart-lag canvas');
+  assert.ok(await screenshot(page, 'live-dark') > 0);
+
+  // 360 px wide: nothing wider than the screen.
+  await page.setViewportSize({ width: 360, height: 780 });
+  await page.waitForTimeout(300);
+  const width = await page.evaluate(() => document.documentElement.scrollWidth);
+  assert.ok(width <= 360, `the page is ${width} px wide at 360 px`);
+  assert.ok(await screenshot(page, 'live-360') > 0);
+
+  // Keyboard: the first Tab reaches the skip link, which moves focus to the content.
+  await page.setViewportSize({ width: 1280, height: 900 });
+  await page.reload();
+  await page.waitForSelector('#tiers');
+  await page.keyboard.press('Tab');
+  assert.equal(await page.evaluate(() => document.activeElement.className), 'skip');
+  // Pause stops the live redraws (moving content can be stopped), Resume starts them again.
+  await page.click('#pause');
+  assert.equal(await page.getAttribute('#pause', 'aria-pressed'), 'true');
+  await page.click('#pause');
+
+  await page.emulateMedia({ reducedMotion: 'reduce' });
+  assert.equal(await page.evaluate(() => matchMedia('(prefers-reduced-motion: reduce)').matches), true);
+
+  // Sign out: the token is forgotten.
+  await page.click('#signout');
+  await page.waitForSelector('#signin');
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('tiergate.token')), null);
+  assert.deepEqual(errors, []);
+});
