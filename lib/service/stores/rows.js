@@ -46,8 +46,16 @@ function decideRow(row, costs, now) {
   }
   const policy = policyOf(row);
   const state = JSON.parse(row.state);
-  const results = costs.map((cost) => decide(policy, state, now, cost));
-  return { outcome: { found: true, policy, results, now }, state: JSON.stringify(state) };
+  // Time never runs backwards for a state: a clock read before a lock wait (or another host's clock)
+  // may be behind the last decision's.
+  const t = Math.max(now, lastTime(state));
+  const results = costs.map((cost) => decide(policy, state, t, cost));
+  return { outcome: { found: true, policy, results, now: t }, state: JSON.stringify(state) };
+}
+
+function lastTime(state) {
+  if (state.entries) return state.entries.length ? state.entries[state.entries.length - 2] : 0;
+  return state.at;
 }
 
 function currentState(row, now) {
