@@ -152,7 +152,7 @@ test('metrics() options: errors name the option, with their codes', () => {
   for (const [fn, Err, code, re] of cases) assert.throws(fn, (e) => e instanceof Err && e.code === code && re.test(e.message), String(re));
 });
 
-test('without prom-client installed, metrics() names what to install (ERR_TIERGATE_MISSING_PEER)', () => {
+test('without prom-client installed, metrics() names what to install (ERR_TIERGATE_MISSING_DEPENDENCY)', () => {
   const { spawnSync } = require('node:child_process');
   // A child whose module resolution cannot see prom-client: the package still loads.
   const script = `
@@ -162,7 +162,7 @@ test('without prom-client installed, metrics() names what to install (ERR_TIERGA
     const t = require(${JSON.stringify(path.join(__dirname, '..'))});
     try { t.metrics({ gatekeeper: t.gatekeeper() }); } catch (e) { console.log(e.code + ' ' + e.message); }`;
   const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 20_000 });
-  assert.match(r.stdout, /^ERR_TIERGATE_MISSING_PEER tiergate: metrics\(\) needs the optional peer dependency "prom-client": npm install prom-client/);
+  assert.match(r.stdout, /^ERR_TIERGATE_MISSING_DEPENDENCY tiergate: metrics\(\) needs the package "prom-client": npm install prom-client/);
 });
 
 test('statusRoute: 200 while healthy, 503 naming the reason while stalled or after a protected tier lost requests; stats JSON', async (t2) => {

@@ -10,8 +10,12 @@ const CODES = Object.freeze({
   INVALID_ARGUMENT: 'ERR_TIERGATE_INVALID_ARGUMENT',
   /** No native binary loads for this platform. */
   NATIVE_UNAVAILABLE: 'ERR_TIERGATE_NATIVE_UNAVAILABLE',
-  /** A feature needs an optional peer dependency that is not installed; the message says what to install. */
-  MISSING_PEER: 'ERR_TIERGATE_MISSING_PEER',
+  /** A feature needs a package that is not installed (better-sqlite3, pg); the message names it. */
+  MISSING_DEPENDENCY: 'ERR_TIERGATE_MISSING_DEPENDENCY',
+  /** The decision service was asked to start its admin API without an admin token. */
+  ADMIN_TOKEN_REQUIRED: 'ERR_TIERGATE_ADMIN_TOKEN_REQUIRED',
+  /** The decision service client got no usable answer (network error, timeout, 5xx) and fails closed. */
+  SERVICE_UNAVAILABLE: 'ERR_TIERGATE_SERVICE_UNAVAILABLE',
 });
 
 /** `new Ctor(message)` with `code`. */

@@ -1,0 +1,97 @@
+'use strict';
+// Three `tiergate serve` instances on one PostgreSQL (a cluster of this test's own): migrations
+// applied once though they start together, exact decisions across instances, shared bans, and state
+// that outlives every instance.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const { startService, startPostgres, pgMissing, admin, check } = require('./helpers');
+
+const skip = pgMissing();
+let pg;
+let services = [];
+const urls = () => services.map((s) => s.url);
+
+async function startAll(n) {
+  services = await Promise.all(Array.from({ length: n }, () => startService({ flags: { database: pg.url, 'pool-size': 8 } }).ready));
+}
+
+test.before(async () => {
+  if (skip) return;
+  pg = await startPostgres();
+  await startAll(3);
+});
+test.after(async () => {
+  await Promise.all(services.map((s) => s.stop()));
+  if (pg) await pg.stop();
+});
+
+function tally(responses) {
+  const out = { 200: 0, 429: 0, other: [] };
+  for (const r of responses) {
+    if (r.status === 200 || r.status === 429) out[r.status]++;
+    else out.other.push(`${r.status} ${JSON.stringify(r.body)}`);
+  }
+  return out;
+}
+
+test('three instances started together applied the schema once', { skip }, async () => {
+  const { Client } = require('pg');
+  const c = new Client({ connectionString: pg.url });
+  await c.connect();
+  try {
+    const { rows } = await c.query('SELECT version, count(*)::int AS n FROM schema_migrations GROUP BY version');
+    assert.ok(rows.length >= 1);
+    for (const r of rows) assert.equal(r.n, 1);
+  } finally {
+    await c.end();
+  }
+});
+
+test('500 simultaneous checks over three instances on a sliding window of 100: exactly 100 allowed', { skip }, async () => {
+  const u = urls();
+  assert.equal((await admin(u[0], 'POST', '/api/v1/admin/clients', { clientKey: 'pg-window', algorithm: 'sliding_window', maxRequests: 100, windowSeconds: 600 })).status, 201);
+  const t = tally(await Promise.all(Array.from({ length: 500 }, (_, i) => check(u[i % 3], 'pg-window'))));
+  assert.deepEqual([t[200], t[429], t.other], [100, 400, []]);
+});
+
+test('50 simultaneous checks over three instances on a token bucket of burst 1: exactly 1 allowed', { skip }, async () => {
+  const u = urls();
+  assert.equal((await admin(u[1], 'POST', '/api/v1/admin/clients', { clientKey: 'pg-bucket', algorithm: 'token_bucket', requestsPerSecond: 0.001, burstSize: 1 })).status, 201);
+  const t = tally(await Promise.all(Array.from({ length: 50 }, (_, i) => check(u[i % 3], 'pg-bucket'))));
+  assert.deepEqual([t[200], t[429], t.other], [1, 49, []]);
+});
+
+test('a client made on one instance and a ban placed on another hold on the third', { skip }, async () => {
+  const u = urls();
+  assert.equal((await admin(u[0], 'POST', '/api/v1/admin/clients', { clientKey: 'pg-shared', algorithm: 'sliding_window', maxRequests: 10, windowSeconds: 60 })).status, 201);
+  assert.equal((await admin(u[1], 'POST', '/api/v1/admin/clients', { clientKey: 'pg-shared', algorithm: 'sliding_window', maxRequests: 10, windowSeconds: 60 })).status, 409);
+  assert.equal((await check(u[2], 'pg-shared')).status, 200);
+  assert.equal((await admin(u[1], 'POST', '/api/v1/admin/bans', { clientKey: 'pg-shared', durationSeconds: 60, reason: 'test' })).status, 201);
+  const banned = await check(u[2], 'pg-shared');
+  assert.equal(banned.status, 403);
+  assert.equal(banned.body.error, 'BANNED');
+  assert.equal((await admin(u[0], 'DELETE', '/api/v1/admin/bans/pg-shared')).status, 204);
+  assert.equal((await check(u[1], 'pg-shared')).status, 200);
+  // Each instance writes its own activity behind (every 50 ms): another's shows up within that.
+  let summary;
+  for (let i = 0; i < 40; i++) {
+    summary = (await admin(u[0], 'GET', '/api/v1/admin/clients/pg-shared/activity')).body.summary;
+    if (summary.totalRequests === 3) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.deepEqual(summary, { totalRequests: 3, allowedRequests: 2, deniedRequests: 1 });
+  const ready = await admin(u[2], 'GET', '/health/ready');
+  assert.equal(ready.body.store.type, 'postgres');
+});
+
+test('every instance stopped and one started again: state and history are kept', { skip }, async () => {
+  const before = await admin(urls()[0], 'GET', '/api/v1/admin/clients/pg-window/activity');
+  await Promise.all(services.map((s) => s.stop()));
+  for (const s of services) assert.equal((await s.exited).code, 0, s.output);
+  await startAll(1);
+  const u = urls()[0];
+  assert.equal((await check(u, 'pg-window')).status, 429, 'the window is still full');
+  assert.equal((await check(u, 'pg-bucket')).status, 429, 'the bucket is still empty');
+  const after = await admin(u, 'GET', '/api/v1/admin/clients/pg-window/activity');
+  assert.equal(after.body.summary.totalRequests, before.body.summary.totalRequests + 1);
+});

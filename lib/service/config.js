@@ -1,0 +1,122 @@
+'use strict';
+// The service's options, declared once: their defaults, their flag (--kebab-case) and environment
+// (TIERGATE_SNAKE_CASE) names, and their checks. Flags win over the environment.
+const fs = require('node:fs');
+const { CODES, codedError } = require('../errors');
+
+const LOG_LEVELS = ['silent', 'error', 'warn', 'info', 'debug'];
+const MIN_TOKEN_LENGTH = 16;
+
+// kind: 'string' | 'int' (with min/max) | 'list' (comma-separated) | 'level'
+const OPTIONS = {
+  host: { kind: 'string', default: '127.0.0.1' },
+  port: { kind: 'int', min: 0, max: 65535, default: 3000, env: ['TIERGATE_PORT', 'PORT'] },
+  data: { kind: 'string', default: 'tiergate-data' },
+  database: { kind: 'string', default: null, env: ['TIERGATE_DATABASE', 'DATABASE_URL'] },
+  adminToken: { kind: 'string', default: null, secret: true },
+  adminTokenFile: { kind: 'string', default: null },
+  apiKeys: { kind: 'list', default: [], secret: true },
+  apiKeysFile: { kind: 'string', default: null },
+  corsOrigins: { kind: 'list', default: [] },
+  logLevel: { kind: 'level', default: 'info' },
+  requestTimeoutMs: { kind: 'int', min: 1000, max: 600_000, default: 30_000 },
+  headersTimeoutMs: { kind: 'int', min: 1000, max: 600_000, default: 10_000 },
+  keepAliveTimeoutMs: { kind: 'int', min: 0, max: 600_000, default: 5_000 },
+  drainTimeoutMs: { kind: 'int', min: 0, max: 600_000, default: 10_000 },
+  bodyLimitBytes: { kind: 'int', min: 256, max: 1_048_576, default: 16_384 },
+  activityFlushMs: { kind: 'int', min: 5, max: 10_000, default: 50 },
+  activityMaxAgeHours: { kind: 'int', min: 1, max: 24 * 366, default: 24 },
+  activityMaxRows: { kind: 'int', min: 100, max: 100_000_000, default: 100_000 },
+  activityMaxBuffered: { kind: 'int', min: 1000, max: 10_000_000, default: 100_000 },
+  pruneIntervalMs: { kind: 'int', min: 100, max: 3_600_000, default: 10_000 },
+  poolSize: { kind: 'int', min: 1, max: 1000, default: 10 },
+};
+
+const kebab = (name) => name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+const envName = (name) => `TIERGATE_${name.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()}`;
+
+function bad(Ctor, message) {
+  return codedError(Ctor, CODES.INVALID_OPTION, message);
+}
+
+function parseValue(name, raw, from) {
+  const spec = OPTIONS[name];
+  const at = `${from} ${name}`;
+  switch (spec.kind) {
+    case 'int': {
+      const n = typeof raw === 'number' ? raw : /^-?\d+$/.test(String(raw).trim()) ? Number(raw) : NaN;
+      if (typeof raw !== 'number' && typeof raw !== 'string') throw bad(TypeError, `${at} must be a number, got ${typeof raw}`);
+      if (!Number.isInteger(n) || n < spec.min || n > spec.max) throw bad(RangeError, `${at} must be an integer from ${spec.min} to ${spec.max}, got ${spec.secret ? '<hidden>' : JSON.stringify(raw)}`);
+      return n;
+    }
+    case 'list': {
+      const list = Array.isArray(raw) ? raw : typeof raw === 'string' ? raw.split(',') : null;
+      if (!list || list.some((s) => typeof s !== 'string')) throw bad(TypeError, `${at} must be a comma-separated string or an array of strings`);
+      return list.map((s) => s.trim()).filter(Boolean);
+    }
+    case 'level':
+      if (!LOG_LEVELS.includes(raw)) throw bad(RangeError, `${at} must be one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(raw)}`);
+      return raw;
+    default:
+      if (typeof raw !== 'string' || raw === '') throw bad(TypeError, `${at} must be a non-empty string`);
+      return raw;
+  }
+}
+
+/** `--name value` / `--name=value` flags of `tiergate serve` into { name: raw }. */
+function parseFlags(argv) {
+  const byFlag = new Map(Object.keys(OPTIONS).map((n) => [kebab(n), n]));
+  const out = {};
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    const m = /^--([a-z-]+)(?:=(.*))?$/s.exec(arg);
+    if (!m || !byFlag.has(m[1])) throw codedError(TypeError, CODES.UNKNOWN_OPTION, `unknown argument ${JSON.stringify(arg)} (flags: ${[...byFlag.keys()].map((f) => `--${f}`).join(', ')})`);
+    let value = m[2];
+    if (value === undefined) {
+      if (i + 1 >= argv.length) throw bad(TypeError, `--${m[1]} needs a value`);
+      value = argv[++i];
+    }
+    out[byFlag.get(m[1])] = value;
+  }
+  return out;
+}
+
+function readSecretFile(file, what) {
+  try {
+    return fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    throw bad(Error, `${what}: cannot read ${file} (${err.code || err.message})`);
+  }
+}
+
+/**
+ * The resolved options: explicit ones (flags, or createService's object) over the environment over
+ * the defaults. Secrets from files are read here; the admin token is required.
+ */
+function resolve(explicit = {}, env = process.env) {
+  const known = new Set(Object.keys(OPTIONS));
+  for (const k of Object.keys(explicit)) {
+    if (!known.has(k)) throw codedError(TypeError, CODES.UNKNOWN_OPTION, `unknown option "${k}" (known: ${[...known].join(', ')})`);
+  }
+  const out = {};
+  for (const [name, spec] of Object.entries(OPTIONS)) {
+    if (explicit[name] !== undefined && explicit[name] !== null) {
+      out[name] = parseValue(name, explicit[name], 'option');
+      continue;
+    }
+    const envKey = (spec.env || [envName(name)]).find((k) => env[k] !== undefined && env[k] !== '');
+    out[name] = envKey ? parseValue(name, env[envKey], `environment variable ${envKey} for`) : spec.default;
+  }
+  if (out.adminToken === null && out.adminTokenFile !== null) out.adminToken = readSecretFile(out.adminTokenFile, 'adminTokenFile').trim();
+  if (out.apiKeysFile !== null) out.apiKeys = out.apiKeys.concat(readSecretFile(out.apiKeysFile, 'apiKeysFile').split(/\r?\n/).map((s) => s.trim()).filter(Boolean));
+  if (!out.adminToken) {
+    throw codedError(Error, CODES.ADMIN_TOKEN_REQUIRED, 'the admin API needs a token: set TIERGATE_ADMIN_TOKEN (or TIERGATE_ADMIN_TOKEN_FILE, --admin-token-file); it will not run open');
+  }
+  if (out.adminToken.length < MIN_TOKEN_LENGTH) {
+    throw codedError(Error, CODES.ADMIN_TOKEN_REQUIRED, `the admin token must be at least ${MIN_TOKEN_LENGTH} characters`);
+  }
+  for (const k of out.apiKeys) if (k.length < MIN_TOKEN_LENGTH) throw bad(RangeError, `every API key must be at least ${MIN_TOKEN_LENGTH} characters`);
+  return Object.freeze(out);
+}
+
+module.exports = { OPTIONS, LOG_LEVELS, MIN_TOKEN_LENGTH, parseFlags, resolve, kebab, envName };

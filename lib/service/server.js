@@ -1,0 +1,158 @@
+'use strict';
+// The decision service on node:http: options → store → routes, request ids, CORS, access logs, and
+// a drain on close (stop accepting, finish what is in flight, flush the activity, close the store).
+const http = require('node:http');
+const { once } = require('node:events');
+const config = require('./config');
+const { createLogger } = require('./log');
+const { HttpError, requestId, sendError, sendJson } = require('./http');
+const { bearer } = require('./auth');
+const { match } = require('./routes');
+const { Decisions } = require('./decisions');
+const { ActivityWriter } = require('./activity');
+const { ServiceMetrics } = require('./metrics');
+
+const HOUR_MS = 3_600_000;
+// How long aggregated buckets are kept, by resolution: the analytics ranges read within these.
+const BUCKET_AGE_MS = Object.freeze({ second: 2 * HOUR_MS, minute: 30 * 24 * HOUR_MS });
+
+function openStore(options) {
+  if (options.database) {
+    const { PostgresStore } = require('./stores/postgres');
+    return new PostgresStore({ connectionString: options.database, poolSize: options.poolSize });
+  }
+  const { SqliteStore } = require('./stores/sqlite');
+  return new SqliteStore({ dataDir: options.data });
+}
+
+function corsHeaders(origins, req, res) {
+  const origin = req.headers.origin;
+  if (!origin || origins.length === 0) return false;
+  const allowed = origins.includes('*') ? '*' : origins.includes(origin) ? origin : null;
+  if (!allowed) return false;
+  res.setHeader('Access-Control-Allow-Origin', allowed);
+  res.setHeader('Vary', 'Origin');
+  res.setHeader('Access-Control-Expose-Headers', 'X-Request-ID, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, Retry-After, RateLimit, RateLimit-Policy');
+  return true;
+}
+
+/** A decision service, not yet listening: `await service.start()`, then `await service.close()`. */
+function createService(explicit = {}, env = process.env) {
+  const options = config.resolve(explicit, env);
+  const log = createLogger(options.logLevel);
+  const store = openStore(options);
+  const ctx = {
+    options,
+    log,
+    store,
+    metrics: new ServiceMetrics(),
+    decisions: new Decisions(store, { log }),
+    activity: null,
+    adminAuth: bearer([options.adminToken], 'tiergate-admin'),
+    checkAuth: options.apiKeys.length ? bearer(options.apiKeys, 'tiergate-check') : null,
+    storeLatencyMs: null,
+    inFlight: 0,
+    draining: false,
+  };
+
+  async function handle(req, res) {
+    const [pathname, search = ''] = req.url.split('?', 2);
+    req.query = new URLSearchParams(search);
+    const cors = corsHeaders(options.corsOrigins, req, res);
+    if (req.method === 'OPTIONS' && cors) {
+      res.setHeader('Access-Control-Allow-Methods', 'GET, POST, PUT, DELETE, OPTIONS');
+      res.setHeader('Access-Control-Allow-Headers', 'Authorization, Content-Type, X-Request-ID');
+      res.setHeader('Access-Control-Max-Age', '600');
+      res.statusCode = 204;
+      res.end();
+      return 'preflight';
+    }
+    const found = match(req.method, pathname);
+    if (!found) throw new HttpError(404, 'NOT_FOUND', `no endpoint ${req.method} ${pathname}`);
+    if (found.allow) {
+      const err = new HttpError(405, 'METHOD_NOT_ALLOWED', `${pathname} accepts ${found.allow.join(', ')}`);
+      err.headers = { Allow: found.allow.join(', ') };
+      throw err;
+    }
+    res.route = found.route.pattern;
+    if (found.route.admin) ctx.adminAuth(req);
+    await found.route.handler(ctx, req, res, found.params);
+  }
+
+  const server = http.createServer({
+    requestTimeout: options.requestTimeoutMs,
+    headersTimeout: options.headersTimeoutMs,
+    keepAliveTimeout: options.keepAliveTimeoutMs,
+  }, (req, res) => {
+    req.startedAt = process.hrtime.bigint();
+    res.requestId = requestId(req);
+    res.route = 'unmatched';
+    res.setHeader('X-Request-ID', res.requestId);
+    if (ctx.draining) res.setHeader('Connection', 'close');
+    ctx.inFlight++;
+    res.on('close', () => {
+      ctx.inFlight--;
+      ctx.metrics.response(res.route, res.statusCode);
+      if (log.enabled('info')) {
+        log.info('request', { requestId: res.requestId, method: req.method, path: req.url.split('?', 1)[0], status: res.statusCode, durationMs: Math.round(Number(process.hrtime.bigint() - req.startedAt) / 1e3) / 1e3 });
+      }
+    });
+    handle(req, res).catch((err) => {
+      if (res.headersSent) { res.destroy(); return; }
+      if (err instanceof HttpError) {
+        sendError(res, err);
+        return;
+      }
+      // Anything else is a bug or a store failure: logged here, never shown to the caller.
+      log.error('request failed', { requestId: res.requestId, error: String(err && err.stack) });
+      sendError(res, new HttpError(500, 'INTERNAL_ERROR', 'the service could not handle this request'));
+    });
+  });
+  server.on('clientError', (err, socket) => {
+    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+  });
+
+  let address = null;
+  return {
+    options,
+    server,
+    get url() { return address && `http://${address.host.includes(':') ? `[${address.host}]` : address.host}:${address.port}`; },
+
+    async start() {
+      await store.open();
+      ctx.activity = new ActivityWriter(store, {
+        flushMs: options.activityFlushMs,
+        pruneMs: options.pruneIntervalMs,
+        maxBuffered: options.activityMaxBuffered,
+        retention: { maxAgeMs: options.activityMaxAgeHours * HOUR_MS, maxRows: options.activityMaxRows, bucketAgeMs: BUCKET_AGE_MS },
+        log,
+      });
+      server.listen(options.port, options.host);
+      await once(server, 'listening');
+      const a = server.address();
+      address = { host: a.address, port: a.port };
+      return address;
+    },
+
+    /** Stops accepting, lets in-flight requests finish (up to drainTimeoutMs), flushes, closes the store. */
+    async close() {
+      if (ctx.draining) return;
+      ctx.draining = true;
+      const closed = new Promise((resolve) => server.close(resolve));
+      server.closeIdleConnections();
+      let timer;
+      const late = new Promise((resolve) => { timer = setTimeout(resolve, options.drainTimeoutMs); });
+      await Promise.race([closed, late]);
+      clearTimeout(timer);
+      server.closeAllConnections();
+      await ctx.decisions.idle();
+      if (ctx.activity) {
+        ctx.activity.stop();
+        await ctx.activity.flush().catch((err) => log.error('final activity flush failed', { error: String(err && err.message) }));
+      }
+      await store.close();
+    },
+  };
+}
+
+module.exports = { createService, sendJson };

@@ -1,0 +1,235 @@
+'use strict';
+// The shared store: PostgreSQL, for several instances. A decision batch of one client is one
+// transaction that locks the client's row (SELECT … FOR UPDATE), decides the batch in order at the
+// database's clock and writes the state back before any answer goes out, so instances never
+// over-admit and a crash loses no quota. Migrations run under an advisory lock, so instances that
+// start together apply each version once.
+const { requireOptional } = require('../optional');
+const { migrations } = require('../migrations');
+const { HttpError } = require('../http');
+const rows = require('./rows');
+
+// The advisory lock that serialises migrations (any fixed 64-bit number; this one spells "tiergate").
+const MIGRATION_LOCK = '7469657267617465';
+const NOW_MS = '(extract(epoch from clock_timestamp()) * 1000)';
+
+/** What a caller sees of any database failure: no text of the database's. */
+function unavailable(err) {
+  const out = new HttpError(503, 'STORE_UNAVAILABLE', 'the store did not answer; try again');
+  out.cause = err;
+  return out;
+}
+
+class PostgresStore {
+  constructor({ connectionString, poolSize }) {
+    const pg = requireOptional('pg', 'the PostgreSQL store of `tiergate serve`');
+    this.kind = 'postgres';
+    this.pool = new pg.Pool({ connectionString, max: poolSize, connectionTimeoutMillis: 5000, idleTimeoutMillis: 30_000 });
+    // An idle client's error (the server restarting) must not crash the process: the pool drops it.
+    this.pool.on('error', () => {});
+  }
+
+  async query(sql, params) {
+    try {
+      return await this.pool.query(sql, params);
+    } catch (err) {
+      throw unavailable(err);
+    }
+  }
+
+  /** Runs `fn(client)` in a transaction on one pooled connection. */
+  async tx(fn) {
+    let client;
+    try {
+      client = await this.pool.connect();
+    } catch (err) {
+      throw unavailable(err);
+    }
+    try {
+      await client.query('BEGIN');
+      const out = await fn(client);
+      await client.query('COMMIT');
+      return out;
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => {});
+      throw err instanceof HttpError ? err : unavailable(err);
+    } finally {
+      client.release();
+    }
+  }
+
+  async open() {
+    let client;
+    try {
+      client = await this.pool.connect();
+    } catch (err) {
+      throw new Error(`cannot connect to PostgreSQL: ${err.message}`);
+    }
+    try {
+      await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
+      await client.query('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)');
+      const done = new Set((await client.query('SELECT version FROM schema_migrations')).rows.map((r) => r.version));
+      for (const m of migrations('postgres')) {
+        if (done.has(m.version)) continue;
+        await client.query('BEGIN');
+        try {
+          await client.query(m.sql);
+          await client.query('INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)', [m.version, m.name, Date.now()]);
+          await client.query('COMMIT');
+        } catch (err) {
+          await client.query('ROLLBACK').catch(() => {});
+          throw new Error(`migration ${m.name} failed: ${err.message}`);
+        }
+      }
+    } finally {
+      await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => {});
+      client.release();
+    }
+  }
+
+  async decideOne(key, costs) {
+    return this.tx(async (c) => {
+      const { rows: found } = await c.query(`SELECT c.*, b.created_at AS ban_created_at, b.reason AS ban_reason, b.expires_at AS ban_expires_at,
+          floor(${NOW_MS})::float8 AS now_ms
+        FROM clients c LEFT JOIN bans b ON b.client_key = c.client_key AND (b.expires_at IS NULL OR b.expires_at > ${NOW_MS})
+        WHERE c.client_key = $1 FOR UPDATE OF c`, [key]);
+      const row = found[0];
+      const now = row ? row.now_ms : Date.now();
+      const { outcome, state } = rows.decideRow(row, costs, now);
+      if (state !== null) await c.query('UPDATE clients SET state = $1 WHERE client_key = $2', [state, key]);
+      return outcome;
+    });
+  }
+
+  /** One transaction per client of the batch, run side by side (bounded by the pool). */
+  async decideBatch(batch) {
+    const keys = [...batch.keys()];
+    const outcomes = await Promise.all(keys.map((k) => this.decideOne(k, batch.get(k))));
+    return new Map(keys.map((k, i) => [k, outcomes[i]]));
+  }
+
+  async createClient(policy) {
+    const now = Date.now();
+    const { rows: r } = await this.query(`INSERT INTO clients (client_key, algorithm, requests_per_second, burst_size, max_requests, window_seconds, state, created_at, updated_at)
+      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) ON CONFLICT (client_key) DO NOTHING RETURNING *`, [policy.clientKey, ...rows.policyColumns(policy), rows.freshState(policy, now), now]);
+    return r[0] ? rows.clientOf(r[0]) : null;
+  }
+
+  async replaceClient(policy) {
+    const now = Date.now();
+    const { rows: r } = await this.query(`UPDATE clients SET algorithm = $1, requests_per_second = $2, burst_size = $3, max_requests = $4, window_seconds = $5, state = $6, updated_at = $7
+      WHERE client_key = $8 RETURNING *`, [...rows.policyColumns(policy), rows.freshState(policy, now), now, policy.clientKey]);
+    return r[0] ? rows.clientOf(r[0]) : null;
+  }
+
+  async getClient(key) {
+    const { rows: r } = await this.query('SELECT * FROM clients WHERE client_key = $1', [key]);
+    return r[0] ? rows.clientOf(r[0]) : null;
+  }
+
+  async listClients() {
+    const { rows: r } = await this.query('SELECT c.*, s.total, s.last_at FROM clients c LEFT JOIN client_stats s ON s.client_key = c.client_key ORDER BY c.client_key');
+    return r.map((x) => ({ ...rows.clientOf(x), totalRequests: Number(x.total ?? 0), lastActivityAt: rows.iso(x.last_at) }));
+  }
+
+  async deleteClient(key) {
+    return this.tx(async (c) => {
+      const n = (await c.query('DELETE FROM clients WHERE client_key = $1', [key])).rowCount;
+      await c.query('DELETE FROM client_stats WHERE client_key = $1', [key]);
+      await c.query('DELETE FROM activity WHERE client_key = $1', [key]);
+      return n === 1;
+    });
+  }
+
+  async clientActivity(key, limit) {
+    const { rows: r } = await this.query(`SELECT *, floor(${NOW_MS})::float8 AS now_ms FROM clients WHERE client_key = $1`, [key]);
+    if (!r[0]) return null;
+    const s = (await this.query('SELECT * FROM client_stats WHERE client_key = $1', [key])).rows[0];
+    const recent = (await this.query('SELECT * FROM activity WHERE client_key = $1 ORDER BY id DESC LIMIT $2', [key, limit])).rows;
+    return {
+      currentState: rows.currentState(r[0], r[0].now_ms),
+      summary: { totalRequests: Number(s?.total ?? 0), allowedRequests: Number(s?.allowed ?? 0), deniedRequests: Number(s?.denied ?? 0) },
+      recentActivity: recent.map(rows.activityOf),
+    };
+  }
+
+  async overview(limit) {
+    const t = (await this.query('SELECT count(*) AS clients, coalesce(sum(s.allowed), 0) AS allowed, coalesce(sum(s.denied), 0) AS denied FROM clients c LEFT JOIN client_stats s ON s.client_key = c.client_key')).rows[0];
+    const recent = (await this.query('SELECT * FROM activity ORDER BY id DESC LIMIT $1', [limit])).rows;
+    return { totalClients: Number(t.clients), totalAllowed: Number(t.allowed), totalDenied: Number(t.denied), recentActivity: recent.map(rows.activityOf) };
+  }
+
+  async analytics(range) {
+    const now = Date.now();
+    const { spanMs, stepMs, resolution } = rows.RANGES[range];
+    const { rows: r } = await this.query('SELECT * FROM activity_buckets WHERE resolution = $1 AND start >= $2 ORDER BY start', [resolution, now - spanMs - stepMs]);
+    return rows.points(range, r, now).points;
+  }
+
+  async writeActivity(records) {
+    if (!records.length) return;
+    const { clients, buckets } = rows.aggregate(records);
+    // One lock order for every instance (by key), so two flushes cannot deadlock.
+    clients.sort((a, b) => (a.clientKey < b.clientKey ? -1 : a.clientKey > b.clientKey ? 1 : 0));
+    buckets.sort((a, b) => a.resolution - b.resolution || a.start - b.start);
+    await this.tx(async (c) => {
+      await c.query(`INSERT INTO activity (client_key, at, allowed, cost, response_ms)
+        SELECT * FROM unnest($1::text[], $2::bigint[], $3::bool[], $4::int[], $5::float8[])`,
+      [records.map((r) => r.clientKey), records.map((r) => r.at), records.map((r) => r.allowed), records.map((r) => r.cost), records.map((r) => r.responseMs)]);
+      await c.query(`INSERT INTO client_stats (client_key, total, allowed, denied, last_at)
+        SELECT u.* FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[]) AS u(k, t, a, d, l)
+        WHERE EXISTS (SELECT 1 FROM clients WHERE client_key = u.k)
+        ON CONFLICT (client_key) DO UPDATE SET total = client_stats.total + excluded.total, allowed = client_stats.allowed + excluded.allowed,
+          denied = client_stats.denied + excluded.denied, last_at = greatest(client_stats.last_at, excluded.last_at)`,
+      [clients.map((x) => x.clientKey), clients.map((x) => x.total), clients.map((x) => x.allowed), clients.map((x) => x.denied), clients.map((x) => x.lastAt)]);
+      await c.query(`INSERT INTO activity_buckets (resolution, start, incoming, allowed, denied, response_ms_sum)
+        SELECT * FROM unnest($1::int[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::float8[])
+        ON CONFLICT (resolution, start) DO UPDATE SET incoming = activity_buckets.incoming + excluded.incoming,
+          allowed = activity_buckets.allowed + excluded.allowed, denied = activity_buckets.denied + excluded.denied,
+          response_ms_sum = activity_buckets.response_ms_sum + excluded.response_ms_sum`,
+      [buckets.map((b) => b.resolution), buckets.map((b) => b.start), buckets.map((b) => b.incoming), buckets.map((b) => b.allowed), buckets.map((b) => b.denied), buckets.map((b) => b.responseMsSum)]);
+    });
+  }
+
+  async prune({ now, maxAgeMs, maxRows, bucketAgeMs }) {
+    await this.tx(async (c) => {
+      await c.query('DELETE FROM activity WHERE at < $1', [now - maxAgeMs]);
+      await c.query('DELETE FROM activity WHERE id <= (SELECT max(id) FROM activity) - $1', [maxRows]);
+      for (const [name, resolution] of Object.entries(rows.RESOLUTIONS)) {
+        await c.query('DELETE FROM activity_buckets WHERE resolution = $1 AND start < $2', [resolution, now - bucketAgeMs[name]]);
+      }
+      await c.query('DELETE FROM bans WHERE expires_at IS NOT NULL AND expires_at <= $1', [now]);
+    });
+  }
+
+  async activityCount() {
+    return Number((await this.query('SELECT count(*) AS n FROM activity')).rows[0].n);
+  }
+
+  async listBans() {
+    const { rows: r } = await this.query(`SELECT * FROM bans WHERE expires_at IS NULL OR expires_at > ${NOW_MS} ORDER BY created_at DESC`);
+    return r.map(rows.banOf);
+  }
+
+  async putBan({ clientKey, durationSeconds, reason }) {
+    const { rows: r } = await this.query(`INSERT INTO bans (client_key, reason, created_at, expires_at)
+      VALUES ($1, $2, floor(${NOW_MS}), CASE WHEN $3::bigint IS NULL THEN NULL ELSE floor(${NOW_MS}) + $3::bigint * 1000 END)
+      ON CONFLICT (client_key) DO UPDATE SET reason = excluded.reason, created_at = excluded.created_at, expires_at = excluded.expires_at
+      RETURNING *`, [clientKey, reason, durationSeconds]);
+    return rows.banOf(r[0]);
+  }
+
+  async deleteBan(key) {
+    return (await this.query(`DELETE FROM bans WHERE client_key = $1 AND (expires_at IS NULL OR expires_at > ${NOW_MS})`, [key])).rowCount === 1;
+  }
+
+  async ping() {
+    await this.query('SELECT 1');
+  }
+
+  async close() {
+    await this.pool.end();
+  }
+}
+
+module.exports = { PostgresStore };

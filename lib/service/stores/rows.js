@@ -1,0 +1,123 @@
+'use strict';
+// What the two stores share: rows to contract objects, a decision batch over one client's row, and
+// the activity aggregation. Column names are the same in both schemas (migrations/).
+const { TOKEN_BUCKET, initialState, decide, describeState } = require('../algorithms');
+
+/** Analytics resolutions (ms) kept as aggregated buckets, and how long each is kept. */
+const RESOLUTIONS = Object.freeze({ second: 1000, minute: 60_000 });
+
+function policyOf(row) {
+  const base = { clientKey: row.client_key, algorithm: row.algorithm };
+  return row.algorithm === TOKEN_BUCKET
+    ? { ...base, requestsPerSecond: Number(row.requests_per_second), burstSize: Number(row.burst_size) }
+    : { ...base, maxRequests: Number(row.max_requests), windowSeconds: Number(row.window_seconds) };
+}
+
+function iso(ms) {
+  return ms === null || ms === undefined ? null : new Date(Number(ms)).toISOString();
+}
+
+function clientOf(row) {
+  return { ...policyOf(row), createdAt: iso(row.created_at), updatedAt: iso(row.updated_at) };
+}
+
+/** The columns of a policy, in the order the INSERT/UPDATE statements take them. */
+function policyColumns(p) {
+  const bucket = p.algorithm === TOKEN_BUCKET;
+  return [p.algorithm, bucket ? p.requestsPerSecond : null, bucket ? p.burstSize : null, bucket ? null : p.maxRequests, bucket ? null : p.windowSeconds];
+}
+
+function freshState(p, now) {
+  return JSON.stringify(initialState(p, now));
+}
+
+function banOf(row) {
+  return { clientKey: row.client_key, reason: row.reason, createdAt: iso(row.created_at), expiresAt: iso(row.expires_at) };
+}
+
+/**
+ * Decides `costs` in order against the client's row (read under the store's lock), at `now`.
+ * Returns the outcome for every check and the state to write back (null: nothing changed).
+ */
+function decideRow(row, costs, now) {
+  if (!row) return { outcome: { found: false }, state: null };
+  if (row.ban_created_at !== null && row.ban_created_at !== undefined) {
+    return { outcome: { found: true, banned: { reason: row.ban_reason, expiresAtMs: row.ban_expires_at === null ? null : Number(row.ban_expires_at) }, now }, state: null };
+  }
+  const policy = policyOf(row);
+  const state = JSON.parse(row.state);
+  // Time never runs backwards for a state: a clock read before a lock wait (or another host's clock)
+  // may be behind the last decision's.
+  const t = Math.max(now, lastTime(state));
+  const results = costs.map((cost) => decide(policy, state, t, cost));
+  return { outcome: { found: true, policy, results, now: t }, state: JSON.stringify(state) };
+}
+
+function lastTime(state) {
+  if (state.entries) return state.entries.length ? state.entries[state.entries.length - 2] : 0;
+  return state.at;
+}
+
+function currentState(row, now) {
+  const policy = policyOf(row);
+  return { algorithm: policy.algorithm, ...describeState(policy, JSON.parse(row.state), now) };
+}
+
+/** Activity records summed per client and per bucket of each resolution. */
+function aggregate(records) {
+  const clients = new Map();
+  const buckets = new Map();
+  for (const r of records) {
+    let c = clients.get(r.clientKey);
+    if (!c) clients.set(r.clientKey, (c = { clientKey: r.clientKey, total: 0, allowed: 0, denied: 0, lastAt: 0 }));
+    c.total++;
+    if (r.allowed) c.allowed++; else c.denied++;
+    if (r.at > c.lastAt) c.lastAt = r.at;
+    for (const resolution of Object.values(RESOLUTIONS)) {
+      const start = r.at - (r.at % resolution);
+      const id = `${resolution}:${start}`;
+      let b = buckets.get(id);
+      if (!b) buckets.set(id, (b = { resolution, start, incoming: 0, allowed: 0, denied: 0, responseMsSum: 0 }));
+      b.incoming++;
+      if (r.allowed) b.allowed++; else b.denied++;
+      b.responseMsSum += r.responseMs;
+    }
+  }
+  return { clients: [...clients.values()], buckets: [...buckets.values()] };
+}
+
+function activityOf(row) {
+  return { clientKey: row.client_key, allowed: Boolean(row.allowed), cost: Number(row.cost), timestamp: iso(row.at), responseTimeMs: Number(row.response_ms) };
+}
+
+// Analytics ranges: span, step, and the bucket resolution read.
+const RANGES = Object.freeze({
+  '1m': { spanMs: 60_000, stepMs: 1000, resolution: RESOLUTIONS.second },
+  '5m': { spanMs: 300_000, stepMs: 5000, resolution: RESOLUTIONS.second },
+  '15m': { spanMs: 900_000, stepMs: 15_000, resolution: RESOLUTIONS.second },
+  '1h': { spanMs: 3_600_000, stepMs: 60_000, resolution: RESOLUTIONS.minute },
+  '24h': { spanMs: 86_400_000, stepMs: 1_800_000, resolution: RESOLUTIONS.minute },
+});
+
+/** Bucket rows of a range folded into its points (every step present, empty ones as zeros). */
+function points(range, rows, now) {
+  const { spanMs, stepMs } = RANGES[range];
+  const end = now - (now % stepMs) + stepMs;
+  const first = end - spanMs;
+  const out = [];
+  for (let t = first; t < end; t += stepMs) out.push({ t, incoming: 0, allowed: 0, denied: 0, sum: 0 });
+  for (const r of rows) {
+    const i = Math.floor((Number(r.start) - first) / stepMs);
+    if (i < 0 || i >= out.length) continue;
+    out[i].incoming += Number(r.incoming);
+    out[i].allowed += Number(r.allowed);
+    out[i].denied += Number(r.denied);
+    out[i].sum += Number(r.response_ms_sum);
+  }
+  return {
+    first,
+    points: out.map((p) => ({ timestamp: iso(p.t), incoming: p.incoming, allowed: p.allowed, denied: p.denied, averageResponseTimeMs: p.incoming ? Math.round((p.sum / p.incoming) * 1000) / 1000 : 0 })),
+  };
+}
+
+module.exports = { RESOLUTIONS, RANGES, policyOf, clientOf, policyColumns, freshState, banOf, decideRow, currentState, aggregate, activityOf, points, iso };

@@ -1,0 +1,195 @@
+'use strict';
+// The embedded store: one SQLite file in the data folder (WAL). better-sqlite3 is synchronous, so a
+// decision batch is one transaction that nothing can interleave with; it commits before any of its
+// answers is sent (a crash cannot give back quota that was answered as used). synchronous=NORMAL in
+// WAL mode: a committed transaction survives the process being killed; an OS crash or power loss
+// may lose the last transactions (docs/service.md, "Durability").
+const fs = require('node:fs');
+const path = require('node:path');
+const { requireOptional } = require('../optional');
+const { migrations } = require('../migrations');
+const rows = require('./rows');
+
+class SqliteStore {
+  constructor({ dataDir }) {
+    const Database = requireOptional('better-sqlite3', 'the embedded store of `tiergate serve`');
+    fs.mkdirSync(dataDir, { recursive: true });
+    this.kind = 'sqlite';
+    this.file = path.join(dataDir, 'tiergate.sqlite');
+    this.db = new Database(this.file);
+    this.db.pragma('journal_mode = WAL');
+    this.db.pragma('synchronous = NORMAL');
+    this.db.pragma('busy_timeout = 5000');
+  }
+
+  async open() {
+    const db = this.db;
+    // BEGIN IMMEDIATE takes the write lock: two processes starting on one file apply each version once.
+    db.transaction(() => {
+      db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)');
+      const done = new Set(db.prepare('SELECT version FROM schema_migrations').pluck().all());
+      for (const m of migrations('sqlite')) {
+        if (done.has(m.version)) continue;
+        db.exec(m.sql);
+        db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(m.version, m.name, Date.now());
+      }
+    }).immediate();
+    this.prepare();
+  }
+
+  prepare() {
+    const db = this.db;
+    const q = (sql) => db.prepare(sql);
+    this.sql = {
+      decisionRow: q(`SELECT c.*, b.created_at AS ban_created_at, b.reason AS ban_reason, b.expires_at AS ban_expires_at
+        FROM clients c LEFT JOIN bans b ON b.client_key = c.client_key AND (b.expires_at IS NULL OR b.expires_at > ?)
+        WHERE c.client_key = ?`),
+      saveState: q('UPDATE clients SET state = ? WHERE client_key = ?'),
+      insertClient: q(`INSERT INTO clients (client_key, algorithm, requests_per_second, burst_size, max_requests, window_seconds, state, created_at, updated_at)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (client_key) DO NOTHING`),
+      replaceClient: q(`UPDATE clients SET algorithm = ?, requests_per_second = ?, burst_size = ?, max_requests = ?, window_seconds = ?, state = ?, updated_at = ?
+        WHERE client_key = ?`),
+      getClient: q('SELECT * FROM clients WHERE client_key = ?'),
+      listClients: q(`SELECT c.*, s.total, s.last_at FROM clients c LEFT JOIN client_stats s ON s.client_key = c.client_key ORDER BY c.client_key`),
+      deleteClient: q('DELETE FROM clients WHERE client_key = ?'),
+      deleteStats: q('DELETE FROM client_stats WHERE client_key = ?'),
+      deleteActivity: q('DELETE FROM activity WHERE client_key = ?'),
+      stats: q('SELECT * FROM client_stats WHERE client_key = ?'),
+      insertActivity: q('INSERT INTO activity (client_key, at, allowed, cost, response_ms) VALUES (?, ?, ?, ?, ?)'),
+      addStats: q(`INSERT INTO client_stats (client_key, total, allowed, denied, last_at) SELECT @key, @total, @allowed, @denied, @lastAt WHERE EXISTS (SELECT 1 FROM clients WHERE client_key = @key)
+        ON CONFLICT (client_key) DO UPDATE SET total = total + excluded.total, allowed = allowed + excluded.allowed,
+        denied = denied + excluded.denied, last_at = max(last_at, excluded.last_at)`),
+      addBucket: q(`INSERT INTO activity_buckets (resolution, start, incoming, allowed, denied, response_ms_sum) VALUES (?, ?, ?, ?, ?, ?)
+        ON CONFLICT (resolution, start) DO UPDATE SET incoming = incoming + excluded.incoming, allowed = allowed + excluded.allowed,
+        denied = denied + excluded.denied, response_ms_sum = response_ms_sum + excluded.response_ms_sum`),
+      recent: q('SELECT * FROM activity ORDER BY id DESC LIMIT ?'),
+      recentOf: q('SELECT * FROM activity WHERE client_key = ? ORDER BY id DESC LIMIT ?'),
+      totals: q('SELECT count(*) AS clients, coalesce(sum(s.allowed), 0) AS allowed, coalesce(sum(s.denied), 0) AS denied FROM clients c LEFT JOIN client_stats s ON s.client_key = c.client_key'),
+      buckets: q('SELECT * FROM activity_buckets WHERE resolution = ? AND start >= ? ORDER BY start'),
+      pruneActivityAge: q('DELETE FROM activity WHERE at < ?'),
+      pruneActivityRows: q('DELETE FROM activity WHERE id <= (SELECT max(id) FROM activity) - ?'),
+      pruneBuckets: q('DELETE FROM activity_buckets WHERE resolution = ? AND start < ?'),
+      pruneBans: q('DELETE FROM bans WHERE expires_at IS NOT NULL AND expires_at <= ?'),
+      activityCount: q('SELECT count(*) FROM activity').pluck(),
+      listBans: q('SELECT * FROM bans WHERE expires_at IS NULL OR expires_at > ? ORDER BY created_at DESC'),
+      putBan: q(`INSERT INTO bans (client_key, reason, created_at, expires_at) VALUES (?, ?, ?, ?)
+        ON CONFLICT (client_key) DO UPDATE SET reason = excluded.reason, created_at = excluded.created_at, expires_at = excluded.expires_at`),
+      deleteBan: q('DELETE FROM bans WHERE client_key = ? AND (expires_at IS NULL OR expires_at > ?)'),
+      ping: q('SELECT 1').pluck(),
+    };
+    this.decideTx = db.transaction((batch, now) => {
+      const out = new Map();
+      for (const [key, costs] of batch) {
+        const { outcome, state } = rows.decideRow(this.sql.decisionRow.get(now, key), costs, now);
+        if (state !== null) this.sql.saveState.run(state, key);
+        out.set(key, outcome);
+      }
+      return out;
+    });
+    this.activityTx = db.transaction((records) => {
+      for (const r of records) this.sql.insertActivity.run(r.clientKey, r.at, r.allowed ? 1 : 0, r.cost, r.responseMs);
+      const { clients, buckets } = rows.aggregate(records);
+      for (const c of clients) this.sql.addStats.run({ key: c.clientKey, total: c.total, allowed: c.allowed, denied: c.denied, lastAt: c.lastAt });
+      for (const b of buckets) this.sql.addBucket.run(b.resolution, b.start, b.incoming, b.allowed, b.denied, b.responseMsSum);
+    });
+  }
+
+  /** Decides a batch (Map clientKey → costs) in one transaction; Map clientKey → outcome. */
+  async decideBatch(batch) {
+    return this.decideTx.immediate(batch, Date.now());
+  }
+
+  async createClient(policy) {
+    const now = Date.now();
+    const info = this.sql.insertClient.run(policy.clientKey, ...rows.policyColumns(policy), rows.freshState(policy, now), now, now);
+    return info.changes === 1 ? rows.clientOf(this.sql.getClient.get(policy.clientKey)) : null;
+  }
+
+  async replaceClient(policy) {
+    const now = Date.now();
+    const info = this.sql.replaceClient.run(...rows.policyColumns(policy), rows.freshState(policy, now), now, policy.clientKey);
+    return info.changes === 1 ? rows.clientOf(this.sql.getClient.get(policy.clientKey)) : null;
+  }
+
+  async getClient(key) {
+    const row = this.sql.getClient.get(key);
+    return row ? rows.clientOf(row) : null;
+  }
+
+  async listClients() {
+    return this.sql.listClients.all().map((r) => ({ ...rows.clientOf(r), totalRequests: Number(r.total ?? 0), lastActivityAt: rows.iso(r.last_at) }));
+  }
+
+  async deleteClient(key) {
+    return this.db.transaction(() => {
+      const n = this.sql.deleteClient.run(key).changes;
+      this.sql.deleteStats.run(key);
+      this.sql.deleteActivity.run(key);
+      return n === 1;
+    }).immediate();
+  }
+
+  async clientActivity(key, limit) {
+    const row = this.sql.getClient.get(key);
+    if (!row) return null;
+    const s = this.sql.stats.get(key);
+    return {
+      currentState: rows.currentState(row, Date.now()),
+      summary: { totalRequests: Number(s?.total ?? 0), allowedRequests: Number(s?.allowed ?? 0), deniedRequests: Number(s?.denied ?? 0) },
+      recentActivity: this.sql.recentOf.all(key, limit).map(rows.activityOf),
+    };
+  }
+
+  async overview(limit) {
+    const t = this.sql.totals.get();
+    return { totalClients: Number(t.clients), totalAllowed: Number(t.allowed), totalDenied: Number(t.denied), recentActivity: this.sql.recent.all(limit).map(rows.activityOf) };
+  }
+
+  async analytics(range) {
+    const now = Date.now();
+    const { spanMs, stepMs, resolution } = rows.RANGES[range];
+    return rows.points(range, this.sql.buckets.all(resolution, now - spanMs - stepMs), now).points;
+  }
+
+  async writeActivity(records) {
+    if (records.length) this.activityTx.immediate(records);
+  }
+
+  async prune({ now, maxAgeMs, maxRows, bucketAgeMs }) {
+    this.db.transaction(() => {
+      this.sql.pruneActivityAge.run(now - maxAgeMs);
+      this.sql.pruneActivityRows.run(maxRows);
+      for (const [name, resolution] of Object.entries(rows.RESOLUTIONS)) this.sql.pruneBuckets.run(resolution, now - bucketAgeMs[name]);
+      this.sql.pruneBans.run(now);
+    }).immediate();
+  }
+
+  async activityCount() {
+    return this.sql.activityCount.get();
+  }
+
+  async listBans() {
+    return this.sql.listBans.all(Date.now()).map(rows.banOf);
+  }
+
+  async putBan({ clientKey, durationSeconds, reason }) {
+    const now = Date.now();
+    const expires = durationSeconds === null ? null : now + durationSeconds * 1000;
+    this.sql.putBan.run(clientKey, reason, now, expires);
+    return rows.banOf({ client_key: clientKey, reason, created_at: now, expires_at: expires });
+  }
+
+  async deleteBan(key) {
+    return this.sql.deleteBan.run(key, Date.now()).changes === 1;
+  }
+
+  async ping() {
+    this.sql.ping.get();
+  }
+
+  async close() {
+    if (this.db.open) this.db.close();
+  }
+}
+
+module.exports = { SqliteStore };
