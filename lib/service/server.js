@@ -11,6 +11,8 @@ const { match } = require('./routes');
 const { Decisions } = require('./decisions');
 const { ActivityWriter } = require('./activity');
 const { ServiceMetrics } = require('./metrics');
+const { dashboard } = require('../dashboard');
+const { LagMonitor } = require('../lag');
 
 const HOUR_MS = 3_600_000;
 // How long aggregated buckets are kept, by resolution: the analytics ranges read within these.
@@ -41,6 +43,9 @@ function createService(explicit = {}, env = process.env) {
   const options = config.resolve(explicit, env);
   const log = createLogger(options.logLevel);
   const store = openStore(options);
+  // The dashboard at / (its data behind the same admin token): the service's pages, and the live
+  // page for this process's event loop.
+  const lag = new LagMonitor({ stallMs: 1000 });
   const ctx = {
     options,
     log,
@@ -53,6 +58,7 @@ function createService(explicit = {}, env = process.env) {
     storeLatencyMs: null,
     inFlight: 0,
     draining: false,
+    dashboard: dashboard({ token: options.adminToken, lag, service: { apiBase: '/api/v1' } }),
   };
 
   async function handle(req, res) {
@@ -68,6 +74,10 @@ function createService(explicit = {}, env = process.env) {
       return 'preflight';
     }
     const found = match(req.method, pathname);
+    if (!found && ctx.dashboard.handle(req, res)) {
+      res.route = 'dashboard';
+      return 'dashboard';
+    }
     if (!found) throw new HttpError(404, 'NOT_FOUND', `no endpoint ${req.method} ${pathname}`);
     if (found.allow) {
       const err = new HttpError(405, 'METHOD_NOT_ALLOWED', `${pathname} accepts ${found.allow.join(', ')}`);
@@ -120,6 +130,7 @@ function createService(explicit = {}, env = process.env) {
 
     async start() {
       await store.open();
+      lag.start();
       ctx.activity = new ActivityWriter(store, {
         flushMs: options.activityFlushMs,
         pruneMs: options.pruneIntervalMs,
@@ -138,6 +149,7 @@ function createService(explicit = {}, env = process.env) {
     async close() {
       if (ctx.draining) return;
       ctx.draining = true;
+      ctx.dashboard.close(); // its live streams would otherwise hold the drain open to the timeout
       const closed = new Promise((resolve) => server.close(resolve));
       server.closeIdleConnections();
       let timer;
@@ -151,6 +163,7 @@ function createService(explicit = {}, env = process.env) {
         await ctx.activity.flush().catch((err) => log.error('final activity flush failed', { error: String(err && err.message) }));
       }
       await store.close();
+      lag.stop();
     },
   };
 }

@@ -143,8 +143,9 @@
   function available() {
     const info = TG.state.info;
     const list = [];
-    if (info && info.library) list.push(['live', 'Live']);
     if (info && info.service) list.push(['overview', 'Overview'], ['clients', 'Clients'], ['analytics', 'Analytics'], ['bans', 'Bans'], ['lab', 'Request lab'], ['how', 'How it works']);
+    // In the service the live page shows the service process itself; in an application, its tiers.
+    if (info && info.library) list.push(['live', info.service ? 'Process' : 'Live']);
     return list;
   }
   function defaultPage() {

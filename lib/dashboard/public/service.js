@@ -24,31 +24,29 @@
     if (r.body && r.body.message) return `${r.body.message}${r.body.error ? ` (${r.body.error})` : ''}`;
     return `The service answered ${r.status}.`;
   }
-  /** Per-field messages of a VALIDATION_ERROR, whatever shape the service gives them. */
-  function fieldErrors(body) {
-    const out = {};
-    const d = body && (body.details || body.errors || body.fields);
-    if (Array.isArray(d)) for (const e of d) { if (e && (e.field || e.path)) out[e.field || e.path] = e.message || String(e); }
-    else if (d && typeof d === 'object') for (const [k, v] of Object.entries(d)) out[k] = typeof v === 'string' ? v : (v && v.message) || JSON.stringify(v);
-    return out;
+  /** The field a VALIDATION_ERROR names: the service's messages start with it ("burstSize must be ..."). */
+  function fieldOf(body) {
+    const m = body && body.error === 'VALIDATION_ERROR' && typeof body.message === 'string' ? /^(\w+) /.exec(body.message) : null;
+    return m ? m[1] : null;
   }
 
-  function table(id, headers, rows, caption) {
+  /** A table with a header row around `tbody` (the caller fills and refills it). */
+  function table(id, headers, tbody, caption) {
     return h('div', { class: 'table-wrap' }, h('table', { id },
       caption ? h('caption', { class: 'visually-hidden' }, caption) : null,
       h('thead', {}, h('tr', {}, headers.map(([label, num]) => h('th', { scope: 'col', class: num ? 'num' : undefined }, label)))),
-      h('tbody', {}, rows)));
+      tbody));
   }
 
   function activityRows(list) {
     return (list || []).map((a) => h('tr', {},
-      h('td', {}, time(a.timestamp || a.createdAt || a.at)),
+      h('td', {}, time(a.timestamp)),
       h('td', {}, a.clientKey ? h('a', { href: clientHref(a.clientKey) }, a.clientKey) : '–'),
       h('td', {}, h('span', { class: `badge ${a.allowed ? 'ok' : 'bad'}` }, a.allowed ? 'allowed' : 'denied')),
-      h('td', { class: 'num' }, TG.num(a.remaining)),
-      h('td', { class: 'num' }, a.responseTimeMs !== undefined ? TG.num(a.responseTimeMs, 2) : a.latencyMs !== undefined ? TG.num(a.latencyMs, 2) : '–')));
+      h('td', { class: 'num' }, TG.num(a.cost)),
+      h('td', { class: 'num' }, TG.num(a.responseTimeMs, 2))));
   }
-  const ACTIVITY_HEAD = [['Time'], ['Client'], ['Decision'], ['Remaining', true], ['Latency (ms)', true]];
+  const ACTIVITY_HEAD = [['Time'], ['Client'], ['Decision'], ['Cost', true], ['Response (ms)', true]];
 
   /** A refresh loop for a page: runs `fn` now and every `ms` until the page is left. */
   function every(ms, fn) {
@@ -93,14 +91,15 @@
         const active = list.filter((c) => c.lastActivityAt && Date.parse(c.lastActivityAt) > activeSince).length;
         const pts = an.ok ? an.body.points.filter((p) => p.incoming > 0) : [];
         const latency = pts.length ? pts.reduce((a, p) => a + p.averageResponseTimeMs * p.incoming, 0) / pts.reduce((a, p) => a + p.incoming, 0) : null;
-        const storeMs = ready.body && (ready.body.latencyMs ?? (ready.body.store && ready.body.store.latencyMs));
+        const storeMs = ready.body && ready.body.store ? ready.body.store.latencyMs : undefined;
+        const storeType = ready.body && ready.body.store ? ready.body.store.type : 'store';
         cards.replaceChildren(
           card('Configured clients', TG.num(ov.body.totalClients)),
           card('Active (5 min)', TG.num(active)),
           card('Allowed', TG.num(ov.body.totalAllowed), 'ok'),
           card('Denied', TG.num(ov.body.totalDenied), 'bad'),
           card('Decision latency (5 min avg, ms)', latency === null ? '–' : TG.num(latency, 2)),
-          card('Store', ready.ok ? `ready${storeMs !== undefined && storeMs !== null ? ` · ${TG.num(storeMs, 1)} ms` : ''}` : 'not ready', ready.ok ? 'ok' : 'bad'));
+          card(`Store (${storeType})`, ready.ok ? `ready${storeMs !== undefined && storeMs !== null ? ` · ${TG.num(storeMs, 2)} ms` : ''}` : 'not ready', ready.ok ? 'ok' : 'bad'));
         recent.replaceChildren(...activityRows(ov.body.recentActivity));
         if (an15.ok) {
           const s = seriesOf(an15.body.points);
@@ -140,6 +139,7 @@
     form.addEventListener('submit', async (e) => {
       e.preventDefault();
       for (const el of Object.values(errors)) el.textContent = '';
+      for (const el of form.querySelectorAll('[aria-invalid]')) el.removeAttribute('aria-invalid');
       msg.textContent = '';
       const policy = { clientKey: keyInput.value.trim(), algorithm: algo.value };
       for (const [name] of ALGORITHMS[algo.value].fields) {
@@ -151,11 +151,17 @@
       try {
         const r = await onSubmit(policy);
         if (r && !r.ok) {
-          const fe = fieldErrors(r.body);
-          for (const [k, v] of Object.entries(fe)) if (errors[k]) errors[k].textContent = v;
+          // The API's own message, beside the field it names when it names one.
+          const field = fieldOf(r.body) || (r.body && r.body.error === 'DUPLICATE_CLIENT_KEY' ? 'clientKey' : null);
+          if (field && errors[field]) {
+            errors[field].textContent = r.body.message;
+            const input = field === 'clientKey' ? keyInput : inputs[field];
+            if (input) {
+              input.setAttribute('aria-invalid', 'true');
+              input.focus();
+            }
+          }
           msg.textContent = errorText(r);
-          const first = Object.keys(fe).find((k) => inputs[k] || k === 'clientKey');
-          (first === 'clientKey' ? keyInput : inputs[first] || msg).focus?.();
         }
       } finally {
         submit.disabled = false;
@@ -177,7 +183,7 @@
       root.appendChild(h('div', { class: 'row' }, search, filter, h('a', { href: '#/clients/new', id: 'new-client' }, 'New client'), count));
       const err = h('p', { class: 'error', role: 'alert' });
       const body = h('tbody', {});
-      root.append(err, h('div', { class: 'panel' }, table('clients', [['Client'], ['Algorithm'], ['Policy'], ['Requests', true], ['Last activity']], [body], 'Clients')));
+      root.append(err, h('div', { class: 'panel' }, table('clients', [['Client'], ['Algorithm'], ['Policy'], ['Requests', true], ['Last activity']], body, 'Clients')));
       let list = [];
       const draw = () => {
         const q = search.value.trim().toLowerCase();
@@ -254,7 +260,7 @@
         const s = a.body.summary || {};
         const cs = a.body.currentState || {};
         state.replaceChildren(h('h2', {}, 'Current state'),
-          h('dl', {}, ...Object.entries(cs).flatMap(([k, v]) => [h('dt', { class: 'muted' }, k), h('dd', { dataset: { state: k } }, typeof v === 'number' ? TG.num(v, 3) : String(v))])),
+          h('dl', {}, ...Object.entries(cs).flatMap(([k, v]) => [h('dt', { class: 'muted' }, k), h('dd', { dataset: { state: k } }, typeof v === 'number' && !Number.isInteger(v) ? TG.num(v, 3) : String(v))])),
           h('p', {}, `Requests ${TG.num(s.totalRequests)} · allowed `, h('strong', { dataset: { summary: 'allowed' } }, TG.num(s.allowedRequests)), ` · denied `, h('strong', { dataset: { summary: 'denied' } }, TG.num(s.deniedRequests))));
         recent.replaceChildren(...activityRows(a.body.recentActivity));
       });
@@ -311,36 +317,36 @@
       const ttl = h('input', { id: 'ban-ttl', type: 'number', min: '1', step: '1', inputmode: 'numeric', placeholder: 'permanent' });
       const reason = h('input', { id: 'ban-reason', maxlength: '200' });
       const form = h('form', { class: 'row panel', id: 'ban-form' },
-        h('label', { for: 'ban-key' }, 'Key (client key or IP)', key),
+        h('label', { for: 'ban-key' }, 'Client key', key),
         h('label', { for: 'ban-ttl' }, 'Duration (seconds; empty: until lifted)', ttl),
         h('label', { for: 'ban-reason' }, 'Reason', reason),
         h('button', { type: 'submit', class: 'primary' }, 'Add ban'));
-      root.append(form, err, h('section', { class: 'panel' }, table('bans', [['Key'], ['Reason'], ['Since'], ['Until'], ['']], [body], 'Bans')));
+      root.append(form, err, h('section', { class: 'panel' }, table('bans', [['Client key'], ['Reason'], ['Since'], ['Until'], ['Action']], body, 'Bans')));
       async function load() {
         const r = await admin('/bans');
         if (!r.ok) { err.textContent = errorText(r); return; }
         const list = r.body.bans || [];
-        body.replaceChildren(...(list.length ? list.map((b) => h('tr', { dataset: { ban: b.key } },
-          h('th', { scope: 'row' }, b.key),
+        body.replaceChildren(...(list.length ? list.map((b) => h('tr', { dataset: { ban: b.clientKey } },
+          h('th', { scope: 'row' }, b.clientKey),
           h('td', {}, b.reason || '–'),
-          h('td', {}, when(b.createdAt || b.since)),
+          h('td', {}, when(b.createdAt)),
           h('td', {}, b.expiresAt ? when(b.expiresAt) : 'until lifted'),
-          h('td', {}, h('button', { type: 'button', class: 'danger', 'aria-label': `Lift the ban on ${b.key}`, onclick: async () => {
-            const d = await admin(`/bans/${encodeURIComponent(b.key)}`, { method: 'DELETE' });
+          h('td', {}, h('button', { type: 'button', class: 'danger', 'aria-label': `Lift the ban on ${b.clientKey}`, onclick: async () => {
+            const d = await admin(`/bans/${encodeURIComponent(b.clientKey)}`, { method: 'DELETE' });
             if (!d.ok) err.textContent = errorText(d);
-            else TG.announce(`Ban on ${b.key} lifted`);
+            else TG.announce(`Ban on ${b.clientKey} lifted`);
             load();
           } }, 'Lift')))) : [h('tr', {}, h('td', { colspan: '5', class: 'muted' }, 'No bans.'))]));
       }
       form.addEventListener('submit', async (e) => {
         e.preventDefault();
         err.textContent = '';
-        const ban = { key: key.value.trim() };
-        if (ttl.value.trim() !== '') ban.ttlSeconds = Number(ttl.value);
+        const ban = { clientKey: key.value.trim() };
+        if (ttl.value.trim() !== '') ban.durationSeconds = Number(ttl.value);
         if (reason.value.trim() !== '') ban.reason = reason.value.trim();
         const r = await admin('/bans', { method: 'POST', body: ban });
         if (!r.ok) { err.textContent = errorText(r); return; }
-        TG.announce(`${ban.key} banned`);
+        TG.announce(`${ban.clientKey} banned`);
         form.reset();
         load();
       });
@@ -371,7 +377,7 @@
       const progress = h('progress', { id: 'lab-progress', max: '1', value: '0' });
       const summary = h('div', { class: 'cards', id: 'lab-summary' });
       const body = h('tbody', {});
-      root.append(form, err, progress, summary, h('section', { class: 'panel' }, h('h2', {}, 'Decisions'), table('lab-results', [['#', true], ['Status', true], ['Decision'], ['Remaining', true], ['Retry-After', true], ['Time (ms)', true]], [body], 'Each check')));
+      root.append(form, err, progress, summary, h('section', { class: 'panel' }, h('h2', {}, 'Decisions'), table('lab-results', [['#', true], ['Status', true], ['Decision'], ['Remaining', true], ['Retry-After', true], ['Time (ms)', true]], body, 'Each check')));
       admin('/clients').then((r) => {
         if (!r.ok) { err.textContent = errorText(r); return; }
         client.replaceChildren(...r.body.clients.map((c) => h('option', { value: c.clientKey, selected: c.clientKey === params[0] ? true : undefined }, `${c.clientKey} (${policyText(c)})`)));
@@ -415,8 +421,9 @@
             if (k !== 1) body2.cost = k;
             const res = await fetch(`${base()}/rate-limit/check`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body2), signal: ctrl.signal });
             const j = await res.json().catch(() => null);
-            const ok = res.status === 200 || res.status === 429;
-            return { i, status: res.status, allowed: ok && j ? j.allowed : undefined, remaining: j && j.remaining, retryAfter: res.headers.get('retry-after'), ms: performance.now() - started, error: ok ? null : (j && j.error) || `HTTP ${res.status}` };
+            // 200 allowed, 429 denied by the policy, 403 denied by a ban; anything else is an error.
+            const decided = (res.status === 200 || res.status === 429 || (res.status === 403 && j && j.error === 'BANNED')) && j !== null;
+            return { i, status: res.status, allowed: decided ? j.allowed : undefined, banned: res.status === 403, remaining: j && j.remaining, retryAfter: res.headers.get('retry-after'), ms: performance.now() - started, error: decided ? null : (j && j.error) || `HTTP ${res.status}` };
           } catch (e2) {
             return { i, status: 0, ms: performance.now() - started, error: e2.name === 'AbortError' ? 'cancelled' : e2.message };
           }
@@ -428,7 +435,7 @@
             results.push(r);
             body.appendChild(h('tr', { dataset: { result: r.allowed === true ? 'allowed' : r.allowed === false ? 'denied' : 'error' } },
               h('td', { class: 'num' }, String(r.i + 1)), h('td', { class: 'num' }, String(r.status || '–')),
-              h('td', {}, r.error ? h('span', { class: 'badge bad' }, r.error) : h('span', { class: `badge ${r.allowed ? 'ok' : 'bad'}` }, r.allowed ? 'allowed' : 'denied')),
+              h('td', {}, r.error ? h('span', { class: 'badge bad' }, r.error) : h('span', { class: `badge ${r.allowed ? 'ok' : 'bad'}` }, r.allowed ? 'allowed' : r.banned ? 'denied (banned)' : 'denied')),
               h('td', { class: 'num' }, TG.num(r.remaining)), h('td', { class: 'num' }, r.retryAfter || '–'), h('td', { class: 'num' }, TG.num(r.ms, 1))));
             if (results.length % 10 === 0) draw('running');
           }
@@ -452,7 +459,7 @@
       const code = (t) => h('code', {}, t);
       root.appendChild(h('div', { class: 'prose' },
         h('h1', {}, 'How the algorithms decide'),
-        p('Every check asks one question: may this client spend ', code('cost'), ' (default 1) now? The service answers from process memory, funded by quota the store granted before use, so two instances never hand out the same request twice. A denial takes nothing.'),
+        p('Every check asks one question: may this client spend ', code('cost'), ' (default 1) now? The service decides inside a store transaction that commits before the answer is sent (checks that arrive together share one), so the state survives a restart and instances sharing one PostgreSQL database never hand out the same quota twice. A denial takes nothing.'),
         h('h2', { id: 'token-bucket' }, 'Token bucket (token_bucket)'),
         p('The client has a bucket of at most ', code('burstSize'), ' tokens, which refills continuously at ', code('requestsPerSecond'), ' tokens per second, fractions included, and never above the burst. A check that finds at least ', code('cost'), ' tokens takes them and is allowed; otherwise it is denied and takes nothing.'),
         p(code('remaining'), ' is the whole tokens left; ', code('Retry-After'), ' is the time until the next whole token (at least 1 s, rounded up); ', code('resetAt'), ' is when the bucket would be full again.'),
