@@ -3,3 +3,4 @@ export * from './lib/ledger';
 export * from './lib/lag';
 export * from './lib/gatekeeper';
 export * from './lib/queue';
+export * from './lib/quota';

@@ -5,4 +5,5 @@ module.exports = {
   ...require('./lib/lag'),
   ...require('./lib/gatekeeper'),
   ...require('./lib/queue'),
+  ...require('./lib/quota'),
 };
