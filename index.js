@@ -6,4 +6,6 @@ module.exports = {
   ...require('./lib/gatekeeper'),
   ...require('./lib/queue'),
   ...require('./lib/quota'),
+  ...require('./lib/client'),
+  ...require('./lib/service'),
 };
