@@ -4,3 +4,5 @@ export * from './lib/lag';
 export * from './lib/gatekeeper';
 export * from './lib/queue';
 export * from './lib/quota';
+export * from './lib/client';
+export * from './lib/service';
