@@ -3,3 +3,6 @@ export * from './lib/ledger';
 export * from './lib/lag';
 export * from './lib/gatekeeper';
 export * from './lib/queue';
+export * from './lib/quota';
+export * from './lib/client';
+export * from './lib/service';

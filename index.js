@@ -7,4 +7,7 @@ module.exports = {
   ...require('./lib/queue'),
   ...require('./lib/metrics'),
   ...require('./lib/dashboard'),
+  ...require('./lib/quota'),
+  ...require('./lib/client'),
+  ...require('./lib/service'),
 };

@@ -47,6 +47,11 @@ for (const target of manifest.napi.targets) {
   write(path.join(dir, 'package.json'), pkg);
   optional[pkg.name] = manifest.version; // exact: the binary and the JS layer are one release
 }
+// Other optional dependencies (the service's SQLite driver) are kept as they are, after the prebuilts.
+const prebuilt = new Set(manifest.napi.targets.map((t) => prebuiltPackage(fromRustTarget(t).triple)));
+for (const [name, range] of Object.entries(manifest.optionalDependencies || {})) {
+  if (!prebuilt.has(name) && !name.startsWith(`${manifest.name}-`)) optional[name] = range;
+}
 write(manifestPath, { ...manifest, optionalDependencies: optional });
 // A folder for a target no longer declared would never be published: say so rather than guess.
 const declared = new Set(manifest.napi.targets.map((t) => fromRustTarget(t).triple));

@@ -149,10 +149,10 @@ function noBuildTree(installed) {
 }
 
 test('the main tarball ships the runtime and the build-from-source inputs only', { skip }, () => {
-  for (const f of ['package.json', 'index.js', 'index.d.ts', 'lib/native.js', 'lib/platform.js', 'src/lib.rs', 'Cargo.toml', 'Cargo.lock', 'build.rs', 'scripts/build.js', 'LICENSE', 'README.md', 'CHANGELOG.md', 'docs/README.md']) {
+  for (const f of ['package.json', 'index.js', 'index.d.ts', 'lib/native.js', 'lib/platform.js', 'src/lib.rs', 'Cargo.toml', 'Cargo.lock', 'build.rs', 'scripts/build.js', 'LICENSE', 'README.md', 'CHANGELOG.md', 'docs/README.md', 'bin/tiergate.js', 'lib/service/migrations/sqlite/001_init.sql']) {
     assert.ok(main.files.includes(f), `${f} is not in the tarball`);
   }
-  const stray = main.files.filter((f) => !/^(index\.js|index\.d\.ts|lib\/.+|src\/.+\.rs|build\.rs|Cargo\.(toml|lock)|scripts\/build\.js|LICENSE|README\.md|CHANGELOG\.md|docs\/[A-Za-z-]+\.md|package\.json)$/.test(f));
+  const stray = main.files.filter((f) => !/^(index\.js|index\.d\.ts|bin\/tiergate\.js|lib\/.+|src\/.+\.rs|build\.rs|Cargo\.(toml|lock)|scripts\/build\.js|LICENSE|README\.md|CHANGELOG\.md|docs\/[A-Za-z-]+\.md|package\.json)$/.test(f));
   assert.deepEqual(stray, []);
 });
 
@@ -196,6 +196,13 @@ test('installed from the tarballs offline with no cargo: the install script take
   fs.writeFileSync(path.join(dir, 'serve.mjs'), ESM);
   servesARequest(dir, 'serve.cjs');
   servesARequest(dir, 'serve.mjs');
+  // The `tiergate` bin is linked; offline, the optional SQLite driver could not come, and `serve`
+  // says what to install instead of failing obscurely.
+  const bin = path.join(dir, 'node_modules', '.bin', process.platform === 'win32' ? 'tiergate.cmd' : 'tiergate');
+  assert.match(ok(bin, ['--help'], dir).stdout, /usage: tiergate serve/);
+  const serve = run(bin, ['serve', '--port', '0', '--data', path.join(dir, 'data')], dir, { TIERGATE_ADMIN_TOKEN: 'a-token-of-enough-length' });
+  assert.equal(serve.status, 1, serve.stdout + serve.stderr);
+  assert.match(serve.stderr, /ERR_TIERGATE_MISSING_DEPENDENCY: the embedded store of `tiergate serve` needs the package "better-sqlite3": npm install better-sqlite3/);
 
   if (!fs.existsSync(tsc)) {
     t.diagnostic('typescript is not installed: types not checked');

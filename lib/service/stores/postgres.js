@@ -20,6 +20,37 @@ function unavailable(err) {
   return out;
 }
 
+/** Applies the migrations not yet applied, under an advisory lock: instances starting together apply
+ * each version once. */
+async function migrate(pool) {
+  let client;
+  try {
+    client = await pool.connect();
+  } catch (err) {
+    throw new Error(`cannot connect to PostgreSQL: ${err.message}`);
+  }
+  try {
+    await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
+    await client.query('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)');
+    const done = new Set((await client.query('SELECT version FROM schema_migrations')).rows.map((r) => r.version));
+    for (const m of migrations('postgres')) {
+      if (done.has(m.version)) continue;
+      await client.query('BEGIN');
+      try {
+        await client.query(m.sql);
+        await client.query('INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)', [m.version, m.name, Date.now()]);
+        await client.query('COMMIT');
+      } catch (err) {
+        await client.query('ROLLBACK').catch(() => {});
+        throw new Error(`migration ${m.name} failed: ${err.message}`);
+      }
+    }
+  } finally {
+    await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => {});
+    client.release();
+  }
+}
+
 class PostgresStore {
   constructor({ connectionString, poolSize }) {
     const pg = requireOptional('pg', 'the PostgreSQL store of `tiergate serve`');
@@ -59,32 +90,7 @@ class PostgresStore {
   }
 
   async open() {
-    let client;
-    try {
-      client = await this.pool.connect();
-    } catch (err) {
-      throw new Error(`cannot connect to PostgreSQL: ${err.message}`);
-    }
-    try {
-      await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
-      await client.query('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)');
-      const done = new Set((await client.query('SELECT version FROM schema_migrations')).rows.map((r) => r.version));
-      for (const m of migrations('postgres')) {
-        if (done.has(m.version)) continue;
-        await client.query('BEGIN');
-        try {
-          await client.query(m.sql);
-          await client.query('INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)', [m.version, m.name, Date.now()]);
-          await client.query('COMMIT');
-        } catch (err) {
-          await client.query('ROLLBACK').catch(() => {});
-          throw new Error(`migration ${m.name} failed: ${err.message}`);
-        }
-      }
-    } finally {
-      await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => {});
-      client.release();
-    }
+    await migrate(this.pool);
   }
 
   async decideOne(key, costs) {
@@ -232,4 +238,4 @@ class PostgresStore {
   }
 }
 
-module.exports = { PostgresStore };
+module.exports = { PostgresStore, migrate, unavailable, NOW_MS };

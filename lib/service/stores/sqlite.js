@@ -10,30 +10,40 @@ const { requireOptional } = require('../optional');
 const { migrations } = require('../migrations');
 const rows = require('./rows');
 
+/** Applies the migrations not yet applied; BEGIN IMMEDIATE takes the write lock, so two processes
+ * starting on one file apply each version once. */
+function migrate(db) {
+  db.transaction(() => {
+    db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)');
+    const done = new Set(db.prepare('SELECT version FROM schema_migrations').pluck().all());
+    for (const m of migrations('sqlite')) {
+      if (done.has(m.version)) continue;
+      db.exec(m.sql);
+      db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(m.version, m.name, Date.now());
+    }
+  }).immediate();
+}
+
+/** A better-sqlite3 database on `file`, in WAL mode. */
+function openDatabase(file) {
+  const Database = requireOptional('better-sqlite3', 'the embedded store of `tiergate serve`');
+  const db = new Database(file);
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = NORMAL');
+  db.pragma('busy_timeout = 5000');
+  return db;
+}
+
 class SqliteStore {
   constructor({ dataDir }) {
-    const Database = requireOptional('better-sqlite3', 'the embedded store of `tiergate serve`');
     fs.mkdirSync(dataDir, { recursive: true });
     this.kind = 'sqlite';
     this.file = path.join(dataDir, 'tiergate.sqlite');
-    this.db = new Database(this.file);
-    this.db.pragma('journal_mode = WAL');
-    this.db.pragma('synchronous = NORMAL');
-    this.db.pragma('busy_timeout = 5000');
+    this.db = openDatabase(this.file);
   }
 
   async open() {
-    const db = this.db;
-    // BEGIN IMMEDIATE takes the write lock: two processes starting on one file apply each version once.
-    db.transaction(() => {
-      db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)');
-      const done = new Set(db.prepare('SELECT version FROM schema_migrations').pluck().all());
-      for (const m of migrations('sqlite')) {
-        if (done.has(m.version)) continue;
-        db.exec(m.sql);
-        db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(m.version, m.name, Date.now());
-      }
-    }).immediate();
+    migrate(this.db);
     this.prepare();
   }
 
@@ -192,4 +202,4 @@ class SqliteStore {
   }
 }
 
-module.exports = { SqliteStore };
+module.exports = { SqliteStore, migrate, openDatabase };

@@ -1,0 +1,15 @@
+// Typed usage of the decision service, its client and the SQL lease stores, checked by `tsc --noEmit --strict`.
+import * as http from 'node:http';
+import { client, createService, SqliteLeaseStore, LeaseDriver, Quota } from '../..';
+import type { ServiceDecision, ServiceOptions, LeaseStore } from '../..';
+
+const options: ServiceOptions = { port: 0, data: '/tmp/x', adminToken: 'a-token-of-enough-length', logLevel: 'warn' };
+const service = createService(options);
+service.start().then(({ port }) => port.toFixed(0));
+const c = client('http://127.0.0.1:3000', { timeoutMs: 200, failOpen: false });
+c.check('user-1', { cost: 2 }).then((d: ServiceDecision) => (d.allowed ? d.remaining : d.error?.code));
+http.createServer((req, res) => c.middleware({ key: (r) => String(r.headers['x-api-client']) })(req, res, () => res.end('ok')));
+const store: LeaseStore = new SqliteLeaseStore({ file: '/tmp/leases.sqlite' });
+new LeaseDriver(new Quota({ limits: [{ name: 'api', rate: 10, burst: 20 }] }), store);
+// @ts-expect-error failOpen is a boolean
+client('http://x', { failOpen: 'no' });

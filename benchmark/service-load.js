@@ -1,0 +1,152 @@
+'use strict';
+// `npm run load:test`: the decision service against the reference design it replaces, side by side
+// in one run. 550 concurrent callers, half the checks on one hot client (token bucket, 1000/s, burst
+// 1000), the rest on 10,000 others (sliding window, 100 per 60 s), against:
+//   - `tiergate serve`, embedded store (SQLite)
+//   - `tiergate serve` on PostgreSQL, 1 instance and 3 instances (the callers spread over them)
+//   - the reference design re-implemented (benchmark/lib/pern-reference.js): Express, one PostgreSQL
+//     transaction with SELECT … FOR UPDATE and an activity insert per check
+// Reports decisions/s (all, and the hot client's), p50/p99 (ms) and the hot client's allowed checks
+// against its limit over the run (burst + rate × elapsed): never above it. Median and range over
+// --runs (default 5) of --seconds each (default 5).
+//   node benchmark/service-load.js [--runs N] [--seconds S] [--connections C] [--only name,name]
+const path = require('node:path');
+const fs = require('node:fs');
+const { spawn } = require('node:child_process');
+const { Pool } = require('pg');
+const { startService, startPostgres, pgMissing, admin, tmpdir } = require('../__test__/service/helpers');
+const { checkLoad } = require('./lib/check-load');
+
+function arg(name, def) {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? process.argv[i + 1] : def;
+}
+const RUNS = Number(arg('runs', 5));
+const SECONDS = Number(arg('seconds', 5));
+const CONNECTIONS = Number(arg('connections', 550));
+const ONLY = arg('only', null)?.split(',');
+const COLD = 10_000;
+const HOT = { clientKey: 'hot', algorithm: 'token_bucket', requestsPerSecond: 1000, burstSize: 1000 };
+const cold = (i) => ({ clientKey: `cold-${i}`, algorithm: 'sliding_window', maxRequests: 100, windowSeconds: 60 });
+
+async function createViaApi(url) {
+  for (let i = 0; i < COLD; i += 200) {
+    await Promise.all(Array.from({ length: Math.min(200, COLD - i) }, (_, j) => admin(url, 'POST', '/api/v1/admin/clients', cold(i + j))));
+  }
+  const r = await admin(url, 'POST', '/api/v1/admin/clients', HOT);
+  if (r.status !== 201) throw new Error(`cannot create the hot client: ${r.status}`);
+}
+
+/** A target: start(), reset() before each run (the hot client full again; returns when), stop(). */
+function serviceTarget(name, { instances, database }) {
+  let services = [];
+  let dir;
+  return {
+    name,
+    async start() {
+      dir = database ? null : tmpdir('tiergate-load-');
+      const flags = database ? { database } : { data: dir };
+      services = await Promise.all(Array.from({ length: instances }, () => startService({ flags }).ready));
+      await createViaApi(services[0].url);
+    },
+    urls: () => services.map((s) => s.url),
+    async reset() {
+      const r = await admin(services[0].url, 'PUT', '/api/v1/admin/clients/hot', HOT); // replaces and resets its state
+      if (r.status !== 200) throw new Error(`reset failed: ${r.status}`);
+      return Date.now();
+    },
+    async stop() {
+      await Promise.all(services.map((s) => s.stop()));
+      if (dir) fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+function referenceTarget(database) {
+  let child;
+  let url;
+  let pool;
+  return {
+    name: 'reference (Express + PG, FOR UPDATE per check)',
+    async start() {
+      child = spawn(process.execPath, [path.join(__dirname, 'lib', 'pern-reference.js')], { env: { ...process.env, DATABASE_URL: database }, stdio: ['ignore', 'pipe', 'inherit'] });
+      url = await new Promise((resolve, reject) => {
+        let out = '';
+        child.stdout.on('data', (d) => { out += d; const m = /listening on (\S+)/.exec(out); if (m) resolve(m[1]); });
+        child.on('exit', (code) => reject(new Error(`reference exited ${code}`)));
+      });
+      pool = new Pool({ connectionString: database, max: 2 });
+      await pool.query(`INSERT INTO ref_clients (client_key, algorithm, max_requests, window_seconds)
+        SELECT 'cold-' || i, 'sliding_window', 100, 60 FROM generate_series(0, ${COLD - 1}) AS i`);
+      await pool.query("INSERT INTO ref_clients (client_key, algorithm, requests_per_second, burst_size, tokens) VALUES ('hot', 'token_bucket', $1, $2, $3)", [HOT.requestsPerSecond, HOT.burstSize, HOT.burstSize]);
+    },
+    urls: () => [url],
+    async reset() {
+      await pool.query("UPDATE ref_clients SET tokens = burst_size, last_refill = now() WHERE client_key = 'hot'");
+      return Date.now();
+    },
+    async stop() {
+      child.kill('SIGTERM');
+      await pool.end();
+    },
+  };
+}
+
+const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
+const fmt = (xs, digits = 0) => `${median(xs).toFixed(digits)} (${Math.min(...xs).toFixed(digits)}–${Math.max(...xs).toFixed(digits)})`;
+
+async function main() {
+  const skip = pgMissing();
+  let pg = null;
+  const targets = [serviceTarget('tiergate serve, embedded SQLite', { instances: 1 })];
+  if (!skip) {
+    pg = await startPostgres();
+    const admin0 = new Pool({ connectionString: pg.url, max: 1 });
+    for (const db of ['svc1', 'svc3', 'ref']) await admin0.query(`CREATE DATABASE ${db}`);
+    await admin0.end();
+    const on = (db) => pg.url.replace(/\/postgres$/, `/${db}`);
+    targets.push(serviceTarget('tiergate serve, PostgreSQL, 1 instance', { instances: 1, database: on('svc1') }));
+    targets.push(serviceTarget('tiergate serve, PostgreSQL, 3 instances', { instances: 3, database: on('svc3') }));
+    targets.push(referenceTarget(on('ref')));
+  } else {
+    console.log(`PostgreSQL targets skipped: ${skip}`);
+  }
+  const chosen = ONLY ? targets.filter((t) => ONLY.some((o) => t.name.includes(o))) : targets;
+  const results = new Map(chosen.map((t) => [t.name, []]));
+  try {
+    for (const t of chosen) await t.start();
+    // Alternate the targets run by run, so that a change in the machine's load hits them all alike.
+    for (let run = 0; run < RUNS; run++) {
+      for (const t of chosen) {
+        const since = await t.reset();
+        const r = await checkLoad({ urls: t.urls(), connections: CONNECTIONS, durationMs: SECONDS * 1000, coldKeys: COLD });
+        const elapsed = (Date.now() - since) / 1000;
+        r.hotLimit = Math.floor(HOT.burstSize + HOT.requestsPerSecond * elapsed);
+        results.get(t.name).push(r);
+        process.stderr.write(`run ${run + 1}/${RUNS} ${t.name}: ${r.perSec.toFixed(0)}/s, hot ${r.hot.perSec.toFixed(0)}/s, p99 ${r.p99.toFixed(1)} ms, hot allowed ${r.hot.allowed} ≤ ${r.hotLimit}, errors ${r.errors}\n`);
+      }
+    }
+  } finally {
+    for (const t of chosen) await t.stop().catch(() => {});
+    if (pg) await pg.stop();
+  }
+  console.log(`\n${CONNECTIONS} concurrent callers, ${SECONDS} s × ${RUNS} runs, half on one hot client; median (range)\n`);
+  console.log('| target | decisions/s | hot client decisions/s | p50 ms | p99 ms | hot allowed / limit | errors |');
+  console.log('|---|---|---|---|---|---|---|');
+  for (const [name, rs] of results) {
+    const over = rs.filter((r) => r.hot.allowed > r.hotLimit).length;
+    console.log(`| ${name} | ${fmt(rs.map((r) => r.perSec))} | ${fmt(rs.map((r) => r.hot.perSec))} | ${fmt(rs.map((r) => r.p50), 1)} | ${fmt(rs.map((r) => r.p99), 1)} | ${rs.map((r) => `${r.hot.allowed}/${r.hotLimit}`).join(', ')}${over ? ' **OVER**' : ''} | ${rs.reduce((n, r) => n + r.errors, 0)} |`);
+  }
+  const ref = [...results.keys()].find((n) => n.startsWith('reference'));
+  if (ref) {
+    const refHot = median(results.get(ref).map((r) => r.hot.perSec));
+    const refP99 = median(results.get(ref).map((r) => r.p99));
+    console.log('\nagainst the reference (medians): hot decisions/s ratio, p99 ratio');
+    for (const [name, rs] of results) {
+      if (name === ref) continue;
+      console.log(`- ${name}: ${(median(rs.map((r) => r.hot.perSec)) / refHot).toFixed(1)}× the decisions/s, p99 ${(median(rs.map((r) => r.p99)) / refP99).toFixed(2)}× the reference's`);
+    }
+  }
+}
+
+main().catch((err) => { console.error(err); process.exit(1); });

@@ -1,0 +1,350 @@
+'use strict';
+// The lease driver: the background loop around a lease engine (lib/quota/engine.js) and a store
+// (lib/quota/store.js says what a store implements). Every tick it polls the engine, sends the
+// requests due to the store in batches and the returns after them, and hands the answers back
+// (grant / fail). A spend that needs a lease waits for its key's one request in flight, never longer
+// than `storeTimeoutMs`: past it the request counts as failed, the engine falls back for that limit
+// ('open': the last leases, then a safe share; 'closed': refuse) and the store's late answer, if it
+// comes, is applied and its tokens sent back. Decisions are counted by code.
+const { randomBytes } = require('node:crypto');
+const { Quota, QUOTA_CODE } = require('./engine');
+const { checkStore } = require('./store');
+const { isObject, onlyKnown, finite, typeName } = require('../options');
+const { buildingOptions } = require('../errors');
+
+const { NEED_LEASE, AWAITING, STORE_DOWN } = QUOTA_CODE;
+const CODE_NAMES = Object.keys(QUOTA_CODE).sort((a, b) => QUOTA_CODE[a] - QUOTA_CODE[b]);
+/** Codes of decisions taken because the store was not answering. */
+const FALLBACK_CODES = [QUOTA_CODE.FALLBACK, QUOTA_CODE.STORE_DOWN, QUOTA_CODE.SHARE];
+
+const DRIVER_DEFAULTS = Object.freeze({ storeTimeoutMs: 100, pollIntervalMs: 20, batchSize: 256 });
+const OPTION_FIELDS = new Set([...Object.keys(DRIVER_DEFAULTS), 'holder']);
+
+function camel(name) {
+  return name.toLowerCase().replace(/_(\w)/g, (_, c) => c.toUpperCase());
+}
+
+function driverOptions(options) {
+  if (options === undefined) options = {};
+  if (!isObject(options)) throw new TypeError(`LeaseDriver options must be an object, got ${typeName(options)}`);
+  onlyKnown(options, OPTION_FIELDS, 'LeaseDriver options');
+  const get = (f, range) => finite(options[f] === undefined ? DRIVER_DEFAULTS[f] : options[f], `LeaseDriver options.${f}`, range);
+  const holder = options.holder === undefined ? randomBytes(8).toString('hex') : options.holder;
+  if (typeof holder !== 'string' || !/^[A-Za-z0-9_.:-]{1,64}$/.test(holder)) {
+    throw new TypeError(`LeaseDriver options.holder must be 1-64 characters of A-Z a-z 0-9 _ . : -, got ${typeName(holder)} ${JSON.stringify(holder)}`);
+  }
+  return {
+    storeTimeoutMs: get('storeTimeoutMs', { min: 1, max: 60_000 }),
+    pollIntervalMs: get('pollIntervalMs', { min: 1, max: 60_000 }),
+    batchSize: get('batchSize', { min: 1, max: 100_000, integer: true }),
+    holder,
+  };
+}
+
+const wkey = (limit, key) => `${limit}\0${key}`;
+
+class LeaseDriver {
+  #quota;
+  #trySpend;
+  #result;
+  #store;
+  #o;
+  /** Request id -> { id, limit, key, size, ttlMs, done }: sent, not yet answered (or timed out). */
+  #inflight = new Map();
+  /** (limit, key) -> the id of its request in flight. */
+  #inflightByKey = new Map();
+  /** (limit, key) -> spends waiting for that key's answer. */
+  #waiters = new Map();
+  #counts = new Float64Array(CODE_NAMES.length);
+  #s = { batches: 0, requestsSent: 0, returnsSent: 0, storeErrors: 0, returnErrors: 0, timeouts: 0, lateGrants: 0, waits: 0, waitTimeouts: 0 };
+  #timer;
+  #flushQueued = false;
+  #closed = false;
+
+  /**
+   * @param {Quota} quota the engine
+   * @param {object} store a lease store (lib/quota/store.js)
+   * @param {{ storeTimeoutMs?: number, pollIntervalMs?: number, batchSize?: number, holder?: string }} [options]
+   */
+  constructor(quota, store, options) {
+    buildingOptions(() => {
+      if (!(quota instanceof Quota)) throw new TypeError(`LeaseDriver: quota must be a Quota, got ${typeName(quota)}`);
+      checkStore(store, 'LeaseDriver: store');
+      this.#o = driverOptions(options);
+    });
+    this.#quota = quota;
+    this.#trySpend = quota.trySpend;
+    this.#result = quota.result;
+    this.#store = store;
+    this.#timer = setInterval(() => this.flush(), this.#o.pollIntervalMs);
+    this.#timer.unref();
+  }
+
+  /** This process's name in the store (holder counts, returns). */
+  get holder() {
+    return this.#o.holder;
+  }
+
+  get quota() {
+    return this.#quota;
+  }
+
+  get storeTimeoutMs() {
+    return this.#o.storeTimeoutMs;
+  }
+
+  /**
+   * Spends `cost` tokens of `key` under limit id `limit`. Decided from process memory: a code at once
+   * (QUOTA_CODE: LEASE, PROVISIONAL or FALLBACK admit; a refusal's wait is `driver.result[0]`, read it
+   * before the next spend). A key without lease under `unfunded: 'wait'` gives a Promise of
+   * `{ code, retryAfterMs }` instead, settled within `storeTimeoutMs`.
+   */
+  spend(limit, key, cost = 1) {
+    const c = this.#trySpend(limit, key, cost);
+    if (c !== NEED_LEASE && c !== AWAITING) {
+      this.#counts[c]++;
+      return c;
+    }
+    if (c === NEED_LEASE) this.#queueFlush();
+    return this.#wait(limit, key, cost);
+  }
+
+  /** `spend`, always as a Promise of `{ allowed, code, reason, retryAfterMs }` (reason: the code's name). */
+  async check(limit, key, cost = 1) {
+    const r = this.spend(limit, key, cost);
+    const d = typeof r === 'number' ? { code: r, retryAfterMs: r > AWAITING ? this.#result[0] : 0 } : await r;
+    return { allowed: d.code < NEED_LEASE, code: d.code, reason: CODE_NAMES[d.code], retryAfterMs: d.retryAfterMs };
+  }
+
+  /** The Float64Array `[retryAfterMs]` the last synchronous refusal wrote. */
+  get result() {
+    return this.#result;
+  }
+
+  #wait(limit, key, cost) {
+    this.#s.waits++;
+    if (this.#closed) return Promise.resolve(this.#settleNow(STORE_DOWN, this.#o.storeTimeoutMs));
+    return new Promise((resolve) => {
+      const w = { limit, key, cost, resolve, timer: null };
+      w.timer = setTimeout(() => this.#waitExpired(w), this.#o.storeTimeoutMs);
+      const k = wkey(limit, key);
+      const list = this.#waiters.get(k);
+      if (list === undefined) this.#waiters.set(k, [w]);
+      else list.push(w);
+    });
+  }
+
+  #settleNow(code, retryAfterMs) {
+    this.#counts[code]++;
+    return { code, retryAfterMs };
+  }
+
+  #settle(w, code) {
+    clearTimeout(w.timer);
+    w.resolve(this.#settleNow(code, code > AWAITING ? this.#result[0] : 0));
+  }
+
+  /** Asks again for every spend waiting on (limit, key): its answer (or failure) is in. */
+  #retryWaiters(limit, key) {
+    const k = wkey(limit, key);
+    const list = this.#waiters.get(k);
+    if (list === undefined) return;
+    this.#waiters.delete(k);
+    const still = [];
+    for (const w of list) {
+      const c = this.#trySpend(w.limit, w.key, w.cost);
+      if (c === NEED_LEASE || c === AWAITING) {
+        if (c === NEED_LEASE) this.#queueFlush();
+        still.push(w);
+      } else this.#settle(w, c);
+    }
+    if (still.length > 0) {
+      const later = this.#waiters.get(k);
+      this.#waiters.set(k, later === undefined ? still : still.concat(later));
+    }
+  }
+
+  /** A spend waited `storeTimeoutMs`: its key's request counts as failed, and it is decided now. */
+  #waitExpired(w) {
+    const k = wkey(w.limit, w.key);
+    const list = this.#waiters.get(k);
+    if (list === undefined || !list.includes(w)) return;
+    const id = this.#inflightByKey.get(k);
+    if (id !== undefined) {
+      this.#s.timeouts++;
+      this.#failOne(this.#inflight.get(id));
+    }
+    const rest = this.#waiters.get(k);
+    if (rest === undefined || !rest.includes(w)) return; // decided by the retry above
+    rest.splice(rest.indexOf(w), 1);
+    if (rest.length === 0) this.#waiters.delete(k);
+    const c = this.#trySpend(w.limit, w.key, w.cost);
+    if (c === NEED_LEASE || c === AWAITING) {
+      // Its key's request is not even sent (a blocked loop): decided as the store being down.
+      this.#s.waitTimeouts++;
+      if (c === NEED_LEASE) this.#queueFlush();
+      clearTimeout(w.timer);
+      w.resolve(this.#settleNow(STORE_DOWN, this.#o.storeTimeoutMs));
+    } else this.#settle(w, c);
+  }
+
+  #queueFlush() {
+    if (this.#flushQueued || this.#closed) return;
+    this.#flushQueued = true;
+    // After this turn's other spends, so that they go out in one batch.
+    setImmediate(() => {
+      this.#flushQueued = false;
+      this.flush();
+    });
+  }
+
+  /** Polls the engine and sends what is due (the loop does this every `pollIntervalMs`). */
+  flush() {
+    if (this.#closed) return;
+    const { requests, returns } = this.#quota.poll();
+    const n = this.#o.batchSize;
+    for (let i = 0; i < requests.length; i += n) this.#sendRequests(requests.slice(i, i + n));
+    if (returns.length > 0) this.#sendReturns(returns);
+  }
+
+  #sendRequests(chunk) {
+    const specs = this.#quota.limits;
+    const holder = this.#o.holder;
+    const batch = chunk.map((r) => ({ limit: specs[r.limit], key: r.key, size: r.size, ttlMs: r.ttlMs, holder }));
+    for (const r of chunk) {
+      r.done = false;
+      this.#inflight.set(r.id, r);
+      this.#inflightByKey.set(wkey(r.limit, r.key), r.id);
+    }
+    this.#s.batches++;
+    this.#s.requestsSent += chunk.length;
+    const timer = setTimeout(() => {
+      for (const r of chunk) {
+        if (!r.done) {
+          this.#s.timeouts++;
+          this.#failOne(r);
+        }
+      }
+    }, this.#o.storeTimeoutMs);
+    let sent;
+    try {
+      sent = Promise.resolve(this.#store.lease(batch));
+    } catch (err) {
+      sent = Promise.reject(err);
+    }
+    sent.then(
+      (answers) => {
+        clearTimeout(timer);
+        this.#answer(chunk, answers);
+      },
+      () => {
+        clearTimeout(timer);
+        this.#s.storeErrors++;
+        for (const r of chunk) this.#failOne(r);
+      },
+    );
+  }
+
+  #answer(chunk, answers) {
+    const back = [];
+    for (let i = 0; i < chunk.length; i++) {
+      const r = chunk[i];
+      const a = Array.isArray(answers) ? answers[i] : undefined;
+      if (a === undefined || a === null || a instanceof Error) {
+        this.#s.storeErrors++;
+        this.#failOne(r);
+        continue;
+      }
+      if (r.done) this.#s.lateGrants++;
+      let ret;
+      try {
+        // A grant after a timeout comes back as `late` (its tokens to return): the engine tells.
+        ret = this.#quota.grant(r.limit, r.key, r.id, a);
+      } catch {
+        this.#s.storeErrors++;
+        this.#failOne(r);
+        continue;
+      }
+      this.#forget(r);
+      if (ret !== null && ret !== undefined) back.push(ret);
+      this.#retryWaiters(r.limit, r.key);
+    }
+    if (back.length > 0) this.#sendReturns(back);
+    if (this.#quota.wantsPoll()) this.#queueFlush();
+  }
+
+  #forget(r) {
+    if (!r.done) {
+      r.done = true;
+      this.#inflight.delete(r.id);
+      const k = wkey(r.limit, r.key);
+      if (this.#inflightByKey.get(k) === r.id) this.#inflightByKey.delete(k);
+    }
+  }
+
+  #failOne(r) {
+    if (r === undefined || r.done) return;
+    this.#forget(r);
+    this.#quota.fail(r.limit, r.key, r.id);
+    this.#retryWaiters(r.limit, r.key);
+  }
+
+  #sendReturns(returns) {
+    const specs = this.#quota.limits;
+    const holder = this.#o.holder;
+    const batch = returns.map((r) => ({ limit: specs[r.limit], key: r.key, lease: r.lease, tokens: r.tokens, reason: r.reason, holder }));
+    this.#s.returnsSent += batch.length;
+    let sent;
+    try {
+      sent = Promise.resolve(this.#store.release(batch));
+    } catch (err) {
+      sent = Promise.reject(err);
+    }
+    // Best effort: a lost return strands its tokens until the lease's TTL.
+    return sent.then(undefined, () => {
+      this.#s.returnErrors++;
+    });
+  }
+
+  /**
+   * The engine's totals (lib/quota/engine.js) and the driver's: `decisions` by code name,
+   * `fallbackDecisions` (decisions taken because the store was not answering: FALLBACK, STORE_DOWN,
+   * SHARE), waits, waitTimeouts, batches, requestsSent, returnsSent, storeErrors, returnErrors,
+   * timeouts, lateGrants, inFlight.
+   */
+  stats() {
+    const decisions = {};
+    CODE_NAMES.forEach((n, i) => {
+      if (i !== NEED_LEASE && i !== AWAITING) decisions[camel(n)] = this.#counts[i];
+    });
+    const fallbackDecisions = FALLBACK_CODES.reduce((s, c) => s + this.#counts[c], 0);
+    return { ...this.#quota.stats(), ...this.#s, decisions, fallbackDecisions, inFlight: this.#inflight.size };
+  }
+
+  /**
+   * Stops the loop, decides every waiting spend (as the store being down), and sends every unspent
+   * lease back (waiting at most `storeTimeoutMs` for the store). The store itself is the caller's.
+   */
+  async close() {
+    if (this.#closed) return;
+    clearInterval(this.#timer);
+    for (const [, list] of this.#waiters) {
+      for (const w of list) {
+        clearTimeout(w.timer);
+        w.resolve(this.#settleNow(STORE_DOWN, this.#o.storeTimeoutMs));
+      }
+    }
+    this.#waiters.clear();
+    const returns = this.#quota.releaseAll();
+    this.#closed = true;
+    if (returns.length === 0) return;
+    let timer;
+    const timeout = new Promise((resolve) => {
+      timer = setTimeout(resolve, this.#o.storeTimeoutMs);
+    });
+    await Promise.race([this.#sendReturns(returns), timeout]);
+    clearTimeout(timer);
+  }
+}
+
+module.exports = { LeaseDriver, DRIVER_DEFAULTS, FALLBACK_CODES };
