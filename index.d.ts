@@ -3,6 +3,8 @@ export * from './lib/ledger';
 export * from './lib/lag';
 export * from './lib/gatekeeper';
 export * from './lib/queue';
+export * from './lib/metrics';
+export * from './lib/dashboard';
 export * from './lib/quota';
 export * from './lib/client';
 export * from './lib/service';

@@ -149,7 +149,10 @@ function noBuildTree(installed) {
 }
 
 test('the main tarball ships the runtime and the build-from-source inputs only', { skip }, () => {
-  for (const f of ['package.json', 'index.js', 'index.d.ts', 'lib/native.js', 'lib/platform.js', 'src/lib.rs', 'Cargo.toml', 'Cargo.lock', 'build.rs', 'scripts/build.js', 'LICENSE', 'README.md', 'CHANGELOG.md', 'docs/README.md', 'bin/tiergate.js', 'lib/service/migrations/sqlite/001_init.sql']) {
+  // The dashboard's web app: every file it serves, and the vendored chart library's licence.
+  const { FILES } = require('../../lib/dashboard/files');
+  const dashboard = [...Object.values(FILES).map((f) => `lib/dashboard/public/${f}`), 'lib/dashboard/public/vendor/uPlot.LICENSE'];
+  for (const f of ['package.json', 'index.js', 'index.d.ts', 'lib/native.js', 'lib/platform.js', 'src/lib.rs', 'Cargo.toml', 'Cargo.lock', 'build.rs', 'scripts/build.js', 'LICENSE', 'README.md', 'CHANGELOG.md', 'docs/README.md', 'bin/tiergate.js', 'lib/service/migrations/sqlite/001_init.sql', 'docs/dashboard.md', 'docs/metrics.md', ...dashboard]) {
     assert.ok(main.files.includes(f), `${f} is not in the tarball`);
   }
   const stray = main.files.filter((f) => !/^(index\.js|index\.d\.ts|bin\/tiergate\.js|lib\/.+|src\/.+\.rs|build\.rs|Cargo\.(toml|lock)|scripts\/build\.js|LICENSE|README\.md|CHANGELOG\.md|docs\/[A-Za-z-]+\.md|package\.json)$/.test(f));

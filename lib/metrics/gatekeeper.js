@@ -12,7 +12,8 @@ function perTier(s, field) {
 
 /** `snapshot`: the gatekeeper's stats(), once per scrape. `withLoop`: also the loop-health gauges. */
 function gatekeeperFamilies(snapshot, { withLoop }) {
-  const f = (name, type, help, read) => new Family({ name, type, help, read, snapshot });
+  // Aggregators for prom-client's AggregatorRegistry (several workers): counts add up, a lag is the worst one.
+  const f = (name, type, help, read, aggregator) => new Family({ name, type, help, read, snapshot, aggregator });
   const families = [
     f('tiergate_decisions_total', 'counter', 'Gatekeeper decisions by tier and verdict (admit, shed, tier-full, rate-limited).', (s) => {
       const rows = [];
@@ -20,22 +21,22 @@ function gatekeeperFamilies(snapshot, { withLoop }) {
       return rows;
     }),
     f('tiergate_turn_shed_total', 'counter', 'Of the shed decisions, those made by the turn budget, by tier.', (s) => perTier(s, 'turnShed')),
-    f('tiergate_refill_scale', 'gauge', 'Refill scale the shed controller gives each tier (0..1; 1 is the configured rate).', (s) => perTier(s, 'refillScale')),
-    f('tiergate_tier_protected', 'gauge', 'Whether the tier is protected (1) from shedding.', (s) => Object.entries(s.tiers).map(([tier, t]) => ({ labels: { tier }, value: t.protected ? 1 : 0 }))),
-    f('tiergate_shed_pressure', 'gauge', 'The shed controller\'s pressure (0: no shedding, 1: every unprotected tier shed).', (s) => [{ value: s.pressure }]),
-    f('tiergate_shed_cause', 'gauge', 'What drives the shed controller now: 1 for the current cause (none, lag, heap, stall).', (s) => CAUSES.map((cause) => ({ labels: { cause }, value: s.cause === cause ? 1 : 0 }))),
+    f('tiergate_refill_scale', 'gauge', 'Refill scale the shed controller gives each tier (0..1; 1 is the configured rate).', (s) => perTier(s, 'refillScale'), 'average'),
+    f('tiergate_tier_protected', 'gauge', 'Whether the tier is protected (1) from shedding.', (s) => Object.entries(s.tiers).map(([tier, t]) => ({ labels: { tier }, value: t.protected ? 1 : 0 })), 'max'),
+    f('tiergate_shed_pressure', 'gauge', 'The shed controller\'s pressure (0: no shedding, 1: every unprotected tier shed).', (s) => [{ value: s.pressure }], 'max'),
+    f('tiergate_shed_cause', 'gauge', 'What drives the shed controller now: 1 for the current cause (none, lag, heap, stall).', (s) => CAUSES.map((cause) => ({ labels: { cause }, value: s.cause === cause ? 1 : 0 })), 'max'),
     f('tiergate_shed_episodes_total', 'counter', 'Shed episodes begun.', (s) => [{ value: s.episodes }]),
-    f('tiergate_shed_controller_lag_seconds', 'gauge', 'The event-loop lag the shed controller acted on.', (s) => [{ value: s.controllerLagMs / 1000 }]),
-    f('tiergate_shed_target_lag_seconds', 'gauge', 'Lag at which the lowest tier starts to be shed (in force, baseline included).', (s) => [{ value: s.targetLagMs / 1000 }]),
-    f('tiergate_shed_critical_lag_seconds', 'gauge', 'Lag at which every unprotected tier is shed (in force, baseline included).', (s) => [{ value: s.criticalLagMs / 1000 }]),
+    f('tiergate_shed_controller_lag_seconds', 'gauge', 'The event-loop lag the shed controller acted on.', (s) => [{ value: s.controllerLagMs / 1000 }], 'max'),
+    f('tiergate_shed_target_lag_seconds', 'gauge', 'Lag at which the lowest tier starts to be shed (in force, baseline included).', (s) => [{ value: s.targetLagMs / 1000 }], 'max'),
+    f('tiergate_shed_critical_lag_seconds', 'gauge', 'Lag at which every unprotected tier is shed (in force, baseline included).', (s) => [{ value: s.criticalLagMs / 1000 }], 'max'),
   ];
   if (withLoop) {
     families.push(
-      f('tiergate_event_loop_lag_seconds', 'gauge', 'Event-loop lag now (the gatekeeper\'s sampler).', (s) => [{ value: s.lagMs / 1000 }]),
-      f('tiergate_event_loop_lag_ewma_seconds', 'gauge', 'Event-loop lag, exponential moving average.', (s) => [{ value: s.ewmaLagMs / 1000 }]),
-      f('tiergate_event_loop_lag_p99_seconds', 'gauge', 'Event-loop lag, 99th percentile over the sampler window.', (s) => [{ value: s.p99LagMs / 1000 }]),
-      f('tiergate_event_loop_utilization_ratio', 'gauge', 'Event-loop utilisation (0..1).', (s) => [{ value: s.elu }]),
-      f('tiergate_event_loop_stalled', 'gauge', 'Whether the stall watchdog sees the loop blocked (1).', (s) => [{ value: s.stalled ? 1 : 0 }]),
+      f('tiergate_event_loop_lag_seconds', 'gauge', 'Event-loop lag now (the gatekeeper\'s sampler).', (s) => [{ value: s.lagMs / 1000 }], 'max'),
+      f('tiergate_event_loop_lag_ewma_seconds', 'gauge', 'Event-loop lag, exponential moving average.', (s) => [{ value: s.ewmaLagMs / 1000 }], 'max'),
+      f('tiergate_event_loop_lag_p99_seconds', 'gauge', 'Event-loop lag, 99th percentile over the sampler window.', (s) => [{ value: s.p99LagMs / 1000 }], 'max'),
+      f('tiergate_event_loop_utilization_ratio', 'gauge', 'Event-loop utilisation (0..1).', (s) => [{ value: s.elu }], 'average'),
+      f('tiergate_event_loop_stalled', 'gauge', 'Whether the stall watchdog sees the loop blocked (1).', (s) => [{ value: s.stalled ? 1 : 0 }], 'max'),
       f('tiergate_heap_used_bytes', 'gauge', 'V8 heap used.', (s) => [{ value: s.heapUsed }]),
       f('tiergate_heap_limit_bytes', 'gauge', 'V8 heap limit.', (s) => [{ value: s.heapLimit }]),
     );

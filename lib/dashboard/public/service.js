@@ -365,6 +365,8 @@
       const count = h('input', { id: 'lab-count', type: 'number', min: '1', max: '1000', step: '1', value: '100', required: true, inputmode: 'numeric' });
       const conc = h('input', { id: 'lab-concurrency', type: 'number', min: '1', max: '100', step: '1', value: '10', required: true, inputmode: 'numeric' });
       const cost = h('input', { id: 'lab-cost', type: 'number', min: '1', step: '1', value: '1', inputmode: 'numeric' });
+      // Only when the service requires caller API keys on the check (its --api-keys); kept in this page only.
+      const apiKey = h('input', { id: 'lab-api-key', type: 'password', autocomplete: 'off', placeholder: 'if the check requires one' });
       const run = h('button', { type: 'submit', class: 'primary', id: 'lab-run' }, 'Run');
       const cancel = h('button', { type: 'button', id: 'lab-cancel', disabled: true }, 'Cancel');
       const form = h('form', { class: 'row panel', id: 'lab-form', novalidate: true },
@@ -372,6 +374,7 @@
         h('label', { for: 'lab-count' }, 'Checks (1–1000)', count),
         h('label', { for: 'lab-concurrency' }, 'Concurrency (1–100)', conc),
         h('label', { for: 'lab-cost' }, 'Cost', cost),
+        h('label', { for: 'lab-api-key' }, 'API key', apiKey),
         run, cancel);
       const err = h('p', { class: 'error', role: 'alert', id: 'lab-error' });
       const progress = h('progress', { id: 'lab-progress', max: '1', value: '0' });
@@ -419,7 +422,9 @@
           try {
             const body2 = { clientKey: client.value };
             if (k !== 1) body2.cost = k;
-            const res = await fetch(`${base()}/rate-limit/check`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body2), signal: ctrl.signal });
+            const headers = { 'content-type': 'application/json' };
+            if (apiKey.value) headers.authorization = `Bearer ${apiKey.value}`;
+            const res = await fetch(`${base()}/rate-limit/check`, { method: 'POST', headers, body: JSON.stringify(body2), signal: ctrl.signal });
             const j = await res.json().catch(() => null);
             // 200 allowed, 429 denied by the policy, 403 denied by a ban; anything else is an error.
             const decided = (res.status === 200 || res.status === 429 || (res.status === 403 && j && j.error === 'BANNED')) && j !== null;
