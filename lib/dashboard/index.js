@@ -21,6 +21,8 @@ const OPTIONS = new Set(['gatekeeper', 'queue', 'lag', 'ledger', 'token', 'prefi
 const SERVICE_OPTIONS = new Set(['apiBase']);
 const PATH = /^\/[A-Za-z0-9._~\/-]*$/;
 const HEARTBEAT_MS = 15_000;
+/** Bytes a live stream may have waiting for a slow reader before it is closed. */
+const MAX_BUFFERED_BYTES = 1 << 20;
 
 function pathOption(v, at, { allowRoot }) {
   if (typeof v !== 'string' || !PATH.test(v) || (!allowRoot && v === '/') || (v.length > 1 && v.endsWith('/'))) {
@@ -97,7 +99,15 @@ function dashboard(options) {
     res.writeHead(200, { ...SECURITY_HEADERS, 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', 'x-accel-buffering': 'no' });
     res.flushHeaders();
     if (res.socket) res.socket.setNoDelay(true);
-    const send = (event, data) => res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+    // A reader that stopped reading must not make the server buffer without bound: past the cap its
+    // stream ends (the page reconnects and starts again from the kept history).
+    const send = (event, data) => {
+      if (res.writableLength > MAX_BUFFERED_BYTES) {
+        res.destroy();
+        return;
+      }
+      res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+    };
     send('history', sampler.history());
     const unsubscribe = sampler.subscribe((s) => send('sample', s));
     const heartbeat = setInterval(() => res.write(': keep-alive\n\n'), HEARTBEAT_MS);

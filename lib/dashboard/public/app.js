@@ -241,8 +241,9 @@
         add({ title: 'Queue wait p99 by tier (ms)', labels: tiers, unit: ' ms', id: 'chart-wait' }, (s) => tiers.map((n) => (s.queue && s.queue.tiers[n] ? s.queue.tiers[n].waitP99Ms : null)));
         add({ title: 'Concurrency: in flight and limit', labels: ['in flight', 'limit'], id: 'chart-inflight' }, (s) => (s.queue ? [s.queue.inFlight, s.queue.limit] : [null, null]));
       }
+      // Bans come with the gatekeeper's abuse defense; without a gatekeeper there is nothing to say.
       const bansNote = h('section', { class: 'panel', id: 'bans-live' }, h('h2', {}, 'Bans'), h('p', { class: 'muted' }, 'Abuse defense is not reporting bans in this application.'));
-      root.appendChild(bansNote);
+      if (hasGk) root.appendChild(bansNote);
       let bansChart = null;
 
       function tierRows() {
@@ -269,6 +270,7 @@
       function bansView(s) {
         if (!s.bans) return;
         if (bansChart === null) {
+          if (!bansNote.isConnected) root.appendChild(bansNote);
           bansNote.replaceChildren();
           bansChart = TG.chart(bansNote, { title: 'Bans: active, added /s, refused /s', labels: ['active', 'added /s', 'refused /s'], id: 'chart-bans' });
           bansChart.setData(samples.filter((x) => x.bans).map((x) => x.t / 1000), ...[0, 1, 2].map((i) => samples.filter((x) => x.bans).map((x) => [x.bans.active, x.bans.added, x.bans.refused][i])));
