@@ -4,8 +4,10 @@
 // every open stream. One unref'd timer; nothing runs per request.
 //
 // Each section reads one component; a new component (abuse defense's bans, cluster mode's leases)
-// adds an entry to SECTIONS that returns its part of the sample, or undefined when absent. The page
-// draws `bans` when a sample has it: { active, added, refused } (a gauge and two per-second rates).
+// adds an entry to SECTIONS that returns { value, raw } (raw: the counters the next sample's rates
+// are taken against), or undefined when absent. The page draws `bans` when a sample has it:
+// { active, added, refused } (bans in force, and bans added and requests refused by a ban per
+// second); from the abuse defense's stats that is { active: bans, added: rate(added), refused: rate(refused) }.
 
 /** Per-second rate of a counter between two readings; a counter that went down was reset. */
 function rate(now, before, dt) {
