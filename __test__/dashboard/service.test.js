@@ -126,6 +126,17 @@ test('the service dashboard: sign-in, a client from the form, the request lab ex
     await page.waitForFunction((x) => document.querySelector('#analytics-totals').textContent.startsWith(`${x}:`), r);
   }
 
+  // Edit the policy through the form: the API replaces it and resets the client's state.
+  await page.goto(`${svc.url}/#/clients/lab-demo/edit`);
+  await page.waitForSelector('#client-form #f-maxRequests');
+  assert.equal(await page.inputValue('#f-maxRequests'), '10');
+  assert.equal(await page.getAttribute('#f-clientKey', 'readonly'), '');
+  await page.fill('#f-maxRequests', '20');
+  await page.click('#client-form button[type=submit]');
+  await page.waitForSelector('#client-state [data-state="remaining"]');
+  assert.equal((await admin(svc.url, 'GET', '/api/v1/admin/clients/lab-demo')).body.client.maxRequests, 20);
+  assert.equal(await page.textContent('#client-state [data-state="remaining"]'), '20');
+
   // Bans: one added through the API is listed, lifted from the page, and the client is served again.
   await admin(svc.url, 'POST', '/api/v1/admin/bans', { clientKey: 'lab-demo', reason: 'probe' });
   assert.equal((await check(svc.url, 'lab-demo')).status, 403);
@@ -149,6 +160,18 @@ test('the service dashboard: sign-in, a client from the form, the request lab ex
     assert.ok(await screenshot(page, name) > 0);
   }
   assert.equal(await page.textContent('[data-card="Configured clients"]'), '1');
+
+  // 360 px wide: no page is wider than the screen (tables scroll inside their panels).
+  await page.setViewportSize({ width: 360, height: 780 });
+  for (const hash of ['#/overview', '#/clients', '#/clients/lab-demo', '#/analytics', '#/bans', '#/lab', '#/how', '#/live']) {
+    await page.goto(`${svc.url}/${hash}`);
+    await page.waitForSelector('main h1');
+    await page.waitForTimeout(200);
+    const width = await page.evaluate(() => document.documentElement.scrollWidth);
+    assert.ok(width <= 360, `${hash} is ${width} px wide at 360 px`);
+  }
+  assert.ok(await screenshot(page, 'service-process-360') > 0);
+  await page.setViewportSize({ width: 1280, height: 900 });
 
   // Delete with confirmation: Cancel keeps it, Delete removes it.
   await page.goto(`${svc.url}/#/clients/lab-demo`);
