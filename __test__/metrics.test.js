@@ -140,7 +140,8 @@ test('metrics() options: errors name the option, with their codes', () => {
   const registry = new prom.Registry();
   const cases = [
     [() => t.metrics(), TypeError, 'ERR_TIERGATE_INVALID_OPTION', /metrics: options must be an object/],
-    [() => t.metrics({ registry }), TypeError, 'ERR_TIERGATE_INVALID_OPTION', /must name at least one of gatekeeper, queue, lag, ledger/],
+    [() => t.metrics({ registry }), TypeError, 'ERR_TIERGATE_INVALID_OPTION', /must name at least one of gatekeeper, queue, lag, ledger, leases$/],
+    [() => t.metrics({ leases: {}, registry }), TypeError, 'ERR_TIERGATE_INVALID_OPTION', /metrics: options\.leases must be a LeaseDriver, got object/],
     [() => t.metrics({ gatekeeper: {}, registry }), TypeError, 'ERR_TIERGATE_INVALID_OPTION', /metrics: options\.gatekeeper must be a gatekeeper/],
     [() => t.metrics({ queue: () => {}, registry }), TypeError, 'ERR_TIERGATE_INVALID_OPTION', /metrics: options\.queue must be a concurrency gate/],
     [() => t.metrics({ lag: 1, registry }), TypeError, 'ERR_TIERGATE_INVALID_OPTION', /metrics: options\.lag must be a LagMonitor/],
@@ -221,4 +222,33 @@ test('statusRoute on Fastify: its routes skip the guards and answer', async () =
   assert.equal(r.json().status, 'ok');
   assert.equal(fastify.tiergate.stats().tiers.only.admitted, 0, 'the status route went through the gatekeeper');
   await fastify.close();
+});
+
+test('a lease driver\'s families agree with its stats()', async () => {
+  const registry = new prom.Registry();
+  const quota = new t.Quota({ limits: [{ name: 'api', algorithm: 'token-bucket', rate: 0, burst: 5 }] });
+  const driver = new t.LeaseDriver(quota, new t.MemoryStore(), { storeTimeoutMs: 200 });
+  try {
+    t.metrics({ leases: driver, registry });
+    const limit = quota.limitId('api');
+    const codes = [];
+    for (let i = 0; i < 8; i++) {
+      const d = driver.spend(limit, 'client-a');
+      codes.push(typeof d === 'number' ? d : (await d).code);
+    }
+    const s = driver.stats();
+    const fams = parsePrometheusText(await registry.metrics());
+    const lease = sampleValue(fams, 'tiergate_lease_decisions_total', { decision: 'lease' });
+    assert.equal(lease, s.decisions.lease);
+    assert.equal(sampleValue(fams, 'tiergate_lease_decisions_total', { decision: 'exhausted' }), s.decisions.exhausted);
+    assert.equal(s.decisions.lease + s.decisions.exhausted + s.decisions.provisional, 8, JSON.stringify(s.decisions));
+    assert.ok(s.decisions.exhausted >= 3, 'a burst of 5 refuses the rest');
+    assert.equal(sampleValue(fams, 'tiergate_lease_store_up'), s.storeUp ? 1 : 0);
+    assert.equal(sampleValue(fams, 'tiergate_lease_tokens_granted_total'), s.granted);
+    assert.equal(sampleValue(fams, 'tiergate_lease_store_requests_total'), s.requestsSent);
+    assert.ok(s.requestsSent > 0);
+    for (const [, f] of fams) for (const x of f.samples) for (const k of Object.keys(x.labels)) assert.equal(k, 'decision');
+  } finally {
+    await driver.close();
+  }
 });

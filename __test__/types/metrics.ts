@@ -1,6 +1,6 @@
 // Typed usage of metrics(), statusRoute() and dashboard() (checked with tsc --noEmit).
 import * as http from 'node:http';
-import { gatekeeper, concurrencyGate, LagMonitor, metrics, statusRoute, dashboard, WAIT_BUCKETS, type HealthReport } from '../../index';
+import { gatekeeper, concurrencyGate, LagMonitor, Quota, LeaseDriver, MemoryStore, metrics, statusRoute, dashboard, WAIT_BUCKETS, type HealthReport } from '../../index';
 
 const gate = gatekeeper();
 const queue = concurrencyGate({ maxConcurrent: 8 });
@@ -14,6 +14,8 @@ const registry = {
 };
 const m = metrics({ gatekeeper: gate, queue, lag, registry, waitBuckets: [...WAIT_BUCKETS] });
 const names: readonly string[] = m.names;
+const leases = new LeaseDriver(new Quota({ limits: [{ name: 'api', algorithm: 'token-bucket', rate: 10, burst: 10 }] }), new MemoryStore());
+metrics({ leases, registry }).unregister();
 const status = statusRoute({ gatekeeper: gate, queue, lag, path: '/status', recentMs: 5000, maxLagMs: 200 });
 const report: HealthReport = status.check();
 const dash = dashboard({ gatekeeper: gate, queue, lag, token: 'a-long-random-admin-token', prefix: '/tiergate', historySec: 600 });

@@ -5,9 +5,12 @@
 const { Gatekeeper } = require('../gatekeeper');
 const { Ledger } = require('../ledger');
 const { LagMonitor } = require('../lag');
+const { LeaseDriver } = require('../quota/driver');
 const { typeName, isObject } = require('../options');
 
+/** What statusRoute() and dashboard() observe; metrics() also takes a lease driver. */
 const FIELDS = ['gatekeeper', 'queue', 'lag', 'ledger'];
+const METRICS_FIELDS = [...FIELDS, 'leases'];
 
 function gatekeeperOf(v, at) {
   if (v instanceof Gatekeeper) return v;
@@ -22,10 +25,10 @@ function queueOf(v, at) {
 }
 
 /**
- * `{ gatekeeper?, queue?, lag?, ledger? }` from the options (other keys are the caller's own); the
+ * `{ gatekeeper?, queue?, lag?, ledger?, leases? }` from the options (other keys are the caller's own); the
  * ledger defaults to the gatekeeper's. `at`: the caller's name for messages ("metrics: options").
  */
-function components(options, at) {
+function components(options, at, fields = FIELDS) {
   if (!isObject(options)) throw new TypeError(`${at} must be an object, got ${typeName(options)}`);
   const c = {};
   if (options.gatekeeper !== undefined) c.gatekeeper = gatekeeperOf(options.gatekeeper, `${at}.gatekeeper`);
@@ -38,10 +41,12 @@ function components(options, at) {
     if (!(options.ledger instanceof Ledger)) throw new TypeError(`${at}.ledger must be a Ledger, got ${typeName(options.ledger)}`);
     c.ledger = options.ledger;
   } else if (c.gatekeeper !== undefined) c.ledger = c.gatekeeper.ledger;
-  if (c.gatekeeper === undefined && c.queue === undefined && c.lag === undefined && c.ledger === undefined) {
-    throw new TypeError(`${at} must name at least one of gatekeeper, queue, lag, ledger`);
+  if (fields.includes('leases') && options.leases !== undefined) {
+    if (!(options.leases instanceof LeaseDriver)) throw new TypeError(`${at}.leases must be a LeaseDriver, got ${typeName(options.leases)}`);
+    c.leases = options.leases;
   }
+  if (Object.keys(c).length === 0) throw new TypeError(`${at} must name at least one of ${fields.join(', ')}`);
   return c;
 }
 
-module.exports = { components, FIELDS };
+module.exports = { components, FIELDS, METRICS_FIELDS };

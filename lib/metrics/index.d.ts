@@ -4,6 +4,7 @@ import type { Gatekeeper, GateControls, GatekeeperStats } from '../gatekeeper';
 import type { ConcurrencyGate, ConcurrencyGateControls, ConcurrencyGateStats } from '../queue';
 import type { LagMonitor, LagStats } from '../lag';
 import type { Ledger, TierSnapshot } from '../ledger';
+import type { LeaseDriver } from '../quota';
 
 /** What metrics(), statusRoute() and dashboard() observe, in any form the package hands them out. */
 export interface ObservedComponents {
@@ -26,6 +27,8 @@ export interface PromRegistry {
 }
 
 export interface MetricsOptions extends ObservedComponents {
+  /** Cluster mode's lease driver: its decisions, store health and traffic. */
+  leases?: LeaseDriver;
   /** Default: prom-client's default registry (prom-client must then be installed). */
   registry?: PromRegistry;
   /** Bounds of tiergate_queue_wait_seconds, seconds, ascending. Default WAIT_BUCKETS. */

@@ -3,21 +3,22 @@
 // component given, registered on the application's registry or prom-client's default one. Every
 // value is read from the components' stats() when the registry is scraped; nothing runs per request.
 //
-// One file per component (./gatekeeper.js, ./queue.js, ./lag.js, ./ledger.js). A new component
-// (abuse defense, cluster mode) adds its file and one entry in SOURCES below: its families from its
+// One file per component (./gatekeeper.js, ./queue.js, ./lag.js, ./ledger.js, ./leases.js). A new
+// component (abuse defense) adds its file and one entry in SOURCES below: its families from its
 // stats, read once per scrape through oncePerScrape.
 const { requireOptional } = require('../service/optional');
 const { buildingOptions } = require('../errors');
 const { onlyKnown, typeName, isObject } = require('../options');
 const { oncePerScrape } = require('./family');
-const { components } = require('./components');
+const { components, METRICS_FIELDS } = require('./components');
 const { gatekeeperFamilies } = require('./gatekeeper');
 const { queueFamilies, WAIT_BUCKETS } = require('./queue');
 const { lagFamilies } = require('./lag');
 const { ledgerFamilies } = require('./ledger');
+const { leaseFamilies } = require('./leases');
 const { statusRoute, health } = require('./status');
 
-const OPTIONS = new Set(['gatekeeper', 'queue', 'lag', 'ledger', 'registry', 'waitBuckets']);
+const OPTIONS = new Set(['gatekeeper', 'queue', 'lag', 'ledger', 'leases', 'registry', 'waitBuckets']);
 
 /** Each source: the families of one component, given the components (c) and the options (o). */
 const SOURCES = [
@@ -25,6 +26,7 @@ const SOURCES = [
   (c, o) => (c.queue ? queueFamilies(c.queue, oncePerScrape(() => c.queue.stats()), o.waitBuckets) : []),
   (c) => (c.lag ? lagFamilies(oncePerScrape(() => c.lag.stats())) : []),
   (c) => (c.ledger ? ledgerFamilies(oncePerScrape(() => c.ledger.snapshot())) : []),
+  (c) => (c.leases ? leaseFamilies(oncePerScrape(() => c.leases.stats())) : []),
 ];
 
 function waitBuckets(v) {
@@ -47,13 +49,13 @@ function registryOption(r) {
 }
 
 /**
- * Registers tiergate's families: `metrics({ gatekeeper?, queue?, lag?, ledger?, registry?, waitBuckets? })`.
+ * Registers tiergate's families: `metrics({ gatekeeper?, queue?, lag?, ledger?, leases?, registry?, waitBuckets? })`.
  * Returns `{ registry, names, handler(req, res), unregister() }`.
  */
 function metrics(options) {
   const { c, o, registry } = buildingOptions(() => {
     if (isObject(options)) onlyKnown(options, OPTIONS, 'metrics: options');
-    const comps = components(options, 'metrics: options');
+    const comps = components(options, 'metrics: options', METRICS_FIELDS);
     return { c: comps, o: { waitBuckets: waitBuckets(options.waitBuckets) }, registry: registryOption(options.registry) };
   });
   const families = SOURCES.flatMap((source) => source(c, o));
