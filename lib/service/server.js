@@ -139,11 +139,15 @@ function createService(explicit = {}, env = process.env) {
       if (ctx.draining) return;
       ctx.draining = true;
       const closed = new Promise((resolve) => server.close(resolve));
+      // A kept-alive connection whose request finishes during the drain becomes idle: close it then,
+      // rather than after the keep-alive timeout.
       server.closeIdleConnections();
+      const idler = setInterval(() => server.closeIdleConnections(), 25);
       let timer;
       const late = new Promise((resolve) => { timer = setTimeout(resolve, options.drainTimeoutMs); });
       await Promise.race([closed, late]);
       clearTimeout(timer);
+      clearInterval(idler);
       server.closeAllConnections();
       await ctx.decisions.idle();
       if (ctx.activity) {
