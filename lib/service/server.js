@@ -3,6 +3,7 @@
 // a drain on close (stop accepting, finish what is in flight, flush the activity, close the store).
 const http = require('node:http');
 const { once } = require('node:events');
+const { randomUUID } = require('node:crypto');
 const config = require('./config');
 const { createLogger } = require('./log');
 const { HttpError, requestId, sendError, sendJson } = require('./http');
@@ -109,7 +110,8 @@ function createService(explicit = {}, env = process.env) {
     });
   });
   server.on('clientError', (err, socket) => {
-    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+    // A request the parser could not read: no handler runs, but the answer still carries an id.
+    if (socket.writable) socket.end(`HTTP/1.1 400 Bad Request\r\nX-Request-ID: ${randomUUID()}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
   });
 
   let address = null;
