@@ -57,8 +57,9 @@ function createService(explicit = {}, env = process.env) {
   };
 
   async function handle(req, res) {
-    const [pathname, search = ''] = req.url.split('?', 2);
-    req.query = new URLSearchParams(search);
+    const q = req.url.indexOf('?');
+    const pathname = q < 0 ? req.url : req.url.slice(0, q);
+    req.search = q < 0 ? '' : req.url.slice(q + 1);
     const cors = corsHeaders(options.corsOrigins, req, res);
     if (req.method === 'OPTIONS' && cors) {
       res.setHeader('Access-Control-Allow-Methods', 'GET, POST, PUT, DELETE, OPTIONS');
