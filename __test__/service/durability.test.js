@@ -128,3 +128,38 @@ test('a token from a file; caller API keys on the check when configured', async 
   assert.equal(ok.status, 200);
   await svc.stop();
 });
+
+test('SIGTERM waits for a request in flight: it is answered, then the process exits 0', async () => {
+  const net = require('node:net');
+  const data = dataDir();
+  const svc = await start({ flags: { data } });
+  await admin(svc.url, 'POST', '/api/v1/admin/clients', window('inflight', 5));
+  const { port } = new URL(svc.url);
+  const socket = net.connect(Number(port), '127.0.0.1');
+  await new Promise((r) => socket.once('connect', r));
+  let answer = '';
+  socket.setEncoding('utf8').on('data', (d) => { answer += d; });
+  const body = '{"clientKey":"inflight"}';
+  // Headers and half the body: the request is in flight when the signal comes.
+  socket.write(`POST /api/v1/rate-limit/check HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 10)}`);
+  await sleep(100);
+  svc.child.kill('SIGTERM');
+  await sleep(200);
+  assert.equal(svc.child.exitCode, null, 'it did not exit with a request in flight');
+  socket.write(body.slice(10));
+  await new Promise((r) => socket.once('close', r));
+  assert.match(answer, /^HTTP\/1\.1 200 OK\r\n/);
+  assert.match(answer, /"remaining":4/);
+  assert.deepEqual(await svc.exited, { code: 0, signal: null });
+});
+
+test('CORS: an allowed origin gets its headers and a preflight; another gets none', async () => {
+  const svc = await start({ flags: { data: dataDir(), 'cors-origins': 'https://dash.example' } });
+  const pre = await request(svc.url, 'OPTIONS', '/api/v1/admin/overview', { headers: { origin: 'https://dash.example', 'access-control-request-method': 'GET' } });
+  assert.equal(pre.status, 204);
+  assert.equal(pre.headers['access-control-allow-origin'], 'https://dash.example');
+  assert.match(pre.headers['access-control-allow-headers'], /Authorization/);
+  const other = await request(svc.url, 'GET', '/health/live', { headers: { origin: 'https://evil.example' } });
+  assert.equal(other.headers['access-control-allow-origin'], undefined);
+  await svc.stop();
+});

@@ -57,17 +57,23 @@ class Decisions {
       if (this.pending.size) this.schedule();
       else if (this.inFlight === 0) for (const w of this.idleWaiters.splice(0)) w();
     };
+    const fail = (list, err) => {
+      this.log.error('store decision failed', { error: String(err && (err.cause || err).message) });
+      const failure = new HttpError(503, 'STORE_UNAVAILABLE', 'the store did not answer; try again');
+      for (const w of list) w.reject(failure);
+    };
+    // A store answers a Map of clientKey → outcome, or → Error for a client whose transaction failed
+    // (nothing of it was committed), or rejects for the whole batch.
     this.store.decideBatch(batch).then((outcomes) => {
       done();
       for (const [key, list] of waiters) {
         const o = outcomes.get(key);
+        if (o instanceof Error) { fail(list, o); continue; }
         list.forEach((w, i) => w.resolve(o.found && !o.banned ? { found: true, policy: o.policy, result: o.results[i], now: o.now } : o));
       }
     }, (err) => {
       done();
-      this.log.error('store decision failed', { error: String(err && err.message) });
-      const failure = new HttpError(503, 'STORE_UNAVAILABLE', 'the store did not answer; try again');
-      for (const list of waiters.values()) for (const w of list) w.reject(failure);
+      for (const list of waiters.values()) fail(list, err);
     });
   }
 

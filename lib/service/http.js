@@ -23,10 +23,11 @@ function requestId(req) {
 
 function sendJson(res, status, body, headers) {
   const text = JSON.stringify(body);
-  res.statusCode = status;
-  if (headers) for (const k of Object.keys(headers)) res.setHeader(k, headers[k]);
-  res.setHeader('Content-Type', 'application/json; charset=utf-8');
-  res.setHeader('Content-Length', Buffer.byteLength(text));
+  // One writeHead with every header: cheaper on the check's path than a setHeader each.
+  const all = headers ? { ...headers } : {};
+  all['Content-Type'] = 'application/json; charset=utf-8';
+  all['Content-Length'] = Buffer.byteLength(text);
+  res.writeHead(status, all);
   res.end(text);
 }
 

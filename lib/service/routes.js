@@ -64,7 +64,7 @@ async function overview(ctx, req, res) {
 }
 
 async function analytics(ctx, req, res) {
-  const range = req.query.get('range') ?? '1h';
+  const range = new URLSearchParams(req.search).get('range') ?? '1h';
   if (!Object.hasOwn(RANGES, range)) throw new HttpError(400, 'VALIDATION_ERROR', `range must be one of ${Object.keys(RANGES).join(', ')}, got ${JSON.stringify(range)}`);
   await settled(ctx);
   sendJson(res, 200, { range, dataSource: 'aggregated', points: await ctx.store.analytics(range) });

@@ -3,6 +3,7 @@
 // a drain on close (stop accepting, finish what is in flight, flush the activity, close the store).
 const http = require('node:http');
 const { once } = require('node:events');
+const { randomUUID } = require('node:crypto');
 const config = require('./config');
 const { createLogger } = require('./log');
 const { HttpError, requestId, sendError, sendJson } = require('./http');
@@ -62,8 +63,9 @@ function createService(explicit = {}, env = process.env) {
   };
 
   async function handle(req, res) {
-    const [pathname, search = ''] = req.url.split('?', 2);
-    req.query = new URLSearchParams(search);
+    const q = req.url.indexOf('?');
+    const pathname = q < 0 ? req.url : req.url.slice(0, q);
+    req.search = q < 0 ? '' : req.url.slice(q + 1);
     const cors = corsHeaders(options.corsOrigins, req, res);
     if (req.method === 'OPTIONS' && cors) {
       res.setHeader('Access-Control-Allow-Methods', 'GET, POST, PUT, DELETE, OPTIONS');
@@ -119,7 +121,8 @@ function createService(explicit = {}, env = process.env) {
     });
   });
   server.on('clientError', (err, socket) => {
-    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+    // A request the parser could not read: no handler runs, but the answer still carries an id.
+    if (socket.writable) socket.end(`HTTP/1.1 400 Bad Request\r\nX-Request-ID: ${randomUUID()}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
   });
 
   let address = null;
@@ -151,11 +154,15 @@ function createService(explicit = {}, env = process.env) {
       ctx.draining = true;
       ctx.dashboard.close(); // its live streams would otherwise hold the drain open to the timeout
       const closed = new Promise((resolve) => server.close(resolve));
+      // A kept-alive connection whose request finishes during the drain becomes idle: close it then,
+      // rather than after the keep-alive timeout.
       server.closeIdleConnections();
+      const idler = setInterval(() => server.closeIdleConnections(), 25);
       let timer;
       const late = new Promise((resolve) => { timer = setTimeout(resolve, options.drainTimeoutMs); });
       await Promise.race([closed, late]);
       clearTimeout(timer);
+      clearInterval(idler);
       server.closeAllConnections();
       await ctx.decisions.idle();
       if (ctx.activity) {

@@ -107,11 +107,14 @@ class PostgresStore {
     });
   }
 
-  /** One transaction per client of the batch, run side by side (bounded by the pool). */
+  /**
+   * One transaction per client of the batch, run side by side (bounded by the pool). A client whose
+   * transaction failed gets its Error in the map; the others keep their (committed) outcomes.
+   */
   async decideBatch(batch) {
     const keys = [...batch.keys()];
-    const outcomes = await Promise.all(keys.map((k) => this.decideOne(k, batch.get(k))));
-    return new Map(keys.map((k, i) => [k, outcomes[i]]));
+    const settled = await Promise.allSettled(keys.map((k) => this.decideOne(k, batch.get(k))));
+    return new Map(keys.map((k, i) => [k, settled[i].status === 'fulfilled' ? settled[i].value : settled[i].reason]));
   }
 
   async createClient(policy) {
