@@ -6,4 +6,5 @@ module.exports = {
   ...require('./lib/gatekeeper'),
   ...require('./lib/queue'),
   ...require('./lib/quota'),
+  ...require('./lib/cluster'),
 };

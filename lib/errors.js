@@ -10,6 +10,8 @@ const CODES = Object.freeze({
   INVALID_ARGUMENT: 'ERR_TIERGATE_INVALID_ARGUMENT',
   /** No native binary loads for this platform. */
   NATIVE_UNAVAILABLE: 'ERR_TIERGATE_NATIVE_UNAVAILABLE',
+  /** An optional peer dependency a feature needs is not installed; the message names it. */
+  MISSING_DEPENDENCY: 'ERR_TIERGATE_MISSING_DEPENDENCY',
 });
 
 /** `new Ctor(message)` with `code`. */

@@ -56,7 +56,7 @@ class LeaseDriver {
   /** (limit, key) -> spends waiting for that key's answer. */
   #waiters = new Map();
   #counts = new Float64Array(CODE_NAMES.length);
-  #s = { batches: 0, requestsSent: 0, returnsSent: 0, storeErrors: 0, returnErrors: 0, timeouts: 0, lateGrants: 0, waits: 0, waitTimeouts: 0 };
+  #s = { batches: 0, requestsSent: 0, returnsSent: 0, storeErrors: 0, returnErrors: 0, timeouts: 0, lateGrants: 0, waits: 0, waitTimeouts: 0, maxWaitMs: 0 };
   #timer;
   #flushQueued = false;
   #closed = false;
@@ -125,7 +125,7 @@ class LeaseDriver {
     this.#s.waits++;
     if (this.#closed) return Promise.resolve(this.#settleNow(STORE_DOWN, this.#o.storeTimeoutMs));
     return new Promise((resolve) => {
-      const w = { limit, key, cost, resolve, timer: null };
+      const w = { limit, key, cost, resolve, timer: null, t0: performance.now() };
       w.timer = setTimeout(() => this.#waitExpired(w), this.#o.storeTimeoutMs);
       const k = wkey(limit, key);
       const list = this.#waiters.get(k);
@@ -139,9 +139,11 @@ class LeaseDriver {
     return { code, retryAfterMs };
   }
 
-  #settle(w, code) {
+  #settle(w, code, retryAfterMs = code > AWAITING ? this.#result[0] : 0) {
     clearTimeout(w.timer);
-    w.resolve(this.#settleNow(code, code > AWAITING ? this.#result[0] : 0));
+    const waited = performance.now() - w.t0;
+    if (waited > this.#s.maxWaitMs) this.#s.maxWaitMs = waited;
+    w.resolve(this.#settleNow(code, retryAfterMs));
   }
 
   /** Asks again for every spend waiting on (limit, key): its answer (or failure) is in. */
@@ -183,8 +185,7 @@ class LeaseDriver {
       // Its key's request is not even sent (a blocked loop): decided as the store being down.
       this.#s.waitTimeouts++;
       if (c === NEED_LEASE) this.#queueFlush();
-      clearTimeout(w.timer);
-      w.resolve(this.#settleNow(STORE_DOWN, this.#o.storeTimeoutMs));
+      this.#settle(w, STORE_DOWN, this.#o.storeTimeoutMs);
     } else this.#settle(w, c);
   }
 
@@ -309,7 +310,7 @@ class LeaseDriver {
   /**
    * The engine's totals (lib/quota/engine.js) and the driver's: `decisions` by code name,
    * `fallbackDecisions` (decisions taken because the store was not answering: FALLBACK, STORE_DOWN,
-   * SHARE), waits, waitTimeouts, batches, requestsSent, returnsSent, storeErrors, returnErrors,
+   * SHARE), waits, waitTimeouts, maxWaitMs (the longest a spend waited for the store), batches, requestsSent, returnsSent, storeErrors, returnErrors,
    * timeouts, lateGrants, inFlight.
    */
   stats() {
@@ -329,10 +330,7 @@ class LeaseDriver {
     if (this.#closed) return;
     clearInterval(this.#timer);
     for (const [, list] of this.#waiters) {
-      for (const w of list) {
-        clearTimeout(w.timer);
-        w.resolve(this.#settleNow(STORE_DOWN, this.#o.storeTimeoutMs));
-      }
+      for (const w of list) this.#settle(w, STORE_DOWN, this.#o.storeTimeoutMs);
     }
     this.#waiters.clear();
     const returns = this.#quota.releaseAll();

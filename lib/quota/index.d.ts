@@ -163,6 +163,8 @@ export interface QuotaDecision {
 export interface LeaseDriverStats extends QuotaStats {
   batches: number; requestsSent: number; returnsSent: number; storeErrors: number; returnErrors: number;
   timeouts: number; lateGrants: number; waits: number; waitTimeouts: number; inFlight: number;
+  /** The longest a spend has waited for the store (ms). */
+  maxWaitMs: number;
   decisions: { lease: number; provisional: number; fallback: number; exhausted: number; storeDown: number; share: number; full: number };
   /** Decisions taken because the store was not answering (fallback, storeDown, share). */
   fallbackDecisions: number;

@@ -1,0 +1,125 @@
+'use strict';
+// Cluster mode on a real redis-server: several Node processes behind the gatekeeper with `cluster`,
+// loading it at the same instant. Exactness, Redis killed and restarted mid-load, a process killed
+// holding a lease, bans across processes. Loads are bounded in count and time.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const { needRedis, redisServer } = require('../helpers/redis');
+const { startNode, startNodes } = require('../helpers/cluster-nodes');
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const ok = (s) => s.statuses[200] || 0;
+const sum = (rs, status) => rs.reduce((a, r) => a + (r.statuses[status] || 0), 0);
+
+const TIERS = ['paid', 'free', 'exact', 'slide'].map((name) => ({ name, capacity: 1e9, refillPerSec: 1e9 }));
+const STORE_TIMEOUT_MS = 100;
+const CLUSTER = {
+  storeTimeoutMs: STORE_TIMEOUT_MS,
+  minHolders: 4,
+  tiers: {
+    // Fail-open and fail-closed tiers with small leases, so that an outage outlasts them.
+    paid: { fallback: 'open', perKey: { rate: 2000, burst: 2000, maxLease: 10, retryMs: 100 } },
+    free: { fallback: 'closed', perKey: { rate: 2000, burst: 2000, maxLease: 10, retryMs: 100 } },
+    exact: { perKey: { rate: 0, burst: 100, retryMs: 100 } },
+    slide: { perKey: { algorithm: 'sliding-window', limit: 100, windowMs: 1000, leaseTtlMs: 1000, initialLease: 30 } },
+  },
+};
+
+test('cluster mode on one redis-server', { timeout: 120_000 }, async (t) => {
+  if (!needRedis(t)) return;
+  const redis = await redisServer();
+  const cfg = { url: redis.url, tiers: TIERS, cluster: CLUSTER };
+  let nodes = [];
+  t.after(async () => {
+    await Promise.all(nodes.map((n) => n.close()));
+    await redis.stop();
+  });
+  nodes = await startNodes(4, cfg);
+
+  await t.test('4 processes x 500 simultaneous requests on a key of limit 100: exactly 100 admitted', async () => {
+    const rs = await Promise.all(nodes.map((n) => n.call('burst', { n: 500, key: 'k-exact', tier: 'exact' })));
+    assert.equal(sum(rs, 200), 100, JSON.stringify(rs));
+    assert.equal(sum(rs, 429), 1900);
+    const stats = await Promise.all(nodes.map((n) => n.call('stats')));
+    assert.equal(stats.reduce((a, s) => a + s.decisions.lease, 0), 100);
+    assert.equal(stats.reduce((a, s) => a + s.fallbackDecisions, 0), 0);
+    // Far fewer store calls than requests.
+    const requests = stats.reduce((a, s) => a + s.requestsSent, 0);
+    assert.ok(requests < 200, `${requests} lease requests for 2000 decisions`);
+  });
+
+  await t.test('a ban issued in one process is enforced by the other three within 100 ms', async () => {
+    let best = Infinity;
+    for (let trial = 0; trial < 3 && best > 100; trial++) {
+      const target = `evil-${trial}`;
+      const watching = nodes.slice(1).map((n) => n.call('until403', { key: target, tier: 'paid', timeoutMs: 3000 }));
+      await sleep(20);
+      const at = await nodes[0].call('ban', { target, durationMs: 60_000 });
+      const seen = await Promise.all(watching);
+      assert.ok(seen.every((s) => s !== null), 'every process refuses the banned key');
+      best = Math.min(best, Math.max(...seen.map((s) => s - at)));
+    }
+    t.diagnostic(`ban enforced by all three others within ${best} ms`);
+    assert.ok(best <= 100, `enforced everywhere within ${best} ms`);
+    const received = (await Promise.all(nodes.slice(1).map((n) => n.call('stats')))).map((s) => s.bans.received);
+    assert.ok(received.every((r) => r >= 1), `received: ${received}`);
+  });
+
+  await t.test('Redis killed mid-load and restarted empty: no wait past storeTimeoutMs, open and closed tiers as configured, counted; exact again within 1 s', async () => {
+    const loads = nodes.flatMap((n) => [
+      n.call('load', { ms: 2500, concurrency: 4, max: 4000, key: 'k-paid', tier: 'paid' }),
+      n.call('load', { ms: 2500, concurrency: 4, max: 4000, key: 'k-free', tier: 'free' }),
+    ]);
+    await sleep(400);
+    await redis.kill('SIGKILL');
+    await sleep(1000);
+    await redis.start();
+    const restarted = Date.now();
+    // Back to leases everywhere (each engine's store is up again after its first grant).
+    let up = false;
+    while (!up && Date.now() - restarted < 10_000) {
+      await sleep(10);
+      up = (await Promise.all(nodes.map((n) => n.call('stats')))).every((s) => s.storeUp);
+    }
+    const recoveredMs = Date.now() - restarted;
+    const rs = await Promise.all(loads);
+    const paid = rs.filter((_, i) => i % 2 === 0);
+    const free = rs.filter((_, i) => i % 2 === 1);
+    t.diagnostic(`paid ${JSON.stringify(paid.map((r) => r.statuses))} free ${JSON.stringify(free.map((r) => r.statuses))}; back on leases ${recoveredMs} ms after the restart`);
+    assert.ok(up, 'every process is back on leases');
+    assert.ok(recoveredMs <= 1000, `back on leases within 1 s (${recoveredMs} ms)`);
+    // Fail-open: served throughout (the safe share of 2000/s over 4 processes is above this load).
+    assert.equal(sum(paid, 503), 0);
+    assert.ok(sum(paid, 200) > 0);
+    // Fail-closed: refused while Redis was away, served before and after.
+    assert.ok(sum(free, 503) > 0, 'the closed tier refused during the outage');
+    assert.ok(sum(free, 200) > 0);
+    const stats = await Promise.all(nodes.map((n) => n.call('stats')));
+    for (const s of stats) {
+      assert.ok(s.fallbackDecisions > 0, 'fallback decisions are counted');
+      assert.ok(s.decisions.storeDown > 0, 'closed-tier refusals are counted');
+      // A spend waits for the store at most storeTimeoutMs (plus a loaded loop's timer lateness).
+      assert.ok(s.maxWaitMs <= STORE_TIMEOUT_MS + 150, `longest wait ${s.maxWaitMs} ms`);
+    }
+    // Exact again: a new key of limit 100, 4 x 200 at once.
+    const again = await Promise.all(nodes.map((n) => n.call('burst', { n: 200, key: 'k-after', tier: 'exact' })));
+    assert.equal(sum(again, 200), 100, JSON.stringify(again));
+  });
+
+  await t.test('a process killed holding a lease strands at most that lease, until its TTL', async () => {
+    // A sliding window of 100 per second; the victim's first lease is 30 tokens, of which it spends 1.
+    const victim = startNode(cfg);
+    await victim.ready;
+    assert.equal(ok(await victim.call('burst', { n: 1, key: 'k-slide', tier: 'slide' })), 1);
+    const held = await victim.call('keyState', { limit: 'tier:slide:key', key: 'k-slide' });
+    assert.equal(held.held, 29);
+    victim.child.kill('SIGKILL');
+    await victim.exited;
+    const during = await nodes[0].call('burst', { n: 150, key: 'k-slide', tier: 'slide' });
+    assert.equal(ok(during), 70, 'the dead process strands its lease (30), no more');
+    // Its lease occupies the window until its TTL (1 s) plus a window (1 s): then all 100 are back.
+    await sleep(2300);
+    const after = await nodes[0].call('burst', { n: 150, key: 'k-slide', tier: 'slide' });
+    assert.equal(ok(after), 100, 'after the TTL the stranded tokens are free again');
+  });
+});
