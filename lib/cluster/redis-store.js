@@ -88,7 +88,15 @@ class RedisStore {
 
   /** Closes the connection if the store made it (from a URL); a client passed in is its owner's. */
   async close() {
-    if (this.#owned) await this.#client.quit().catch(() => this.#client.disconnect());
+    if (!this.#owned) return;
+    // QUIT waits for the replies still due; a server that is away would never send them.
+    let timer;
+    const late = new Promise((resolve) => {
+      timer = setTimeout(resolve, 1000);
+    });
+    await Promise.race([this.#client.quit().catch(() => {}), late]);
+    clearTimeout(timer);
+    this.#client.disconnect();
   }
 }
 
