@@ -4,3 +4,4 @@ export * from './lib/lag';
 export * from './lib/gatekeeper';
 export * from './lib/queue';
 export * from './lib/quota';
+export * from './lib/cluster';

@@ -28,7 +28,7 @@ function isClient(v) {
 function redisClient(redis, at) {
   if (typeof redis === 'string') {
     const { Redis } = loadIoredis();
-    const client = new Redis(redis, { maxRetriesPerRequest: 1, retryStrategy: (n) => Math.min(50 * n, 200) });
+    const client = new Redis(redis, { maxRetriesPerRequest: 1, retryStrategy: (n) => Math.min(50 * n, 100) });
     // Errors surface through the commands that fail; an unhandled 'error' event would end the process.
     client.on('error', () => {});
     return { client, owned: true, isCluster: false };

@@ -334,12 +334,12 @@ class Gatekeeper {
     if (typeof d.then !== 'function') return this.#clusterRefused(d, tier, req, given, key);
     const r = this.#result.slice(); // the result array is the next request's by the time the store answers
     return d.then((late) => {
-      if (late !== null) return this.#clusterRefused(late, tier, req, given, key);
+      if (late !== null) return this.#clusterRefused(late, tier, req, given, key, r);
       return this.#observe || decisionChannel.hasSubscribers ? this.#settle(0, req, res, given, key, r) : null;
     });
   }
 
-  #clusterRefused(d, tier, req, given, key) {
+  #clusterRefused(d, tier, req, given, key, r = this.#result) {
     const o = this.#o;
     const rejection = clusterRejection(this.#responder, d, tier, o.names[tier]);
     const hooked = o.onReject !== null || o.onDecision !== null || decisionChannel.hasSubscribers;
@@ -348,12 +348,15 @@ class Gatekeeper {
         verdict: d.code === CLUSTER_BANNED ? 'banned' : rejection.status === 429 ? 'rate-limited' : 'tier-full',
         status: rejection.status,
         tier: o.names[tier],
-        tierSource: given !== null ? given : SOURCES[this.#result[R.SOURCE]],
+        tierSource: given !== null ? given : SOURCES[r[R.SOURCE]],
         key,
         remaining: 0,
         limit: d.capacity,
         retryAfterMs: d.retryAfterMs,
         resetMs: d.retryAfterMs,
+        refillScale: r[R.SCALE],
+        pressure: r[R.PRESSURE],
+        lagMs: r[R.LAG_MS],
         cause: 'cluster',
         cluster: { limit: d.limit, reason: d.reason },
       };

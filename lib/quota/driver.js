@@ -43,6 +43,10 @@ function driverOptions(options) {
 
 const wkey = (limit, key) => `${limit}\0${key}`;
 
+// Timers run before the loop reads its sockets: after a long turn (a busy process), a store's answer
+// that came in time may still be unread when its timeout fires. It is not a timeout: read it first.
+const afterPendingIo = (fn) => setImmediate(fn);
+
 class LeaseDriver {
   #quota;
   #trySpend;
@@ -126,7 +130,7 @@ class LeaseDriver {
     if (this.#closed) return Promise.resolve(this.#settleNow(STORE_DOWN, this.#o.storeTimeoutMs));
     return new Promise((resolve) => {
       const w = { limit, key, cost, resolve, timer: null, t0: performance.now() };
-      w.timer = setTimeout(() => this.#waitExpired(w), this.#o.storeTimeoutMs);
+      w.timer = setTimeout(() => afterPendingIo(() => this.#waitExpired(w)), this.#o.storeTimeoutMs);
       const k = wkey(limit, key);
       const list = this.#waiters.get(k);
       if (list === undefined) this.#waiters.set(k, [w]);
@@ -219,14 +223,14 @@ class LeaseDriver {
     }
     this.#s.batches++;
     this.#s.requestsSent += chunk.length;
-    const timer = setTimeout(() => {
+    const timer = setTimeout(() => afterPendingIo(() => {
       for (const r of chunk) {
         if (!r.done) {
           this.#s.timeouts++;
           this.#failOne(r);
         }
       }
-    }, this.#o.storeTimeoutMs);
+    }), this.#o.storeTimeoutMs);
     let sent;
     try {
       sent = Promise.resolve(this.#store.lease(batch));
