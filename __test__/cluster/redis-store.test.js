@@ -3,10 +3,12 @@
 // src/core/quota/tests/store.rs), on a real redis-server; and cluster()'s options and errors.
 const test = require('node:test');
 const assert = require('node:assert/strict');
+const http = require('node:http');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const Redis = require('ioredis');
 const { needRedis, redisServer } = require('../helpers/redis');
+const { listen, close, request } = require('../helpers/http');
 const { RedisStore, cluster, Quota, gatekeeper } = require('../..');
 const { limitSpec } = require('../../lib/quota/engine');
 
@@ -90,6 +92,39 @@ test('the Redis store', { timeout: 60_000 }, async (t) => {
     assert.ok(answers.every((a) => a instanceof Error), 'an error per request');
     assert.ok(Date.now() - t0 < 5000);
     await away.close();
+  });
+
+  await t.test('through the gatekeeper: 429 for a key past its cluster limit, 503 past the tier budget, 403 for a shared ban; hooks say why', async () => {
+    const c = cluster({ redis: client, prefix: 'gk', tiers: { api: { perKey: { algorithm: 'fixed-window', limit: 2, windowMs: 3_600_000 }, budget: { rate: 0, burst: 3 } } } });
+    await c.ready;
+    const rejected = [];
+    const guard = gatekeeper.http({ tiers: [{ name: 'api', capacity: 1e9, refillPerSec: 1e9 }], key: { header: 'x-key' }, shed: false, cluster: c, onReject: (info) => rejected.push(info) }, (req, res) => res.end('ok'));
+    const server = http.createServer(guard);
+    const port = await listen(server);
+    try {
+      const get = (key) => request(port, { headers: { 'x-key': key } });
+      assert.deepEqual([(await get('a')).status, (await get('a')).status], [200, 200]);
+      const limited = await get('a');
+      assert.equal(limited.status, 429);
+      assert.ok(Number(limited.headers['retry-after']) >= 1);
+      assert.equal(limited.json.type, 'urn:tiergate:problem:rate-limited');
+      assert.equal((await get('b')).status, 200, 'the third token of the budget');
+      const full = await get('b');
+      assert.equal(full.status, 503);
+      assert.equal(full.json.type, 'urn:tiergate:problem:tier-capacity');
+      await c.bans.ban('mallory', { durationMs: 60_000 });
+      const banned = await get('mallory');
+      assert.equal(banned.status, 403);
+      assert.equal(banned.json.type, 'urn:tiergate:problem:banned');
+      assert.deepEqual(rejected.map((i) => [i.verdict, i.status, i.cause, i.cluster.limit, i.cluster.reason]), [
+        ['rate-limited', 429, 'cluster', 'key', 'EXHAUSTED'],
+        ['tier-full', 503, 'cluster', 'budget', 'EXHAUSTED'],
+        ['banned', 403, 'cluster', 'ban', 'BANNED'],
+      ]);
+    } finally {
+      await close(server);
+      await c.close();
+    }
   });
 
   await t.test('cluster() and the gatekeeper option check their options', () => {

@@ -8,7 +8,7 @@
 // keyed like the gatekeeper's per-key buckets) and `tier:<tier>:budget` (its cluster-wide budget,
 // one key). A tier's `fallback` ('open' | 'closed', default `options.fallback`, 'open') is what its
 // limits do while Redis does not answer.
-const { Quota, QUOTA_CODE } = require('../quota/engine');
+const { Quota, QUOTA_CODE, QUOTA_CODE_NAMES: CODE_NAMES } = require('../quota/engine');
 const { LeaseDriver, DRIVER_DEFAULTS } = require('../quota/driver');
 const { RedisStore } = require('./redis-store');
 const { BanChannel } = require('./bans');
@@ -20,7 +20,6 @@ const TIER_FIELDS = new Set(['perKey', 'budget', 'fallback']);
 const { CLUSTER_BANNED: BANNED } = require('./gate-codes');
 
 const { NEED_LEASE } = QUOTA_CODE;
-const CODE_NAMES = Object.keys(QUOTA_CODE).sort((a, b) => QUOTA_CODE[a] - QUOTA_CODE[b]);
 
 function fallbackOption(v, at) {
   if (v !== 'open' && v !== 'closed') throw new TypeError(`${at} must be 'open' or 'closed', got ${JSON.stringify(v)}`);

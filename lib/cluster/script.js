@@ -18,7 +18,9 @@ local k = KEYS[1]
 local op, alg = ARGV[1], ARGV[2]
 local a, b = tonumber(ARGV[3]), tonumber(ARGV[4])
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- Milliseconds with their fraction: a window's remainder computed from a rounded-down instant would
+-- let a lease outlive its window by up to 1 ms. Durations go back truncated (the safe direction).
+local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 local fields = redis.call('HGETALL', k)
 local st, recs, holders = {}, {}, {}
 for i = 1, #fields, 2 do
@@ -60,7 +62,7 @@ local function keep(extra)
   else
     for _, r in pairs(recs) do if r[2] - now > ms then ms = r[2] - now end end
   end
-  redis.call('PEXPIRE', k, math.max(1, ms))
+  redis.call('PEXPIRE', k, math.max(1, math.ceil(ms)))
 end
 if op == 'release' then
   local lease, n, reason, holder = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7], ARGV[8]
@@ -69,7 +71,7 @@ if op == 'release' then
     credited = math.min(n, b - tokens)
     if credited < 0 then credited = 0 end
     tokens = tokens + credited
-    redis.call('HSET', k, 't', num(tokens), 'at', now)
+    redis.call('HSET', k, 't', num(tokens), 'at', num(now))
   elseif alg == 'f' then
     if tonumber(st.w) == lease then
       credited = math.min(n, used)
@@ -81,7 +83,7 @@ if op == 'release' then
     if r then
       credited = math.min(n, r[1])
       r[1] = r[1] - credited
-      if r[1] > 0 then redis.call('HSET', k, 'r:' .. lease, r[1] .. ':' .. r[2]) else redis.call('HDEL', k, 'r:' .. lease); recs[tostring(lease)] = nil end
+      if r[1] > 0 then redis.call('HSET', k, 'r:' .. lease, r[1] .. ':' .. num(r[2])) else redis.call('HDEL', k, 'r:' .. lease); recs[tostring(lease)] = nil end
     end
   end
   if reason == 'released' and holders[holder] then
@@ -98,7 +100,7 @@ if alg == 'b' then
   tokens = tokens - granted
   remaining = math.floor(tokens)
   lease = redis.call('HINCRBY', k, 'seq', 1)
-  redis.call('HSET', k, 't', num(tokens), 'at', now)
+  redis.call('HSET', k, 't', num(tokens), 'at', num(now))
   if remaining == 0 then
     -- A bucket that never refills may still get tokens back: ask again after a lease's life.
     if a > 0 then retry = math.ceil((1 - tokens) / a * 1000) else retry = ttl end
@@ -112,7 +114,7 @@ elseif alg == 'f' then
   if left < ttl then ttl = left end
   lease = w
   redis.call('HSET', k, 'w', w, 'u', used)
-  if remaining == 0 then retry = left end
+  if remaining == 0 then retry = math.ceil(left) end
 else
   local cap = math.floor(a)
   granted = math.min(size, cap - used)
@@ -120,11 +122,12 @@ else
   if granted > 0 then
     lease = redis.call('HINCRBY', k, 'seq', 1)
     recs[tostring(lease)] = { granted, now + ttl + b }
-    redis.call('HSET', k, 'r:' .. lease, granted .. ':' .. (now + ttl + b))
+    redis.call('HSET', k, 'r:' .. lease, granted .. ':' .. num(now + ttl + b))
   end
   if remaining == 0 then
     retry = ttl + b
     for _, r in pairs(recs) do if r[2] - now < retry then retry = r[2] - now end end
+    retry = math.ceil(retry)
   end
 end
 local count = 0
@@ -134,7 +137,7 @@ if granted > 0 then
   local e = now + ttl
   if not holders[holder] or holders[holder] < e then
     holders[holder] = e
-    redis.call('HSET', k, 'h:' .. holder, e)
+    redis.call('HSET', k, 'h:' .. holder, num(e))
   end
 end
 if redis.call('EXISTS', k) == 1 then keep(0) end

@@ -7,13 +7,12 @@
 // ('open': the last leases, then a safe share; 'closed': refuse) and the store's late answer, if it
 // comes, is applied and its tokens sent back. Decisions are counted by code.
 const { randomBytes } = require('node:crypto');
-const { Quota, QUOTA_CODE } = require('./engine');
+const { Quota, QUOTA_CODE, QUOTA_CODE_NAMES: CODE_NAMES } = require('./engine');
 const { checkStore } = require('./store');
 const { isObject, onlyKnown, finite, typeName } = require('../options');
 const { buildingOptions } = require('../errors');
 
 const { NEED_LEASE, AWAITING, STORE_DOWN } = QUOTA_CODE;
-const CODE_NAMES = Object.keys(QUOTA_CODE).sort((a, b) => QUOTA_CODE[a] - QUOTA_CODE[b]);
 /** Codes of decisions taken because the store was not answering. */
 const FALLBACK_CODES = [QUOTA_CODE.FALLBACK, QUOTA_CODE.STORE_DOWN, QUOTA_CODE.SHARE];
 
