@@ -166,3 +166,20 @@ test('close sends unspent leases back: the store can grant them again', async ()
   assert.equal(rs.filter((r) => r.allowed).length, 49, 'all but the one spent');
   await b.close();
 });
+
+test('MemoryStore: a fixed window ends its leases with the window, to the fraction of a millisecond', async () => {
+  let now = 5 * 3_600_000 + 3_599_999.4;
+  const store = new MemoryStore({ now: () => now });
+  const q = new Quota({ limits: [{ name: 'w', algorithm: 'fixed-window', limit: 10, windowMs: 3_600_000 }] });
+  const [g] = await store.lease([{ limit: q.limits[0], key: 'k', size: 4, ttlMs: 10_000, holder: 'a' }]);
+  assert.equal(g.granted, 4);
+  assert.equal(g.lease, 5, 'named by its window');
+  assert.ok(Math.abs(g.ttlMs - 0.6) < 1e-6, `${g.ttlMs}`);
+  now += 1;
+  const [h] = await store.lease([{ limit: q.limits[0], key: 'k', size: 20, ttlMs: 10_000, holder: 'b' }]);
+  assert.deepEqual([h.granted, h.lease, h.holders], [10, 6, 1], 'a new window: the full limit, the old holder gone');
+  await store.release([{ limit: q.limits[0], key: 'k', lease: 5, tokens: 4, reason: 'expired', holder: 'a' }]);
+  const [z] = await store.lease([{ limit: q.limits[0], key: 'k', size: 1, ttlMs: 10_000, holder: 'b' }]);
+  assert.equal(z.granted, 0, 'a return of an older window credits nothing');
+  assert.ok(z.retryAfterMs > 0);
+});
