@@ -10,7 +10,7 @@ const bucket = (extra) => ({ name: 'api', algorithm: 'token-bucket', rate: 0, bu
 
 function driver(limits, store = new MemoryStore(), options = {}) {
   const q = new Quota({ limits });
-  return new LeaseDriver(q, store, { storeTimeoutMs: 50, ...options });
+  return new LeaseDriver(q, store, { storeTimeoutMs: 250, ...options });
 }
 
 /** A store whose every call hangs until `release()`d: a store that does not answer. */
@@ -182,4 +182,22 @@ test('MemoryStore: a fixed window ends its leases with the window, to the fracti
   const [z] = await store.lease([{ limit: q.limits[0], key: 'k', size: 1, ttlMs: 10_000, holder: 'b' }]);
   assert.equal(z.granted, 0, 'a return of an older window credits nothing');
   assert.ok(z.retryAfterMs > 0);
+});
+
+test('a contended key whose store keeps answering: spends past storeTimeoutMs are refused as WAITED, not fallen back', async () => {
+  // A store that answers every request in 20 ms with a single token (its last ones, shared out).
+  const store = {
+    lease: (batch) => new Promise((r) => setTimeout(() => r(batch.map(() => ({ granted: 1, ttlMs: 10_000, remaining: 3, holders: 4, lease: 1, retryAfterMs: 0 }))), 20)),
+    release: async () => {},
+  };
+  const d = driver([bucket()], store, { storeTimeoutMs: 100 });
+  const rs = await Promise.all(Array.from({ length: 30 }, () => d.check(0, 'k')));
+  const s = d.stats();
+  assert.ok(rs.filter((r) => r.allowed).every((r) => r.reason === 'LEASE'));
+  assert.ok(rs.some((r) => r.reason === 'WAITED'), 'some waited out their storeTimeoutMs');
+  assert.ok(rs.every((r) => r.allowed || r.reason === 'WAITED'));
+  assert.equal(s.fallbackDecisions, 0);
+  assert.equal(s.storeUp, true, 'the store answered throughout');
+  assert.equal(s.decisions.waited, rs.filter((r) => r.reason === 'WAITED').length);
+  await d.close();
 });

@@ -3,16 +3,17 @@
 // tiergate in memory (no Redis: each process limits alone), tiergate cluster mode, rate-limiter-
 // flexible's RateLimiterRedis, and express-rate-limit with rate-limit-redis. For each: throughput
 // and latency over hot keys (autocannon against the 4 processes at once), Redis commands per 1000
-// requests (from Redis's own counters), and accuracy (4 x `--burst` requests at one key whose
-// cluster-wide limit is `--limit`: admitted vs limit). Then the same table with Redis one 1 ms hop
-// away (a delaying TCP proxy in a child process), where a round trip per request hurts most.
+// requests (counted as the clients send them, by a TCP proxy in front of Redis: a pipeline of n is n,
+// a script one), and accuracy (4 x `--burst` requests at one key whose cluster-wide limit is
+// `--limit`: admitted vs limit). Then the same table with Redis one 1 ms hop away (the proxy delaying
+// each direction), where a round trip per request hurts most.
 //
 //   node benchmark/cluster.js [--seconds 3] [--connections 16] [--limit 1000] [--burst 1000] [--keys 4]
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const http = require('node:http');
-const { fork, spawnSync } = require('node:child_process');
+const { fork } = require('node:child_process');
 const autocannon = require('autocannon');
 const { redisServer } = require('../__test__/helpers/redis');
 
@@ -54,10 +55,6 @@ const ask = (c, op) => new Promise((resolve) => {
   c.proc.send({ op });
 });
 
-function commandsProcessed(port) {
-  const out = spawnSync('redis-cli', ['-p', String(port), 'info', 'stats'], { encoding: 'utf8' }).stdout;
-  return Number(/total_commands_processed:(\d+)/.exec(out)[1]);
-}
 
 function cannon(port, seconds, connections, keys) {
   let n = 0;
@@ -87,14 +84,15 @@ const median = (xs) => {
   return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 };
 
-async function measure(kind, redisUrl, redisPort, args, run) {
+async function measure(kind, proxy, args, run) {
+  const redisUrl = `redis://127.0.0.1:${proxy.port}`;
   const env = (limit) => ({ TG_BENCH_CLUSTER: JSON.stringify({ kind, redisUrl, limit, windowMs: 3_600_000, run }) });
   // Throughput over hot keys, with a limit no key reaches.
   let servers = await Promise.all(Array.from({ length: PROCESSES }, () => child(SERVER, [], env(1e9))));
   await Promise.all(servers.map((s) => cannon(s.port, 1, args.connections, args.keys))); // warm-up
-  const before = commandsProcessed(redisPort);
+  const before = await ask(proxy, 'count');
   const res = await Promise.all(servers.map((s) => cannon(s.port, args.seconds, args.connections, args.keys)));
-  const commands = commandsProcessed(redisPort) - before - 1; // less the INFO that read `before`
+  const commands = (await ask(proxy, 'count')) - before;
   const stats = await Promise.all(servers.map((s) => ask(s, 'stats')));
   await Promise.all(servers.map(stop));
   const requests = res.reduce((a, r) => a + r.requests.total, 0);
@@ -142,18 +140,18 @@ async function main() {
   console.log(`machine: ${os.cpus().length} x ${os.cpus()[0].model}, node ${process.version}; load average ${os.loadavg().map((v) => v.toFixed(1)).join(' ')}`);
   console.log(`${PROCESSES} processes of one Express app, autocannon ${args.connections} connections per process for ${args.seconds} s over ${args.keys} hot keys; accuracy: ${PROCESSES} x ${args.burst} requests at once at one key of limit ${args.limit} per hour`);
   const redis = await redisServer();
-  const proxy = await child(PROXY, [String(redis.port), '1']);
+  const proxies = await Promise.all([child(PROXY, [String(redis.port), '0']), child(PROXY, [String(redis.port), '1'])]);
   const out = {};
   try {
     let run = 0;
-    for (const [label, url] of [['direct', redis.url], ['1 ms', `redis://127.0.0.1:${proxy.port}`]]) {
+    for (const [label, proxy] of [['loopback', proxies[0]], ['1 ms', proxies[1]]]) {
       const rows = [];
-      for (const { kind } of KINDS) rows.push(await measure(kind, url, redis.port, args, `${label === 'direct' ? 'd' : 'p'}${run++}`));
+      for (const { kind } of KINDS) rows.push(await measure(kind, proxy, args, `${label === 'loopback' ? 'd' : 'p'}${run++}`));
       out[label] = rows;
-      print(label === 'direct' ? 'Redis on loopback' : 'Redis behind 1 ms of latency each way (proxy)', rows, args);
+      print(label === 'loopback' ? 'Redis on loopback (through the counting proxy, no delay)' : 'Redis behind 1 ms of latency each way (the proxy delaying)', rows, args);
     }
   } finally {
-    await stop(proxy);
+    await Promise.all(proxies.map(stop));
     await redis.stop();
   }
   const dir = path.join(__dirname, 'out');

@@ -12,7 +12,7 @@ const { checkStore } = require('./store');
 const { isObject, onlyKnown, finite, typeName } = require('../options');
 const { buildingOptions } = require('../errors');
 
-const { NEED_LEASE, AWAITING, STORE_DOWN } = QUOTA_CODE;
+const { NEED_LEASE, AWAITING, STORE_DOWN, WAITED } = QUOTA_CODE;
 /** Codes of decisions taken because the store was not answering. */
 const FALLBACK_CODES = [QUOTA_CODE.FALLBACK, QUOTA_CODE.STORE_DOWN, QUOTA_CODE.SHARE];
 
@@ -128,7 +128,7 @@ class LeaseDriver {
     this.#s.waits++;
     if (this.#closed) return Promise.resolve(this.#settleNow(STORE_DOWN, this.#o.storeTimeoutMs));
     return new Promise((resolve) => {
-      const w = { limit, key, cost, resolve, timer: null, t0: performance.now() };
+      const w = { limit, key, cost, resolve, timer: null, t0: performance.now(), answered: false };
       w.timer = setTimeout(() => afterPendingIo(() => this.#waitExpired(w)), this.#o.storeTimeoutMs);
       const k = wkey(limit, key);
       const list = this.#waiters.get(k);
@@ -160,6 +160,7 @@ class LeaseDriver {
       const c = this.#trySpend(w.limit, w.key, w.cost);
       if (c === NEED_LEASE || c === AWAITING) {
         if (c === NEED_LEASE) this.#queueFlush();
+        w.answered = true;
         still.push(w);
       } else this.#settle(w, c);
     }
@@ -169,13 +170,18 @@ class LeaseDriver {
     }
   }
 
-  /** A spend waited `storeTimeoutMs`: its key's request counts as failed, and it is decided now. */
+  /**
+   * A spend waited `storeTimeoutMs`. If no answer for its key came in all that time, the store is
+   * slow: the key's request counts as failed and the spend falls back. If answers came (the store
+   * kept answering, and the key's last tokens go out one per round trip among its holders), the spend
+   * is refused as WAITED.
+   */
   #waitExpired(w) {
     const k = wkey(w.limit, w.key);
     const list = this.#waiters.get(k);
     if (list === undefined || !list.includes(w)) return;
     const id = this.#inflightByKey.get(k);
-    if (id !== undefined) {
+    if (id !== undefined && !w.answered) {
       this.#s.timeouts++;
       this.#failOne(this.#inflight.get(id));
     }
@@ -185,10 +191,9 @@ class LeaseDriver {
     if (rest.length === 0) this.#waiters.delete(k);
     const c = this.#trySpend(w.limit, w.key, w.cost);
     if (c === NEED_LEASE || c === AWAITING) {
-      // Its key's request is not even sent (a blocked loop): decided as the store being down.
       this.#s.waitTimeouts++;
       if (c === NEED_LEASE) this.#queueFlush();
-      this.#settle(w, STORE_DOWN, this.#o.storeTimeoutMs);
+      this.#settle(w, WAITED, this.#o.storeTimeoutMs);
     } else this.#settle(w, c);
   }
 
@@ -313,7 +318,7 @@ class LeaseDriver {
   /**
    * The engine's totals (lib/quota/engine.js) and the driver's: `decisions` by code name,
    * `fallbackDecisions` (decisions taken because the store was not answering: FALLBACK, STORE_DOWN,
-   * SHARE), waits, waitTimeouts, maxWaitMs (the longest a spend waited for the store), batches, requestsSent, returnsSent, storeErrors, returnErrors,
+   * SHARE), waits, waitTimeouts (spends refused as WAITED), maxWaitMs (the longest a spend waited for the store), batches, requestsSent, returnsSent, storeErrors, returnErrors,
    * timeouts, lateGrants, inFlight.
    */
   stats() {
