@@ -140,6 +140,7 @@ test('the Redis store', { timeout: 60_000 }, async (t) => {
     assert.throws(() => gatekeeper({ cluster: {} }), /options.cluster must be made by tiergate.cluster\(\)/);
     const c = cluster({ redis: client, bans: false, tiers: { gold: { budget: { rate: 10, burst: 10 } } } });
     assert.throws(() => gatekeeper({ cluster: c }), /options.cluster has limits for tier "gold", which is not one of the tiers/);
+    assert.throws(() => gatekeeper({ tiers: [{ name: 'gold', capacity: 10, refillPerSec: 1 }], cost: 0.5, cluster: c }), /options.cost must be an integer with options.cluster/);
     assert.ok(c.quota instanceof Quota);
     assert.deepEqual(c.quota.limits.map((l) => [l.name, l.fallback]), [['tier:gold:budget', 'open']]);
     return c.close();

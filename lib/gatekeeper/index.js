@@ -143,6 +143,7 @@ function normalize(options) {
     for (const t of cluster.tierNames) {
       if (!ids.has(t)) throw new RangeError(`gatekeeper: options.cluster has limits for tier "${t}", which is not one of the tiers (${names.join(', ')})`);
     }
+    if (options.cost !== undefined && !Number.isInteger(options.cost)) throw new RangeError(`gatekeeper: options.cost must be an integer with options.cluster (leases hold whole tokens), got ${options.cost}`);
   }
   return {
     cluster,
