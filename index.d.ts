@@ -8,3 +8,4 @@ export * from './lib/dashboard';
 export * from './lib/quota';
 export * from './lib/client';
 export * from './lib/service';
+export * from './lib/cluster';

@@ -10,4 +10,5 @@ module.exports = {
   ...require('./lib/quota'),
   ...require('./lib/client'),
   ...require('./lib/service'),
+  ...require('./lib/cluster'),
 };

@@ -10,7 +10,7 @@ const bucket = (extra) => ({ name: 'api', algorithm: 'token-bucket', rate: 0, bu
 
 function driver(limits, store = new MemoryStore(), options = {}) {
   const q = new Quota({ limits });
-  return new LeaseDriver(q, store, { storeTimeoutMs: 50, ...options });
+  return new LeaseDriver(q, store, { storeTimeoutMs: 250, ...options });
 }
 
 /** A store whose every call hangs until `release()`d: a store that does not answer. */
@@ -165,4 +165,39 @@ test('close sends unspent leases back: the store can grant them again', async ()
   const rs = await Promise.all(Array.from({ length: 60 }, () => b.check(0, 'k')));
   assert.equal(rs.filter((r) => r.allowed).length, 49, 'all but the one spent');
   await b.close();
+});
+
+test('MemoryStore: a fixed window ends its leases with the window, to the fraction of a millisecond', async () => {
+  let now = 5 * 3_600_000 + 3_599_999.4;
+  const store = new MemoryStore({ now: () => now });
+  const q = new Quota({ limits: [{ name: 'w', algorithm: 'fixed-window', limit: 10, windowMs: 3_600_000 }] });
+  const [g] = await store.lease([{ limit: q.limits[0], key: 'k', size: 4, ttlMs: 10_000, holder: 'a' }]);
+  assert.equal(g.granted, 4);
+  assert.equal(g.lease, 5, 'named by its window');
+  assert.ok(Math.abs(g.ttlMs - 0.6) < 1e-6, `${g.ttlMs}`);
+  now += 1;
+  const [h] = await store.lease([{ limit: q.limits[0], key: 'k', size: 20, ttlMs: 10_000, holder: 'b' }]);
+  assert.deepEqual([h.granted, h.lease, h.holders], [10, 6, 1], 'a new window: the full limit, the old holder gone');
+  await store.release([{ limit: q.limits[0], key: 'k', lease: 5, tokens: 4, reason: 'expired', holder: 'a' }]);
+  const [z] = await store.lease([{ limit: q.limits[0], key: 'k', size: 1, ttlMs: 10_000, holder: 'b' }]);
+  assert.equal(z.granted, 0, 'a return of an older window credits nothing');
+  assert.ok(z.retryAfterMs > 0);
+});
+
+test('a contended key whose store keeps answering: spends past storeTimeoutMs are refused as WAITED, not fallen back', async () => {
+  // A store that answers every request in 20 ms with a single token (its last ones, shared out).
+  const store = {
+    lease: (batch) => new Promise((r) => setTimeout(() => r(batch.map(() => ({ granted: 1, ttlMs: 10_000, remaining: 3, holders: 4, lease: 1, retryAfterMs: 0 }))), 20)),
+    release: async () => {},
+  };
+  const d = driver([bucket()], store, { storeTimeoutMs: 100 });
+  const rs = await Promise.all(Array.from({ length: 30 }, () => d.check(0, 'k')));
+  const s = d.stats();
+  assert.ok(rs.filter((r) => r.allowed).every((r) => r.reason === 'LEASE'));
+  assert.ok(rs.some((r) => r.reason === 'WAITED'), 'some waited out their storeTimeoutMs');
+  assert.ok(rs.every((r) => r.allowed || r.reason === 'WAITED'));
+  assert.equal(s.fallbackDecisions, 0);
+  assert.equal(s.storeUp, true, 'the store answered throughout');
+  assert.equal(s.decisions.waited, rs.filter((r) => r.reason === 'WAITED').length);
+  await d.close();
 });

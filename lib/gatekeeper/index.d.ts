@@ -1,6 +1,7 @@
 /// <reference types="node" />
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Ledger, PerKeyOptions, TierOptions } from '../ledger';
+import type { Cluster } from '../cluster';
 
 /** A route rule: the first rule that matches the request chooses its tier. */
 export interface RouteRule {
@@ -66,7 +67,8 @@ export interface ShedOptions {
   turnBudgetMs?: number;
 }
 
-export type Verdict = 'admit' | 'shed' | 'tier-full' | 'rate-limited';
+/** 'banned': a ban shared by cluster mode (`options.cluster`). */
+export type Verdict = 'admit' | 'shed' | 'tier-full' | 'rate-limited' | 'banned';
 export type TierSource =
   | 'classify' | 'route' | 'default' | 'header' | 'signed'
   | 'untrusted' | 'bad-signature' | 'expired' | 'invalid' | 'truncated';
@@ -90,7 +92,10 @@ export interface DecisionInfo {
   pressure: number;
   /** The lag the controller acted on (ms). */
   lagMs: number;
-  cause: 'none' | 'lag' | 'heap' | 'stall';
+  /** 'cluster': refused by cluster mode (then `cluster` says by what). */
+  cause: 'none' | 'lag' | 'heap' | 'stall' | 'cluster';
+  /** A cluster-mode refusal: the ban cache, the tier's cluster-wide per-key limit, or its budget; `reason` the engine's (EXHAUSTED, SHARE, STORE_DOWN, FULL, BANNED). */
+  cluster?: { limit: 'ban' | 'key' | 'budget'; reason: string };
 }
 
 export interface Rejection {
@@ -150,6 +155,8 @@ export interface GatekeeperOptions {
   onShed?: (info: DecisionInfo, req: IncomingMessage) => void;
   /** Quota refusals on a healthy loop too: the key's quota (429) or the tier's budget ('tier-full', 503). */
   onReject?: (info: DecisionInfo, req: IncomingMessage) => void;
+  /** Cluster mode (`tiergate.cluster({ redis, tiers })`): bans, per-key limits and tier budgets that hold across processes. See docs/cluster.md. */
+  cluster?: Cluster;
 }
 
 export interface TierStats {

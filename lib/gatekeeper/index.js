@@ -21,6 +21,8 @@ const { DIALECTS } = require('../adapters/routing');
 const { Responder } = require('./respond');
 const { typeName, isObject, unknownKey, onlyKnown, boolean, optionalFn, finite, retryAfterOptions } = require('../options');
 const { CODES, withCode, buildingOptions } = require('../errors');
+const { Cluster, CLUSTER_BANNED } = require('../cluster');
+const { clusterRejection } = require('../cluster/respond');
 
 // Verdict codes and names, the HTTP status per verdict, the indices of the Float64Array decide fills,
 // tier sources, causes, the `sel` bits and the shed defaults: declared once, in src/node/gate.rs.
@@ -48,7 +50,7 @@ const DEFAULT_TIERS = Object.freeze([
 const OPTIONS = new Set([
   'tiers', 'ledger', 'perKey', 'tierHeader', 'trustTierHeader', 'tierSecret', 'routes', 'classify', 'defaultTier',
   'key', 'trustProxy', 'ipv4Prefix', 'ipv6Prefix', 'cost', 'shed', 'rateLimitHeaders', 'rateLimitHeadersOnSuccess',
-  'retryAfter', 'respond', 'onDecision', 'onShed', 'onReject',
+  'retryAfter', 'respond', 'onDecision', 'onShed', 'onReject', 'cluster',
 ]);
 const SHED_FIELDS = new Set(Object.keys(SHED_DEFAULTS));
 const HEALTH_NUMBERS = ['lagMs', 'ewmaLagMs', 'p99LagMs', 'elu', 'heapUsed', 'heapLimit'];
@@ -135,7 +137,16 @@ function normalize(options) {
     throw new TypeError(`gatekeeper: options.rateLimitHeaders must be 'draft', 'legacy', 'both' or false, got ${JSON.stringify(headersOpt)}`);
   }
   if (options.rateLimitHeadersOnSuccess !== undefined) boolean(options.rateLimitHeadersOnSuccess, 'gatekeeper: options.rateLimitHeadersOnSuccess');
+  const cluster = options.cluster === undefined ? null : options.cluster;
+  if (cluster !== null) {
+    if (!(cluster instanceof Cluster)) throw new TypeError(`gatekeeper: options.cluster must be made by tiergate.cluster(), got ${typeName(cluster)}`);
+    for (const t of cluster.tierNames) {
+      if (!ids.has(t)) throw new RangeError(`gatekeeper: options.cluster has limits for tier "${t}", which is not one of the tiers (${names.join(', ')})`);
+    }
+    if (options.cost !== undefined && !Number.isInteger(options.cost)) throw new RangeError(`gatekeeper: options.cost must be an integer with options.cluster (leases hold whole tokens), got ${options.cost}`);
+  }
   return {
+    cluster,
     ledger,
     names,
     ids,
@@ -242,7 +253,7 @@ class Gatekeeper {
       retryMinSec: o.retryAfter.minSec,
       retryMaxSec: o.retryAfter.maxSec,
     });
-    this.#needKey = o.perKeyByTier.some(Boolean) || o.onDecision !== null;
+    this.#needKey = o.perKeyByTier.some(Boolean) || o.onDecision !== null || (o.cluster !== null && o.cluster.needsKey);
     this.#observe = o.onDecision !== null || o.rateLimitHeadersOnSuccess;
   }
 
@@ -309,14 +320,57 @@ class Gatekeeper {
       }
     }
     const verdict = this.#decide(sel, header, key);
+    if (verdict === 0 && o.cluster !== null) return this.#clusterStep(req, res, given, key);
     if (verdict === 0 && !this.#observe && !decisionChannel.hasSubscribers) return null;
     return this.#settle(verdict, req, res, given, key);
   }
 
-  // Off the fast path: an admit someone observes, or a refusal.
-  #settle(verdict, req, res, given, key) {
+  // Admitted here: the cluster's bans, per-key limit and tier budget decide too (lib/cluster). A key
+  // waiting for its first lease makes this a Promise, settled within the cluster's storeTimeoutMs.
+  #clusterStep(req, res, given, key) {
     const o = this.#o;
-    const r = this.#result;
+    const tier = this.#result[R.TIER];
+    const d = o.cluster.gate(o.names[tier], key, o.cost);
+    if (d === null) return this.#observe || decisionChannel.hasSubscribers ? this.#settle(0, req, res, given, key) : null;
+    if (typeof d.then !== 'function') return this.#clusterRefused(d, tier, req, given, key);
+    const r = this.#result.slice(); // the result array is the next request's by the time the store answers
+    return d.then((late) => {
+      if (late !== null) return this.#clusterRefused(late, tier, req, given, key, r);
+      return this.#observe || decisionChannel.hasSubscribers ? this.#settle(0, req, res, given, key, r) : null;
+    });
+  }
+
+  #clusterRefused(d, tier, req, given, key, r = this.#result) {
+    const o = this.#o;
+    const rejection = clusterRejection(this.#responder, d, tier, o.names[tier]);
+    const hooked = o.onReject !== null || o.onDecision !== null || decisionChannel.hasSubscribers;
+    if (hooked || o.respond !== null) {
+      const info = {
+        verdict: d.code === CLUSTER_BANNED ? 'banned' : rejection.status === 429 ? 'rate-limited' : 'tier-full',
+        status: rejection.status,
+        tier: o.names[tier],
+        tierSource: given !== null ? given : SOURCES[r[R.SOURCE]],
+        key,
+        remaining: 0,
+        limit: d.capacity,
+        retryAfterMs: d.retryAfterMs,
+        resetMs: d.retryAfterMs,
+        refillScale: r[R.SCALE],
+        pressure: r[R.PRESSURE],
+        lagMs: r[R.LAG_MS],
+        cause: 'cluster',
+        cluster: { limit: d.limit, reason: d.reason },
+      };
+      const out = o.respond !== null ? this.#respond(info, req, rejection) : rejection;
+      this.#emit(info, req, o.onReject);
+      return out;
+    }
+    return rejection;
+  }
+
+  // Off the fast path: an admit someone observes, or a refusal.
+  #settle(verdict, req, res, given, key, r = this.#result) {
+    const o = this.#o;
     const tier = r[R.TIER];
     let info = null;
     const needInfo = o.onDecision !== null || decisionChannel.hasSubscribers || (verdict !== 0 && (o.respond !== null || this.#hookFor(verdict) !== null));
@@ -349,29 +403,32 @@ class Gatekeeper {
     if (verdict === VERDICT.RATE_LIMITED) rejection = this.#responder.rateLimited(tier, r[R.REMAINING], r[R.LIMIT], r[R.RETRY_AFTER_MS], r[R.RESET_MS]);
     else if (verdict === VERDICT.TIER_FULL) rejection = this.#responder.tierFull(tier, r[R.RETRY_AFTER_MS]);
     else rejection = this.#responder.shed(tier);
-    if (o.respond !== null) {
-      let custom;
-      try {
-        custom = o.respond(info, req, rejection);
-      } catch (err) {
-        this.#warnHook('respond', err);
-      }
-      if (custom !== undefined && custom !== null) {
-        // node:http throws on a status outside 100..999 inside the adapter, off any try; 100..599 are HTTP's.
-        if (typeof custom !== 'object' || !Number.isInteger(custom.status) || custom.status < 100 || custom.status > 599) this.#warnHook('respond', new TypeError('must return { status: 100..599, headers?, body? } or undefined'));
-        else {
-          let body = custom.body === undefined || custom.body === null ? '' : custom.body;
-          const headers = { ...(custom.headers || {}) };
-          if (typeof body !== 'string' && !(body instanceof Uint8Array)) {
-            body = JSON.stringify(body);
-            if (!Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
-          }
-          rejection = { status: custom.status, headers, body };
-        }
-      }
-    }
+    if (o.respond !== null) rejection = this.#respond(info, req, rejection);
     this.#emit(info, req, this.#hookFor(verdict));
     return rejection;
+  }
+
+  // options.respond's answer in place of `rejection`, when it gives a valid one.
+  #respond(info, req, rejection) {
+    let custom;
+    try {
+      custom = this.#o.respond(info, req, rejection);
+    } catch (err) {
+      this.#warnHook('respond', err);
+    }
+    if (custom === undefined || custom === null) return rejection;
+    // node:http throws on a status outside 100..999 inside the adapter, off any try; 100..599 are HTTP's.
+    if (typeof custom !== 'object' || !Number.isInteger(custom.status) || custom.status < 100 || custom.status > 599) {
+      this.#warnHook('respond', new TypeError('must return { status: 100..599, headers?, body? } or undefined'));
+      return rejection;
+    }
+    let body = custom.body === undefined || custom.body === null ? '' : custom.body;
+    const headers = { ...(custom.headers || {}) };
+    if (typeof body !== 'string' && !(body instanceof Uint8Array)) {
+      body = JSON.stringify(body);
+      if (!Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
+    }
+    return { status: custom.status, headers, body };
   }
 
   // onShed reports overload sheds (the loop's health refused the request); onReject reports quota

@@ -7,13 +7,12 @@
 // ('open': the last leases, then a safe share; 'closed': refuse) and the store's late answer, if it
 // comes, is applied and its tokens sent back. Decisions are counted by code.
 const { randomBytes } = require('node:crypto');
-const { Quota, QUOTA_CODE } = require('./engine');
+const { Quota, QUOTA_CODE, QUOTA_CODE_NAMES: CODE_NAMES } = require('./engine');
 const { checkStore } = require('./store');
 const { isObject, onlyKnown, finite, typeName } = require('../options');
 const { buildingOptions } = require('../errors');
 
-const { NEED_LEASE, AWAITING, STORE_DOWN } = QUOTA_CODE;
-const CODE_NAMES = Object.keys(QUOTA_CODE).sort((a, b) => QUOTA_CODE[a] - QUOTA_CODE[b]);
+const { NEED_LEASE, AWAITING, STORE_DOWN, WAITED } = QUOTA_CODE;
 /** Codes of decisions taken because the store was not answering. */
 const FALLBACK_CODES = [QUOTA_CODE.FALLBACK, QUOTA_CODE.STORE_DOWN, QUOTA_CODE.SHARE];
 
@@ -43,6 +42,10 @@ function driverOptions(options) {
 
 const wkey = (limit, key) => `${limit}\0${key}`;
 
+// Timers run before the loop reads its sockets: after a long turn (a busy process), a store's answer
+// that came in time may still be unread when its timeout fires. It is not a timeout: read it first.
+const afterPendingIo = (fn) => setImmediate(fn);
+
 class LeaseDriver {
   #quota;
   #trySpend;
@@ -56,7 +59,7 @@ class LeaseDriver {
   /** (limit, key) -> spends waiting for that key's answer. */
   #waiters = new Map();
   #counts = new Float64Array(CODE_NAMES.length);
-  #s = { batches: 0, requestsSent: 0, returnsSent: 0, storeErrors: 0, returnErrors: 0, timeouts: 0, lateGrants: 0, waits: 0, waitTimeouts: 0 };
+  #s = { batches: 0, requestsSent: 0, returnsSent: 0, storeErrors: 0, returnErrors: 0, timeouts: 0, lateGrants: 0, waits: 0, waitTimeouts: 0, maxWaitMs: 0 };
   #timer;
   #flushQueued = false;
   #closed = false;
@@ -125,8 +128,8 @@ class LeaseDriver {
     this.#s.waits++;
     if (this.#closed) return Promise.resolve(this.#settleNow(STORE_DOWN, this.#o.storeTimeoutMs));
     return new Promise((resolve) => {
-      const w = { limit, key, cost, resolve, timer: null };
-      w.timer = setTimeout(() => this.#waitExpired(w), this.#o.storeTimeoutMs);
+      const w = { limit, key, cost, resolve, timer: null, t0: performance.now(), answered: false };
+      w.timer = setTimeout(() => afterPendingIo(() => this.#waitExpired(w)), this.#o.storeTimeoutMs);
       const k = wkey(limit, key);
       const list = this.#waiters.get(k);
       if (list === undefined) this.#waiters.set(k, [w]);
@@ -139,9 +142,11 @@ class LeaseDriver {
     return { code, retryAfterMs };
   }
 
-  #settle(w, code) {
+  #settle(w, code, retryAfterMs = code > AWAITING ? this.#result[0] : 0) {
     clearTimeout(w.timer);
-    w.resolve(this.#settleNow(code, code > AWAITING ? this.#result[0] : 0));
+    const waited = performance.now() - w.t0;
+    if (waited > this.#s.maxWaitMs) this.#s.maxWaitMs = waited;
+    w.resolve(this.#settleNow(code, retryAfterMs));
   }
 
   /** Asks again for every spend waiting on (limit, key): its answer (or failure) is in. */
@@ -155,6 +160,7 @@ class LeaseDriver {
       const c = this.#trySpend(w.limit, w.key, w.cost);
       if (c === NEED_LEASE || c === AWAITING) {
         if (c === NEED_LEASE) this.#queueFlush();
+        w.answered = true;
         still.push(w);
       } else this.#settle(w, c);
     }
@@ -164,13 +170,18 @@ class LeaseDriver {
     }
   }
 
-  /** A spend waited `storeTimeoutMs`: its key's request counts as failed, and it is decided now. */
+  /**
+   * A spend waited `storeTimeoutMs`. If no answer for its key came in all that time, the store is
+   * slow: the key's request counts as failed and the spend falls back. If answers came (the store
+   * kept answering, and the key's last tokens go out one per round trip among its holders), the spend
+   * is refused as WAITED.
+   */
   #waitExpired(w) {
     const k = wkey(w.limit, w.key);
     const list = this.#waiters.get(k);
     if (list === undefined || !list.includes(w)) return;
     const id = this.#inflightByKey.get(k);
-    if (id !== undefined) {
+    if (id !== undefined && !w.answered) {
       this.#s.timeouts++;
       this.#failOne(this.#inflight.get(id));
     }
@@ -180,11 +191,9 @@ class LeaseDriver {
     if (rest.length === 0) this.#waiters.delete(k);
     const c = this.#trySpend(w.limit, w.key, w.cost);
     if (c === NEED_LEASE || c === AWAITING) {
-      // Its key's request is not even sent (a blocked loop): decided as the store being down.
       this.#s.waitTimeouts++;
       if (c === NEED_LEASE) this.#queueFlush();
-      clearTimeout(w.timer);
-      w.resolve(this.#settleNow(STORE_DOWN, this.#o.storeTimeoutMs));
+      this.#settle(w, WAITED, this.#o.storeTimeoutMs);
     } else this.#settle(w, c);
   }
 
@@ -218,14 +227,14 @@ class LeaseDriver {
     }
     this.#s.batches++;
     this.#s.requestsSent += chunk.length;
-    const timer = setTimeout(() => {
+    const timer = setTimeout(() => afterPendingIo(() => {
       for (const r of chunk) {
         if (!r.done) {
           this.#s.timeouts++;
           this.#failOne(r);
         }
       }
-    }, this.#o.storeTimeoutMs);
+    }), this.#o.storeTimeoutMs);
     let sent;
     try {
       sent = Promise.resolve(this.#store.lease(batch));
@@ -309,7 +318,7 @@ class LeaseDriver {
   /**
    * The engine's totals (lib/quota/engine.js) and the driver's: `decisions` by code name,
    * `fallbackDecisions` (decisions taken because the store was not answering: FALLBACK, STORE_DOWN,
-   * SHARE), waits, waitTimeouts, batches, requestsSent, returnsSent, storeErrors, returnErrors,
+   * SHARE), waits, waitTimeouts (spends refused as WAITED), maxWaitMs (the longest a spend waited for the store), batches, requestsSent, returnsSent, storeErrors, returnErrors,
    * timeouts, lateGrants, inFlight.
    */
   stats() {
@@ -329,10 +338,7 @@ class LeaseDriver {
     if (this.#closed) return;
     clearInterval(this.#timer);
     for (const [, list] of this.#waiters) {
-      for (const w of list) {
-        clearTimeout(w.timer);
-        w.resolve(this.#settleNow(STORE_DOWN, this.#o.storeTimeoutMs));
-      }
+      for (const w of list) this.#settle(w, STORE_DOWN, this.#o.storeTimeoutMs);
     }
     this.#waiters.clear();
     const returns = this.#quota.releaseAll();

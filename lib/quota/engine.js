@@ -14,6 +14,8 @@ const { buildingOptions } = require('../errors');
 const { codes, reasons, defaults, maxKeyBytes } = native.quotaConstants();
 /** trySpend's codes: admitted (LEASE, PROVISIONAL, FALLBACK), waiting (NEED_LEASE, AWAITING), refused (the rest). */
 const QUOTA_CODE = Object.freeze(codes);
+/** Code names by code. */
+const QUOTA_CODE_NAMES = Object.freeze(Object.keys(codes).sort((a, b) => codes[a] - codes[b]));
 /** Why tokens go back to the store (StoreReturn.reason). */
 const RETURN_REASONS = Object.freeze(reasons);
 /** The engine's defaults, declared once natively. */
@@ -166,4 +168,4 @@ class Quota {
   }
 }
 
-module.exports = { Quota, QUOTA_CODE, QUOTA_DEFAULTS, RETURN_REASONS, ALGORITHMS, MAX_KEY_BYTES, limitSpec };
+module.exports = { Quota, QUOTA_CODE, QUOTA_CODE_NAMES, QUOTA_DEFAULTS, RETURN_REASONS, ALGORITHMS, MAX_KEY_BYTES, limitSpec };

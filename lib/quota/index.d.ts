@@ -110,9 +110,11 @@ export interface LeaseStore {
 
 export declare const QUOTA_CODE: Readonly<{
   LEASE: 0; PROVISIONAL: 1; FALLBACK: 2; NEED_LEASE: 3; AWAITING: 4; EXHAUSTED: 5; STORE_DOWN: 6; SHARE: 7; FULL: 8;
+  /** The driver's: waited storeTimeoutMs for a contended key while the store kept answering (a refusal). */
+  WAITED: 9;
 }>;
-export type QuotaCode = 0 | 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8;
-export type QuotaCodeName = 'LEASE' | 'PROVISIONAL' | 'FALLBACK' | 'EXHAUSTED' | 'STORE_DOWN' | 'SHARE' | 'FULL';
+export type QuotaCode = 0 | 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 | 9;
+export type QuotaCodeName = 'LEASE' | 'PROVISIONAL' | 'FALLBACK' | 'EXHAUSTED' | 'STORE_DOWN' | 'SHARE' | 'FULL' | 'WAITED';
 
 export declare const QUOTA_DEFAULTS: Readonly<{
   renewalPeriodMs: number; leadTimeMs: number; leaseTtlMs: number; maxLease: number; initialLease: number;
@@ -163,7 +165,9 @@ export interface QuotaDecision {
 export interface LeaseDriverStats extends QuotaStats {
   batches: number; requestsSent: number; returnsSent: number; storeErrors: number; returnErrors: number;
   timeouts: number; lateGrants: number; waits: number; waitTimeouts: number; inFlight: number;
-  decisions: { lease: number; provisional: number; fallback: number; exhausted: number; storeDown: number; share: number; full: number };
+  /** The longest a spend has waited for the store (ms). */
+  maxWaitMs: number;
+  decisions: { lease: number; provisional: number; fallback: number; exhausted: number; storeDown: number; share: number; full: number; waited: number };
   /** Decisions taken because the store was not answering (fallback, storeDown, share). */
   fallbackDecisions: number;
 }

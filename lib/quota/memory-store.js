@@ -11,8 +11,11 @@ class MemoryStore {
   #max;
   #now;
 
-  /** `{ maxKeys = 100000, now = Date.now }`: `now` (ms) is the store's clock. */
-  constructor({ maxKeys = 100_000, now = Date.now } = {}) {
+  /**
+   * `{ maxKeys = 100000, now }`: `now` (ms) is the store's clock; by default Unix time with its
+   * fraction (a window's remainder from a rounded-down instant would let a lease outlive its window).
+   */
+  constructor({ maxKeys = 100_000, now = () => performance.timeOrigin + performance.now() } = {}) {
     this.#max = finite(maxKeys, 'MemoryStore options.maxKeys', { min: 1, integer: true });
     this.#now = now;
   }
@@ -68,14 +71,14 @@ class MemoryStore {
       const end = (s.window + 1) * limit.windowMs;
       ttlMs = Math.min(ttlMs, end - now);
       lease = s.window;
-      if (remaining === 0) retryAfterMs = end - now;
+      if (remaining === 0) retryAfterMs = Math.ceil(end - now);
     } else {
       const cap = Math.floor(limit.limit);
       const used = s.records.reduce((a, r) => a + r.tokens, 0);
       granted = Math.min(size, cap - used);
       if (granted > 0) s.records.push({ id: lease, tokens: granted, until: now + ttlMs + limit.windowMs });
       remaining = cap - used - granted;
-      if (remaining === 0) retryAfterMs = Math.min(...s.records.map((r) => r.until - now));
+      if (remaining === 0) retryAfterMs = Math.ceil(Math.min(...s.records.map((r) => r.until - now)));
     }
     if (granted > 0) s.holders.set(holder, Math.max(s.holders.get(holder) || 0, now + ttlMs));
     const holders = s.holders.size + (s.holders.has(holder) ? 0 : 1);

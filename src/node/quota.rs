@@ -40,6 +40,10 @@ named_enum! {
         StoreDown = "STORE_DOWN",
         Share = "SHARE",
         Full = "FULL",
+        /// Never from `trySpend`: lib/quota/driver.js's answer to a spend that waited its whole
+        /// `storeTimeoutMs` for its key while the store kept answering (a contended key near its
+        /// limit, its last tokens going out one per round trip). A refusal; not a fallback.
+        Waited = "WAITED",
     }
 }
 

@@ -1,0 +1,166 @@
+'use strict';
+// The Redis lease store against the store contract (lib/quota/store.js; the reference semantics of
+// src/core/quota/tests/store.rs), on a real redis-server; and cluster()'s options and errors.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const http = require('node:http');
+const path = require('node:path');
+const { spawnSync } = require('node:child_process');
+const Redis = require('ioredis');
+const { needRedis, redisServer } = require('../helpers/redis');
+const { listen, close, request } = require('../helpers/http');
+const { RedisStore, cluster, Quota, gatekeeper } = require('../..');
+const { limitSpec } = require('../../lib/quota/engine');
+
+const spec = (l) => limitSpec({ name: 'api', ...l }, 'limit');
+const ask = (limit, key, size, holder = 'h1', ttlMs = 60_000) => ({ limit, key, size, ttlMs, holder });
+
+test('the Redis store', { timeout: 60_000 }, async (t) => {
+  if (!needRedis(t)) return;
+  const server = await redisServer();
+  const client = new Redis(server.url);
+  const store = new RedisStore({ redis: client, prefix: 'ts' });
+  t.after(async () => {
+    client.disconnect();
+    await server.stop();
+  });
+
+  await t.test('fixed window: debits at grant, ends leases with the window, credits returns of the current window only', async () => {
+    const fixed = spec({ algorithm: 'fixed-window', limit: 10, windowMs: 3_600_000 });
+    const [a] = await store.lease([ask(fixed, 'k', 6)]);
+    assert.equal(a.granted, 6);
+    assert.equal(a.remaining, 4);
+    assert.equal(a.holders, 1);
+    assert.ok(a.ttlMs <= 60_000 && a.ttlMs > 0);
+    assert.equal(a.lease, Math.floor(Date.now() / 3_600_000), 'named by its window');
+    const [b] = await store.lease([ask(fixed, 'k', 6, 'h2')]);
+    assert.deepEqual([b.granted, b.remaining, b.holders], [4, 0, 2]);
+    assert.ok(b.retryAfterMs > 0 && b.retryAfterMs <= 3_600_000, 'until the window ends');
+    await store.release([{ limit: fixed, key: 'k', lease: a.lease, tokens: 3, reason: 'evicted', holder: 'h1' }]);
+    await store.release([{ limit: fixed, key: 'k', lease: a.lease - 1, tokens: 3, reason: 'evicted', holder: 'h1' }]);
+    const [c] = await store.lease([ask(fixed, 'k', 5)]);
+    assert.equal(c.granted, 3, 'the return of an older window credits nothing');
+    assert.deepEqual(await client.keys('ts:q:*'), ['ts:q:{api:k}'], 'one hash-tagged key per (limit, key)');
+  });
+
+  await t.test('token bucket: grants what it holds, retry after one token, returns credited up to the burst', async () => {
+    const bucket = spec({ rate: 10, burst: 5 });
+    const [a] = await store.lease([ask(bucket, 'b', 8)]);
+    assert.deepEqual([a.granted, a.remaining], [5, 0]);
+    assert.ok(a.retryAfterMs > 0 && a.retryAfterMs <= 100, `${a.retryAfterMs}`);
+    await store.release([{ limit: bucket, key: 'b', lease: a.lease, tokens: 9, reason: 'released', holder: 'h1' }]);
+    const [b] = await store.lease([ask(bucket, 'b', 8)]);
+    assert.equal(b.granted, 5, 'capped at the burst');
+    assert.equal(b.holders, 1, 'a released holder is forgotten');
+    const never = spec({ name: 'never', rate: 0, burst: 1 });
+    await store.lease([ask(never, 'n', 1)]);
+    const [z] = await store.lease([ask(never, 'n', 1, 'h1', 5000)]);
+    assert.deepEqual([z.granted, z.retryAfterMs], [0, 5000], 'no refill: ask again after a lease life');
+    assert.equal(await client.pttl('ts:q:{never:n}'), -1, 'a bucket that never refills is never forgotten');
+  });
+
+  await t.test('sliding window: a lease occupies the window until its expiry plus a window; a return shrinks it', async () => {
+    const sliding = spec({ algorithm: 'sliding-window', limit: 10, windowMs: 1000 });
+    const [a] = await store.lease([ask(sliding, 's', 10, 'h1', 100)]);
+    assert.deepEqual([a.granted, a.remaining], [10, 0]);
+    assert.ok(a.retryAfterMs > 1000 && a.retryAfterMs <= 1100, `${a.retryAfterMs}`);
+    await store.release([{ limit: sliding, key: 's', lease: a.lease, tokens: 4, reason: 'expired', holder: 'h1' }]);
+    const [b] = await store.lease([ask(sliding, 's', 9)]);
+    assert.equal(b.granted, 4);
+  });
+
+  await t.test('the script is sent by EVALSHA, and once by EVAL to a server that lost it', async () => {
+    const bucket = spec({ rate: 1, burst: 100 });
+    await client.script('FLUSH');
+    await client.config('RESETSTAT');
+    const batch = Array.from({ length: 20 }, (_, i) => ask(bucket, `e${i}`, 1));
+    await store.lease(batch);
+    await store.lease(batch);
+    const stats = await client.info('commandstats');
+    const calls = (cmd) => Number((new RegExp(`cmdstat_${cmd}:calls=(\\d+)`).exec(stats) || [0, 0])[1]);
+    assert.equal(calls('evalsha'), 40, 'every call by its SHA');
+    assert.equal(calls('eval'), 20, 'the first batch again by EVAL after NOSCRIPT; then cached');
+  });
+
+  await t.test('a Redis that is away fails the batch instead of hanging (URL client)', async () => {
+    const dead = await redisServer();
+    const away = new RedisStore({ redis: dead.url });
+    await away.lease([ask(spec({ rate: 1, burst: 1 }), 'x', 1)]);
+    await dead.stop();
+    const t0 = Date.now();
+    const answers = await away.lease([ask(spec({ rate: 1, burst: 1 }), 'x', 1), ask(spec({ rate: 1, burst: 1 }), 'y', 1)]);
+    assert.ok(answers.every((a) => a instanceof Error), 'an error per request');
+    assert.ok(Date.now() - t0 < 5000);
+    await away.close();
+  });
+
+  await t.test('through the gatekeeper: 429 for a key past its cluster limit, 503 past the tier budget, 403 for a shared ban; hooks say why', async () => {
+    const c = cluster({ redis: client, prefix: 'gk', tiers: { api: { perKey: { algorithm: 'fixed-window', limit: 2, windowMs: 3_600_000 }, budget: { rate: 0, burst: 3 } } } });
+    await c.ready;
+    const rejected = [];
+    const guard = gatekeeper.http({ tiers: [{ name: 'api', capacity: 1e9, refillPerSec: 1e9 }], key: { header: 'x-key' }, shed: false, cluster: c, onReject: (info) => rejected.push(info) }, (req, res) => res.end('ok'));
+    const server = http.createServer(guard);
+    const port = await listen(server);
+    try {
+      const get = (key) => request(port, { headers: { 'x-key': key } });
+      assert.deepEqual([(await get('a')).status, (await get('a')).status], [200, 200]);
+      const limited = await get('a');
+      assert.equal(limited.status, 429);
+      assert.ok(Number(limited.headers['retry-after']) >= 1);
+      assert.equal(limited.json.type, 'urn:tiergate:problem:rate-limited');
+      assert.equal((await get('b')).status, 200, 'the third token of the budget');
+      const full = await get('b');
+      assert.equal(full.status, 503);
+      assert.equal(full.json.type, 'urn:tiergate:problem:tier-capacity');
+      await c.bans.ban('mallory', { durationMs: 60_000 });
+      const banned = await get('mallory');
+      assert.equal(banned.status, 403);
+      assert.equal(banned.json.type, 'urn:tiergate:problem:banned');
+      assert.deepEqual(rejected.map((i) => [i.verdict, i.status, i.cause, i.cluster.limit, i.cluster.reason]), [
+        ['rate-limited', 429, 'cluster', 'key', 'EXHAUSTED'],
+        ['tier-full', 503, 'cluster', 'budget', 'EXHAUSTED'],
+        ['banned', 403, 'cluster', 'ban', 'BANNED'],
+      ]);
+    } finally {
+      await close(server);
+      await c.close();
+    }
+  });
+
+  await t.test('cluster() and the gatekeeper option check their options', () => {
+    const bad = (o, re) => assert.throws(() => cluster(o), (e) => re.test(e.message) && /^ERR_TIERGATE_/.test(e.code));
+    bad(undefined, /cluster: options must be an object/);
+    bad({ redis: client }, /options.limits or options.tiers must give at least one limit/);
+    bad({ redis: client, tiers: { free: { perKey: { rate: 1, burst: 1 } } }, fallback: 'sometimes' }, /options.fallback must be 'open' or 'closed'/);
+    bad({ redis: client, tiers: { free: { perKey: { name: 'x', rate: 1, burst: 1 } } } }, /perKey.name is given by the tier/);
+    bad({ redis: client, tiers: { free: { perKey: { rate: 1, burst: 1 }, burst: 3 } } }, /unknown option "burst"/);
+    bad({ redis: client, tiers: { free: { perKey: { rate: -1, burst: 1 } } } }, /limits\[0\].rate must be a finite number >= 0/);
+    bad({ redis: 42, tiers: { free: { perKey: { rate: 1, burst: 1 } } } }, /must be an ioredis client \(Redis or Cluster\) or a redis:\/\/ URL/);
+    bad({ redis: client, limits: [{ name: 'a', rate: 1, burst: 1 }], prefix: 'no spaces' }, /prefix must be 1-64 characters/);
+    assert.throws(() => gatekeeper({ cluster: {} }), /options.cluster must be made by tiergate.cluster\(\)/);
+    const c = cluster({ redis: client, bans: false, tiers: { gold: { budget: { rate: 10, burst: 10 } } } });
+    assert.throws(() => gatekeeper({ cluster: c }), /options.cluster has limits for tier "gold", which is not one of the tiers/);
+    assert.throws(() => gatekeeper({ tiers: [{ name: 'gold', capacity: 10, refillPerSec: 1 }], cost: 0.5, cluster: c }), /options.cost must be an integer with options.cluster/);
+    assert.ok(c.quota instanceof Quota);
+    assert.deepEqual(c.quota.limits.map((l) => [l.name, l.fallback]), [['tier:gold:budget', 'open']]);
+    return c.close();
+  });
+});
+
+test('a Redis URL without ioredis installed names what to install', () => {
+  // A child in which resolving 'ioredis' fails as it does where it is not installed.
+  const script = `
+    const Module = require('node:module');
+    const resolve = Module._resolveFilename;
+    Module._resolveFilename = function (request, ...rest) {
+      if (request === 'ioredis') { const e = new Error("Cannot find module 'ioredis'"); e.code = 'MODULE_NOT_FOUND'; throw e; }
+      return resolve.call(this, request, ...rest);
+    };
+    const { cluster } = require(${JSON.stringify(path.join(__dirname, '..', '..'))});
+    try { cluster({ redis: 'redis://127.0.0.1:1', limits: [{ name: 'a', rate: 1, burst: 1 }] }); }
+    catch (e) { console.log(JSON.stringify({ code: e.code, message: e.message })); }`;
+  const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 20_000 });
+  const out = JSON.parse(r.stdout);
+  assert.equal(out.code, 'ERR_TIERGATE_MISSING_DEPENDENCY');
+  assert.match(out.message, /npm install ioredis/);
+});

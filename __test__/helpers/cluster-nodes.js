@@ -1,0 +1,59 @@
+'use strict';
+// Child processes running __test__/fixtures/cluster-node.js, driven by IPC: `node.call(op, args)`.
+const { fork } = require('node:child_process');
+const path = require('node:path');
+
+const FIXTURE = path.join(__dirname, '..', 'fixtures', 'cluster-node.js');
+
+function startNode(cfg) {
+  const child = fork(FIXTURE, [JSON.stringify(cfg)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const pending = new Map();
+  let seq = 0;
+  const exited = new Promise((resolve) => child.once('exit', (code, signal) => {
+    for (const { reject } of pending.values()) reject(new Error(`cluster node exited (${code ?? signal})`));
+    resolve({ code, signal });
+  }));
+  const ready = new Promise((resolve, reject) => {
+    child.once('message', (m) => (m.ready ? resolve() : reject(new Error(m.error))));
+    exited.then(() => reject(new Error('cluster node exited before it was ready')));
+  });
+  child.on('message', (m) => {
+    const p = pending.get(m.id);
+    if (p === undefined) return;
+    pending.delete(m.id);
+    if (m.error) p.reject(new Error(m.error));
+    else p.resolve(m.value);
+  });
+  return {
+    child,
+    ready,
+    exited,
+    call(op, args) {
+      const id = ++seq;
+      return new Promise((resolve, reject) => {
+        pending.set(id, { resolve, reject });
+        child.send({ id, op, args });
+      });
+    },
+    async close() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      await Promise.race([this.call('close'), exited]).catch(() => {});
+      child.kill('SIGKILL');
+      await exited;
+    },
+  };
+}
+
+/** `n` nodes of one config, all ready. */
+async function startNodes(n, cfg) {
+  const nodes = Array.from({ length: n }, () => startNode(cfg));
+  try {
+    await Promise.all(nodes.map((x) => x.ready));
+  } catch (err) {
+    await Promise.all(nodes.map((x) => x.close()));
+    throw err;
+  }
+  return nodes;
+}
+
+module.exports = { startNode, startNodes };

@@ -1,0 +1,26 @@
+// Typed usage of cluster mode, checked by `tsc --noEmit --strict` in __test__/types.test.js.
+import Redis from 'ioredis';
+import { cluster, gatekeeper } from '../..';
+import type { Cluster, ClusterStats, DecisionInfo } from '../..';
+
+const redis = new Redis('redis://127.0.0.1:6379', { lazyConnect: true });
+const c: Cluster = cluster({
+  redis,
+  storeTimeoutMs: 50,
+  minHolders: 4,
+  tiers: {
+    free: { perKey: { algorithm: 'fixed-window', limit: 100, windowMs: 60_000 }, fallback: 'closed' },
+    paid: { perKey: { rate: 50, burst: 100 }, budget: { rate: 5000, burst: 10_000 } },
+  },
+  limits: [{ name: 'login', algorithm: 'sliding-window', limit: 5, windowMs: 60_000, unfunded: 'provisional', provisional: 1 }],
+});
+const other: Cluster = cluster({ redis: 'redis://127.0.0.1:6379', limits: [{ name: 'x', rate: 1, burst: 1 }], bans: false });
+const mw = gatekeeper({ tiers: [{ name: 'paid', capacity: 1e9, refillPerSec: 1e9 }, { name: 'free', capacity: 1e9, refillPerSec: 1e9 }], cluster: c, onReject: (info: DecisionInfo) => info.cluster?.reason });
+void mw;
+c.check('login', 'user-1').then((d) => d.allowed);
+void c.bans?.ban('203.0.113.9', { durationMs: 60_000, reason: 'abuse' });
+c.bans?.onRemote((e) => e.op);
+const s: ClusterStats = c.stats();
+void s.fallbackDecisions;
+void c.close();
+void other.close();

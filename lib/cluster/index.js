@@ -1,0 +1,192 @@
+'use strict';
+// Cluster mode: limits, tier budgets and bans that hold across processes, on Redis, with the hot
+// path in process memory. `cluster(options)` builds one lease engine (lib/quota) funded from a Redis
+// store (./redis-store.js) by a lease driver, and a ban channel (./bans.js); pass it to the
+// gatekeeper (`gatekeeper({ cluster })`) or spend its named limits yourself (`c.spend(name, key)`).
+//
+// Engine limits: the named `limits` as given, then per tier `tier:<tier>:key` (its `perKey` limit,
+// keyed like the gatekeeper's per-key buckets) and `tier:<tier>:budget` (its cluster-wide budget,
+// one key). A tier's `fallback` ('open' | 'closed', default `options.fallback`, 'open') is what its
+// limits do while Redis does not answer.
+const { Quota, QUOTA_CODE, QUOTA_CODE_NAMES: CODE_NAMES } = require('../quota/engine');
+const { LeaseDriver, DRIVER_DEFAULTS } = require('../quota/driver');
+const { RedisStore } = require('./redis-store');
+const { BanChannel } = require('./bans');
+const { typeName, isObject, onlyKnown } = require('../options');
+const { buildingOptions } = require('../errors');
+
+const OPTIONS = new Set(['redis', 'prefix', 'limits', 'tiers', 'fallback', 'minHolders', 'bans', 'maxKeys', 'holder', ...Object.keys(DRIVER_DEFAULTS)]);
+const TIER_FIELDS = new Set(['perKey', 'budget', 'fallback']);
+const { CLUSTER_BANNED: BANNED } = require('./gate-codes');
+
+const { NEED_LEASE } = QUOTA_CODE;
+
+function fallbackOption(v, at) {
+  if (v !== 'open' && v !== 'closed') throw new TypeError(`${at} must be 'open' or 'closed', got ${JSON.stringify(v)}`);
+  return v;
+}
+
+function normalize(options) {
+  if (!isObject(options)) throw new TypeError(`cluster: options must be an object { redis, ... }, got ${typeName(options)}`);
+  onlyKnown(options, OPTIONS, 'cluster: options');
+  const fallback = options.fallback === undefined ? 'open' : fallbackOption(options.fallback, 'cluster: options.fallback');
+  const common = (l, tierFallback) => ({
+    ...(options.minHolders !== undefined && l.minHolders === undefined ? { minHolders: options.minHolders } : {}),
+    ...l,
+    fallback: l.fallback === undefined ? tierFallback : l.fallback,
+  });
+  const limits = [];
+  if (options.limits !== undefined) {
+    if (!Array.isArray(options.limits)) throw new TypeError(`cluster: options.limits must be an array of limits, got ${typeName(options.limits)}`);
+    for (const [i, l] of options.limits.entries()) {
+      if (!isObject(l)) throw new TypeError(`cluster: options.limits[${i}] must be an object, got ${typeName(l)}`);
+      limits.push(common(l, fallback));
+    }
+  }
+  const tiers = new Map(); // tier name -> { key: limit index | -1, budget: limit index | -1 }
+  if (options.tiers !== undefined) {
+    if (!isObject(options.tiers)) throw new TypeError(`cluster: options.tiers must be an object { [tier]: { perKey?, budget?, fallback? } }, got ${typeName(options.tiers)}`);
+    for (const [name, t] of Object.entries(options.tiers)) {
+      const at = `cluster: options.tiers.${name}`;
+      if (!isObject(t)) throw new TypeError(`${at} must be an object { perKey?, budget?, fallback? }, got ${typeName(t)}`);
+      onlyKnown(t, TIER_FIELDS, at);
+      const tf = t.fallback === undefined ? fallback : fallbackOption(t.fallback, `${at}.fallback`);
+      const ids = { key: -1, budget: -1, fallback: tf };
+      for (const [field, suffix] of [['perKey', 'key'], ['budget', 'budget']]) {
+        if (t[field] === undefined) continue;
+        if (!isObject(t[field])) throw new TypeError(`${at}.${field} must be an object (a limit without name), got ${typeName(t[field])}`);
+        if (t[field].name !== undefined) throw new TypeError(`${at}.${field}.name is given by the tier; leave it out`);
+        ids[suffix] = limits.length;
+        limits.push(common({ name: `tier:${name}:${suffix}`, ...t[field] }, tf));
+      }
+      tiers.set(name, ids);
+    }
+  }
+  if (limits.length === 0) throw new TypeError('cluster: options.limits or options.tiers must give at least one limit');
+  const bans = options.bans === undefined ? true : options.bans;
+  if (typeof bans !== 'boolean') throw new TypeError(`cluster: options.bans must be a boolean, got ${typeName(bans)}`);
+  const driver = {};
+  for (const f of [...Object.keys(DRIVER_DEFAULTS), 'holder']) if (options[f] !== undefined) driver[f] = options[f];
+  return { limits, tiers, bans, driver, maxKeys: options.maxKeys };
+}
+
+class Cluster {
+  #tiers;
+  #driver;
+  #store;
+  #bans;
+
+  constructor(options) {
+    const o = buildingOptions(() => {
+      const n = normalize(options);
+      const quota = new Quota({ limits: n.limits, ...(n.maxKeys === undefined ? {} : { maxKeys: n.maxKeys }) });
+      const store = new RedisStore({ redis: options.redis, ...(options.prefix === undefined ? {} : { prefix: options.prefix }) });
+      return { ...n, quota, store };
+    });
+    this.#tiers = o.tiers;
+    this.#store = o.store;
+    this.#driver = new LeaseDriver(o.quota, o.store, o.driver);
+    this.#bans = o.bans ? new BanChannel(o.store.client, o.store.prefix) : null;
+    /** Resolves once the ban channel is subscribed and loaded (at once without bans). */
+    this.ready = this.#bans === null ? Promise.resolve() : this.#bans.start();
+    // A Redis that is away at start must not become an unhandled rejection: `ready` reports it to those who wait.
+    this.ready.catch(() => {});
+  }
+
+  get driver() {
+    return this.#driver;
+  }
+
+  get quota() {
+    return this.#driver.quota;
+  }
+
+  get store() {
+    return this.#store;
+  }
+
+  /** The ban channel (null with `bans: false`): `ban(target, { durationMs, reason })`, `lift`, `setLists`, `onRemote`. */
+  get bans() {
+    return this.#bans;
+  }
+
+  /** The id of a named limit (for `spend` with a number: the fastest). */
+  limitId(name) {
+    return this.#driver.quota.limitId(name);
+  }
+
+  /** LeaseDriver.spend on a limit by name or id: a code at once, or a Promise of `{ code, retryAfterMs }`. */
+  spend(limit, key, cost = 1) {
+    return this.#driver.spend(typeof limit === 'number' ? limit : this.limitId(limit), key, cost);
+  }
+
+  /** LeaseDriver.check on a limit by name or id: a Promise of `{ allowed, code, reason, retryAfterMs }`. */
+  check(limit, key, cost = 1) {
+    return this.#driver.check(typeof limit === 'number' ? limit : this.limitId(limit), key, cost);
+  }
+
+  /** The tiers `options.tiers` gives limits to. */
+  get tierNames() {
+    return [...this.#tiers.keys()];
+  }
+
+  /** Whether the gatekeeper needs a request's key for this cluster. */
+  get needsKey() {
+    if (this.#bans !== null) return true;
+    for (const t of this.#tiers.values()) if (t.key >= 0) return true;
+    return false;
+  }
+
+  /**
+   * The gatekeeper's cluster step for an admitted request of `tier` (a name) and `key` (or undefined):
+   * the ban cache, then the tier's per-key limit, then its budget. null: admit; else `{ code, limit:
+   * 'ban' | 'key' | 'budget', retryAfterMs }` (code BANNED, or a quota refusal code), or a Promise of
+   * either when a key waits for its first lease.
+   */
+  gate(tier, key, cost) {
+    if (this.#bans !== null && key !== undefined) {
+      const b = this.#bans.cache.get(key);
+      if (b !== null) return { code: BANNED, limit: 'ban', reason: 'BANNED', retryAfterMs: b.until - Date.now(), capacity: 0 };
+    }
+    const t = this.#tiers.get(tier);
+    if (t === undefined) return null;
+    if (t.key >= 0 && key !== undefined) return this.#step(t, t.key, key, cost, 'key');
+    if (t.budget >= 0) return this.#step(t, t.budget, '', cost, 'budget');
+    return null;
+  }
+
+  #step(t, limit, key, cost, which) {
+    const r = this.#driver.spend(limit, key, cost);
+    if (typeof r === 'number') return this.#next(t, r, this.#driver.result[0], cost, which);
+    return r.then((d) => this.#next(t, d.code, d.retryAfterMs, cost, which));
+  }
+
+  #next(t, code, retryAfterMs, cost, which) {
+    if (code >= NEED_LEASE) {
+      const spec = this.#driver.quota.limits[which === 'key' ? t.key : t.budget];
+      return { code, limit: which, reason: CODE_NAMES[code], retryAfterMs, capacity: spec.algorithm === 'token-bucket' ? spec.burst : spec.limit };
+    }
+    if (which === 'key' && t.budget >= 0) return this.#step(t, t.budget, '', cost, 'budget');
+    return null;
+  }
+
+  /** The driver's stats (lib/quota/driver.js) and the ban channel's: published, received, held. */
+  stats() {
+    const bans = this.#bans === null ? null : { ...this.#bans.stats, held: this.#bans.cache.size };
+    return { ...this.#driver.stats(), bans };
+  }
+
+  /** Sends unspent leases back, unsubscribes, and closes the Redis connection if it made it. */
+  async close() {
+    await this.#driver.close();
+    if (this.#bans !== null) await this.#bans.close();
+    await this.#store.close();
+  }
+}
+
+/** `tiergate.cluster(options)`: see docs/cluster.md. */
+function cluster(options) {
+  return new Cluster(options);
+}
+
+module.exports = { cluster, Cluster, RedisStore, BanChannel, CLUSTER_BANNED: BANNED };
