@@ -138,16 +138,16 @@ impl BanState {
         }
     }
 
-    /// Adds `ban`, or lengthens the ban already on its target (the longer end wins; permanent is
-    /// longest). See the module notes for what happens at the cap.
-    pub(super) fn upsert(&mut self, ban: Ban, max: usize, now_ns: u64, events: &mut Vec<BanEvent>) -> Result<(), BanTableFull> {
+    /// Adds `ban`, or lengthens the ban already on its target (the longer end wins, by more than
+    /// `slack_ns`; permanent is longest). See the module notes for what happens at the cap.
+    pub(super) fn upsert(&mut self, ban: Ban, max: usize, now_ns: u64, slack_ns: u64, events: &mut Vec<BanEvent>) -> Result<(), BanTableFull> {
         self.sweep(now_ns, events);
         if let Some(id) = self.find(&ban.target) {
             let old = self.ban(id).until_ns;
             let longer = match (old, ban.until_ns) {
                 (None, _) => false,
                 (Some(_), None) => true,
-                (Some(a), Some(b)) => b > a,
+                (Some(a), Some(b)) => b > a.saturating_add(slack_ns),
             };
             if !longer {
                 return Ok(());
@@ -279,7 +279,7 @@ impl BanTable {
         let mut st = self.state.lock();
         let until_ns = self.cfg.escalation.duration_ns(rule.ban_ns, fired.offense, &mut st.rng).map(|d| now_ns.saturating_add(d));
         let ban = Ban { target: BanTarget::Key(key.into()), reason: rule.name.clone(), since_ns: now_ns, until_ns, offense: fired.offense, source: BanSource::Rule };
-        let added = st.upsert(ban.clone(), self.cfg.max_bans, now_ns, events);
+        let added = st.upsert(ban.clone(), self.cfg.max_bans, now_ns, 0, events);
         self.note_len(&st);
         drop(st);
         added.ok()?;
@@ -315,7 +315,7 @@ impl BanTable {
     pub fn ban(&self, target: BanTarget, reason: &str, duration_ns: Option<u64>, now_ns: u64, events: &mut Vec<BanEvent>) -> Result<(), BanTableFull> {
         let ban = Ban { target, reason: Arc::from(reason), since_ns: now_ns, until_ns: duration_ns.map(|d| now_ns.saturating_add(d)), offense: 0, source: BanSource::Operator };
         let mut st = self.state.lock();
-        let r = st.upsert(ban, self.cfg.max_bans, now_ns, events);
+        let r = st.upsert(ban, self.cfg.max_bans, now_ns, 0, events);
         self.note_len(&st);
         r
     }
