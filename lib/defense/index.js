@@ -11,7 +11,7 @@ const native = require('../native');
 const { routedPath } = require('../adapters/routing');
 const { matchPath } = require('../adapters/route-rules');
 const { isGone } = require('../adapters');
-const { keyArg } = require('./keys');
+const { keyArg, UNUSABLE } = require('./keys');
 const { LimitHeaders } = require('./headers');
 const { DefenseResponder } = require('./respond');
 const { Shaper } = require('./shaper');
@@ -134,10 +134,10 @@ class Defense {
     this.bans = new Bans(this.#handle, this.#events);
   }
 
-  #warnOnce(name, v) {
+  #warnOnce(name) {
     if (this.#warned.has(name)) return;
     this.#warned.add(name);
-    this.#warn(name, new TypeError(`returned ${typeName(v)} ${JSON.stringify(String(v))}, which is not usable (see docs/defense.md)`));
+    this.#warn(name, new TypeError('returned a value that is not usable (see docs/defense.md); counting by the client address / a cost of 1'));
   }
 
   /**
@@ -157,7 +157,15 @@ class Defense {
         if (path === undefined) path = routedPath(req.originalUrl || req.url, this.#routing);
         applies = path !== null && matchPath(l.routes, req.method, path, this.#folded) >= 0;
       }
-      args[ARGS + i] = applies ? keyArg(l.by, req, (v) => this.#warnOnce(`limits[${i}].by`, v)) : undefined;
+      let k;
+      if (applies) {
+        k = keyArg(l.by, req);
+        if (k === UNUSABLE) {
+          this.#warnOnce(`limits[${i}].by`);
+          k = true;
+        }
+      }
+      args[ARGS + i] = k;
       if (costs !== null) costs[i] = applies ? this.#costOf(l, req, i) : 0;
     }
     let flags = 0;
@@ -195,7 +203,7 @@ class Defense {
       return 1;
     }
     if (Number.isInteger(v) && v >= 0 && v <= 0xffffffff) return v;
-    this.#warnOnce(`limits[${i}].cost`, v);
+    this.#warnOnce(`limits[${i}].cost`);
     return 1;
   }
 
