@@ -138,19 +138,20 @@ test('a shaper delays requests over its rate to their slot, and refuses past max
   const app = await FRAMEWORKS['fastify 5']({
     shed: false,
     bans: { rules: false },
-    limits: [{ name: 'smooth', algorithm: 'gcra', limit: 20, windowMs: 1000, burst: 1, maxDelayMs: 2000, maxQueued: 3 }],
+    // A slot every 500 ms: six concurrent requests arrive well within the first slot even on a busy machine.
+    limits: [{ name: 'smooth', algorithm: 'gcra', limit: 2, windowMs: 1000, burst: 1, maxDelayMs: 5000, maxQueued: 3 }],
   });
   try {
     const t0 = Date.now();
     const rs = await Promise.all(Array.from({ length: 6 }, () => request(app.port, { path: '/hello' }).then((r) => ({ ...r, at: Date.now() - t0 }))));
     const served = rs.filter((r) => r.status === 200);
     const full = rs.filter((r) => r.status === 503);
-    // One at once, three delayed (50, 100, 150 ms slots), two over the bound.
+    // One at once, three delayed (to the 500, 1000, 1500 ms slots), two over the bound.
     assert.equal(served.length, 4);
     assert.equal(full.length, 2);
     for (const r of full) assert.equal(r.json.type, 'urn:tiergate:problem:shaper-full');
     const last = Math.max(...served.map((r) => r.at));
-    assert.ok(last >= 140, `the last slot is 150 ms out; served at ${last} ms`);
+    assert.ok(last >= 1450, `the last slot is 1500 ms out; served at ${last} ms`);
     assert.equal(app.defense.stats().shaperWaiting, 0);
   } finally {
     await app.stop();
@@ -164,9 +165,9 @@ test('limits scoped by route (in the framework dialect), method and tier', async
     trustTierHeader: true,
     defaultTier: 'standard',
     limits: [
-      { name: 'api', routes: ['/api/'], limit: 1, windowMs: MIN },
-      { name: 'login', routes: [{ method: 'POST', path: '/login' }], limit: 1, windowMs: MIN },
-      { name: 'background', tiers: ['background'], limit: 1, windowMs: MIN },
+      { algorithm: 'sliding-window', name: 'api', routes: ['/api/'], limit: 1, windowMs: MIN },
+      { algorithm: 'sliding-window', name: 'login', routes: [{ method: 'POST', path: '/login' }], limit: 1, windowMs: MIN },
+      { algorithm: 'sliding-window', name: 'background', tiers: ['background'], limit: 1, windowMs: MIN },
     ],
   };
   for (const [fw, start] of Object.entries(FRAMEWORKS)) {
@@ -199,7 +200,7 @@ test('skip() and the allow list bypass limits and bans; a cost function weighs r
     trustProxy: true,
     allow: ['10.0.0.0/8'],
     skip: (req) => req.headers['x-internal'] === 'yes',
-    limits: [{ name: 'weighted', limit: 10, windowMs: MIN, cost: (req) => (req.url.includes('deep') ? 5 : 1) }],
+    limits: [{ algorithm: 'sliding-window', name: 'weighted', limit: 10, windowMs: MIN, cost: (req) => (req.url.includes('deep') ? 5 : 1) }],
   });
   try {
     const from = (xff, path = '/hello', headers = {}) => request(app.port, { path, headers: { 'x-forwarded-for': xff, ...headers } });
@@ -226,7 +227,7 @@ test('memory stays bounded under a flood of unique addresses', () => {
     shed: false,
     trustProxy: true,
     limits: [
-      { name: 'per-ip', limit: 1, windowMs: MIN, maxKeys: 2000 },
+      { algorithm: 'sliding-window', name: 'per-ip', limit: 1, windowMs: MIN, maxKeys: 2000 },
       { name: 'exact', algorithm: 'sliding-window', limit: 2, windowMs: MIN, maxKeys: 1000 },
     ],
     bans: { rules: [{ name: 'rl', on: 'rate-limited', threshold: 2, windowMs: MIN, banMs: MIN }], maxBans: 500, maxTracked: 1000 },

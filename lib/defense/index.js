@@ -253,7 +253,7 @@ class Defense {
   #delay(delayMs, res) {
     const p = this.#shaper === null ? null : this.#shaper.delay(delayMs);
     if (p === null) {
-      const info = { verdict: 'shaper-full', status: 503, limit: null, retryAfterMs: delayMs };
+      const info = { verdict: 'shaper-full', status: 503, limitName: null, retryAfterMs: delayMs };
       return { verdict: 'shaper-full', info, rejection: this.#responder.shaperFull(delayMs) };
     }
     return p.then(() => (isGone(res) ? { verdict: 'gone', info: null, rejection: this.#responder.shaperFull(0) } : null));
@@ -262,7 +262,7 @@ class Defense {
   #refusal(verdict, req, ip) {
     const r = this.#r;
     const name = VERDICT_NAMES[verdict];
-    const info = { verdict: name, status: VERDICT_STATUS[verdict], key: ip, limit: null, retryAfterMs: 0, banned: null };
+    const info = { verdict: name, status: VERDICT_STATUS[verdict], key: ip, limitName: null, retryAfterMs: 0, banned: null };
     let rejection;
     if (verdict === V.DENY_LISTED) rejection = this.#responder.denyListed();
     else if (verdict === V.BANNED) {
@@ -273,7 +273,8 @@ class Defense {
     } else if (verdict === V.RATE_LIMITED) {
       const evaluated = r[R.EVALUATED];
       const t = this.#tightest(evaluated);
-      info.limit = this.policies[t].name;
+      info.limitName = this.policies[t].name;
+      info.limit = this.policies[t].quota;
       info.retryAfterMs = r[R.RETRY_AFTER_MS];
       info.remaining = this.#remainingOf(t);
       info.resetMs = this.#resetOf(t);

@@ -333,8 +333,8 @@ class Gatekeeper {
       const ip = clientIp(req, o.trustProxy, truncated);
       const out = this.#defense.check(req, res, tier, ip);
       if (out !== null) {
-        if (typeof out.then !== 'function') return this.#refusedByDefense(out, req, tier);
-        return out.then((v) => (v === null ? this.#gate(req, res, tier, given, header, truncated, ip) : this.#refusedByDefense(v, req, tier)));
+        if (typeof out.then !== 'function') return this.#refusedByDefense(out, req, tier, given);
+        return out.then((v) => (v === null ? this.#gate(req, res, tier, given, header, truncated, ip) : this.#refusedByDefense(v, req, tier, given)));
       }
       return this.#gate(req, res, tier, given, header, truncated, ip);
     }
@@ -412,7 +412,7 @@ class Gatekeeper {
   }
 
   // A refusal by the defense layers: the hooks and the channel see it as any refusal.
-  #refusedByDefense(out, req, tier) {
+  #refusedByDefense(out, req, tier, given) {
     const o = this.#o;
     let rejection = out.rejection;
     const hook = o.onReject;
@@ -420,7 +420,9 @@ class Gatekeeper {
     const needInfo = o.onDecision !== null || hook !== null || o.respond !== null || decisionChannel.hasSubscribers;
     if (!needInfo) return rejection;
     const info = out.info;
-    info.tier = tier >= 0 ? o.names[tier] : null;
+    // The tier as far as known: a refused request's tier header is not read (the default tier then).
+    info.tier = o.names[tier >= 0 ? tier : o.defaultTier];
+    info.tierSource = tier >= 0 && given !== null ? given : 'default';
     if (o.respond !== null && out.verdict !== 'challenged') {
       let custom;
       try {
