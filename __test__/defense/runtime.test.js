@@ -255,3 +255,39 @@ test('memory stays bounded under a flood of unique addresses', () => {
   assert.deepEqual([...counts.keys()].sort(), [200, 403, 429]);
   assert.equal(counts.get(200), 30_000);
 });
+
+test('defense refusals reach onReject, onDecision, respond and the decision channel', async () => {
+  const rejected = [];
+  const decided = [];
+  const published = [];
+  const sub = (m) => published.push(m.verdict);
+  diagnostics.subscribe('tiergate:decision', sub);
+  const app = await FRAMEWORKS['node:http']({
+    shed: false,
+    trustProxy: true,
+    deny: ['192.0.2.0/24'],
+    bans: { rules: false },
+    limits: [{ name: 'one', algorithm: 'sliding-window', limit: 1, windowMs: MIN }],
+    onReject: (info) => rejected.push(info),
+    onDecision: (info) => decided.push(info.verdict),
+    respond: (info, req, rejection) => (info.verdict === 'banned' ? { ...rejection, status: 451 } : undefined),
+  });
+  try {
+    const from = (xff) => request(app.port, { path: '/hello', headers: { 'x-forwarded-for': xff } });
+    assert.equal((await from('192.0.2.1')).status, 403);
+    assert.equal((await from('198.51.100.1')).status, 200);
+    assert.equal((await from('198.51.100.1')).status, 429);
+    app.defense.bans.add('203.0.113.1', { durationMs: MIN });
+    assert.equal((await from('203.0.113.1')).status, 451, 'respond() replaced the ban');
+    assert.deepEqual(rejected.map((i) => i.verdict), ['deny-listed', 'rate-limited', 'banned']);
+    const rl = rejected[1];
+    assert.deepEqual([rl.status, rl.limitName, rl.limit, rl.remaining, rl.key, rl.tier], [429, 'one', 1, 0, '198.51.100.1', 'background']);
+    assert.ok(rl.retryAfterMs > 59_000 && rl.retryAfterMs <= MIN);
+    assert.deepEqual(rejected[2].banned, { byCidr: false, permanent: false });
+    assert.deepEqual(decided, ['deny-listed', 'admit', 'rate-limited', 'banned']);
+    assert.deepEqual(published, decided);
+  } finally {
+    diagnostics.unsubscribe('tiergate:decision', sub);
+    await app.stop();
+  }
+});
