@@ -122,6 +122,30 @@ fn at_the_cap_expired_bans_go_first_then_the_temporary_ban_closest_to_its_end() 
 }
 
 #[test]
+fn rules_fill_at_most_half_the_table_with_permanent_bans() {
+    let mut s = spec(Some(0.0), 0.0);
+    s.max_bans = 6.0;
+    let t = table(s);
+    let mut ev = Vec::new();
+    // permanentAfter 0: a key's second ban is permanent. Six keys earn two bans each.
+    let mut ends = Vec::new();
+    for i in 0..6 {
+        let k = format!("k{i}");
+        strike3(&t, &k, 0, &mut ev).unwrap();
+        ends.push(strike3(&t, &k, MIN, &mut ev).unwrap().until_ns);
+    }
+    // Three permanent (half of 6), then the longest temporary ban (60 min) instead.
+    assert_eq!(ends, vec![None, None, None, Some(61 * MIN), Some(61 * MIN), Some(61 * MIN)]);
+    assert_eq!((t.len(), t.stats().refused), (6, 0));
+    // The table still takes new bans: the temporary ones make room.
+    assert!(strike3(&t, "new", 2 * MIN, &mut ev).is_some());
+    assert_eq!(t.stats().evicted, 1);
+    // An operator's permanent ban is not capped.
+    t.ban(key("op"), "op", None, 2 * MIN, &mut ev).unwrap();
+    assert!(t.get(&key("op"), 2 * MIN).unwrap().is_permanent());
+}
+
+#[test]
 fn permanent_bans_are_never_dropped_a_full_table_refuses_and_counts() {
     let mut s = spec(None, 0.0);
     s.max_bans = 2.0;
