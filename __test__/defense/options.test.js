@@ -84,6 +84,7 @@ test('lists, bans and the challenge', () => {
   throwsWith({ challenge: { secret: SECRET, respond: 1 } }, INVALID, /challenge\.respond must be a function/);
   throwsWith({ skip: true }, INVALID, /options\.skip must be a function/);
   throwsWith({ onBan: 'x' }, INVALID, /options\.onBan must be a function/);
+  throwsWith({ exemptSkipsShedding: 1 }, INVALID, /options\.exemptSkipsShedding must be a boolean, got number/, TypeError);
   throwsWith({ rateLimitHeaders: 'draft-9' }, INVALID, /rateLimitHeaders must be 'draft', 'draft-6', 'draft-7', 'draft-8', 'legacy', 'both' or false/);
 });
 

@@ -291,3 +291,22 @@ test('defense refusals reach onReject, onDecision, respond and the decision chan
     await app.stop();
   }
 });
+
+test('exemptSkipsShedding: allow-listed requests are served while the loop sheds; others are not', async () => {
+  for (const exemptSkipsShedding of [false, true]) {
+    const app = await FRAMEWORKS['express 5']({
+      trustProxy: true,
+      allow: ['10.0.0.0/8'],
+      exemptSkipsShedding,
+      shed: { targetLagMs: 50, criticalLagMs: 150, holdMs: 0, recoveryMs: 0, integralMs: 0, confirmMs: 0, turnBudgetMs: 0 },
+    });
+    try {
+      app.gate.injectHealth({ lagMs: 1000 });
+      const from = (xff) => request(app.port, { path: '/hello', headers: { 'x-forwarded-for': xff } });
+      assert.equal((await from('192.0.2.1')).status, 503);
+      assert.equal((await from('10.1.2.3')).status, exemptSkipsShedding ? 200 : 503, `exemptSkipsShedding ${exemptSkipsShedding}`);
+    } finally {
+      await app.stop();
+    }
+  }
+});

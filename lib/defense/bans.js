@@ -57,6 +57,7 @@ class BanEvents {
   }
 
   publish(events) {
+    if (events.length === 0) return;
     for (const e of eventsOut(events)) {
       if (this.onBan !== null) {
         try {

@@ -120,6 +120,8 @@ export interface DefenseOptions {
   /** True: no list, ban, challenge or limit applies to this request. */
   skip?: (req: IncomingMessage) => boolean;
   onBan?: (event: BanEvent) => void;
+  /** Allow-listed and skipped requests also bypass the tier pool and overload shedding. Default false. */
+  exemptSkipsShedding?: boolean;
 }
 
 export interface Bans {

@@ -36,6 +36,9 @@ function onFinish() {
   if (d.probeStatuses.has(this.statusCode)) d.reportProbe(this[PROBE_IP]);
 }
 
+/** check()'s answer for an allow-listed or skipped request when `exemptSkipsShedding` is set: serve it. */
+const EXEMPT = Object.freeze({ exempt: true });
+
 /** `req.rateLimit`: the tightest limit that applied (as express-rate-limit's). */
 class RateLimitInfo {
   constructor(name, limit, remaining, resetMs) {
@@ -126,6 +129,7 @@ class Defense {
     this.#trustProxy = ctx.trustProxy;
     this.#warn = ctx.warn;
     this.probeStatuses = o.bans.probeStatuses;
+    this.exemptSkipsShedding = o.exemptSkipsShedding;
     this.#events = new BanEvents(this.#handle, o.onBan, ctx.warn);
     const shapers = o.limits.filter((l) => l.shaper);
     this.#shaper = shapers.length ? new Shaper(shapers.reduce((a, l) => a + l.maxQueued, 0)) : null;
@@ -142,7 +146,8 @@ class Defense {
 
   /**
    * The defense's decision for one request: null to go on, `{ verdict, info, rejection }` to refuse,
-   * or a Promise of either (a shaper's delay). `tier`: its id, or -1 when unknown; `ip`: the client
+   * `EXEMPT` (`.exempt`) to serve it without the tier pool and shedding, or a Promise of null or a
+   * refusal (a shaper's delay). `tier`: its id, or -1 when unknown; `ip`: the client
    * address as clientIp() gives it.
    */
   check(req, res, tier, ip) {
@@ -189,7 +194,7 @@ class Defense {
       if (delay > 0) return this.#delay(delay, res);
       return null;
     }
-    if (verdict === V.EXEMPT) return null;
+    if (verdict === V.EXEMPT) return this.exemptSkipsShedding ? EXEMPT : null;
     return this.#refusal(verdict, req, ip);
   }
 

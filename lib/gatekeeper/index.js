@@ -333,6 +333,7 @@ class Gatekeeper {
       const ip = clientIp(req, o.trustProxy, truncated);
       const out = this.#defense.check(req, res, tier, ip);
       if (out !== null) {
+        if (out.exempt === true) return null; // allow-listed or skipped, and exemptSkipsShedding
         if (typeof out.then !== 'function') return this.#refusedByDefense(out, req, tier, given);
         return out.then((v) => (v === null ? this.#gate(req, res, tier, given, header, truncated, ip) : this.#refusedByDefense(v, req, tier, given)));
       }
