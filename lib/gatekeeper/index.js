@@ -398,18 +398,32 @@ class Gatekeeper {
     if (verdict === VERDICT.RATE_LIMITED) rejection = this.#responder.rateLimited(tier, r[R.REMAINING], r[R.LIMIT], r[R.RETRY_AFTER_MS], r[R.RESET_MS]);
     else if (verdict === VERDICT.TIER_FULL) rejection = this.#responder.tierFull(tier, r[R.RETRY_AFTER_MS]);
     else rejection = this.#responder.shed(tier);
-    if (o.respond !== null) {
-      let custom;
-      try {
-        custom = o.respond(info, req, rejection);
-      } catch (err) {
-        this.#warnHook('respond', err);
-      }
-      const replaced = this.#custom(custom);
-      if (replaced !== null) rejection = replaced;
-    }
+    if (o.respond !== null) rejection = this.#respond(info, req, rejection);
     this.#emit(info, req, this.#hookFor(verdict));
     return rejection;
+  }
+
+  // options.respond's answer in place of `rejection`, when it gives a valid one.
+  #respond(info, req, rejection) {
+    let custom;
+    try {
+      custom = this.#o.respond(info, req, rejection);
+    } catch (err) {
+      this.#warnHook('respond', err);
+    }
+    if (custom === undefined || custom === null) return rejection;
+    // node:http throws on a status outside 100..999 inside the adapter, off any try; 100..599 are HTTP's.
+    if (typeof custom !== 'object' || !Number.isInteger(custom.status) || custom.status < 100 || custom.status > 599) {
+      this.#warnHook('respond', new TypeError('must return { status: 100..599, headers?, body? } or undefined'));
+      return rejection;
+    }
+    let body = custom.body === undefined || custom.body === null ? '' : custom.body;
+    const headers = { ...(custom.headers || {}) };
+    if (typeof body !== 'string' && !(body instanceof Uint8Array)) {
+      body = JSON.stringify(body);
+      if (!Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
+    }
+    return { status: custom.status, headers, body };
   }
 
   // A refusal by the defense layers: the hooks and the channel see it as any refusal.
@@ -424,16 +438,7 @@ class Gatekeeper {
     // The tier as far as known: a refused request's tier header is not read (the default tier then).
     info.tier = o.names[tier >= 0 ? tier : o.defaultTier];
     info.tierSource = tier >= 0 && given !== null ? given : 'default';
-    if (o.respond !== null && out.verdict !== 'challenged') {
-      let custom;
-      try {
-        custom = o.respond(info, req, rejection);
-      } catch (err) {
-        this.#warnHook('respond', err);
-      }
-      const replaced = this.#custom(custom);
-      if (replaced !== null) rejection = replaced;
-    }
+    if (o.respond !== null && out.verdict !== 'challenged') rejection = this.#respond(info, req, rejection);
     if (o.onDecision !== null) this.#call('onDecision', o.onDecision, info, req);
     if (hook !== null) this.#call('onReject', hook, info, req);
     if (decisionChannel.hasSubscribers) decisionChannel.publish(info);
@@ -444,23 +449,6 @@ class Gatekeeper {
   // refusals: the key's (429) and the tier's budget (tier-full, 503), which happen on a healthy loop.
   #hookFor(verdict) {
     return verdict === VERDICT.SHED ? this.#o.onShed : this.#o.onReject;
-  }
-
-  // respond()'s return value as a rejection, or null to keep the default (warned when unusable).
-  #custom(custom) {
-    if (custom === undefined || custom === null) return null;
-    // node:http throws on a status outside 100..999 inside the adapter, off any try; 100..599 are HTTP's.
-    if (typeof custom !== 'object' || !Number.isInteger(custom.status) || custom.status < 100 || custom.status > 599) {
-      this.#warnHook('respond', new TypeError('must return { status: 100..599, headers?, body? } or undefined'));
-      return null;
-    }
-    let body = custom.body === undefined || custom.body === null ? '' : custom.body;
-    const headers = { ...(custom.headers || {}) };
-    if (typeof body !== 'string' && !(body instanceof Uint8Array)) {
-      body = JSON.stringify(body);
-      if (!Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
-    }
-    return { status: custom.status, headers, body };
   }
 
   #emit(info, req, hook) {
