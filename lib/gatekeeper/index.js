@@ -50,8 +50,9 @@ const DEFAULT_TIERS = Object.freeze([
 const OPTIONS = new Set([
   'tiers', 'ledger', 'perKey', 'tierHeader', 'trustTierHeader', 'tierSecret', 'routes', 'classify', 'defaultTier',
   'key', 'trustProxy', 'ipv4Prefix', 'ipv6Prefix', 'cost', 'shed', 'rateLimitHeaders', 'rateLimitHeadersOnSuccess',
-  'retryAfter', 'respond', 'onDecision', 'onShed', 'onReject', ...DEFENSE_OPTIONS,
+  'retryAfter', 'respond', 'onDecision', 'onShed', 'onReject',
 ]);
+for (const k of DEFENSE_OPTIONS) OPTIONS.add(k); // lib/defense/options.js reads them
 const SHED_FIELDS = new Set(Object.keys(SHED_DEFAULTS));
 const HEALTH_NUMBERS = ['lagMs', 'ewmaLagMs', 'p99LagMs', 'elu', 'heapUsed', 'heapLimit'];
 const HEALTH_FIELDS = new Set([...HEALTH_NUMBERS, 'stalled']);
@@ -426,6 +427,12 @@ class Gatekeeper {
     return { status: custom.status, headers, body };
   }
 
+  // onShed reports overload sheds (the loop's health refused the request); onReject reports quota
+  // refusals: the key's (429) and the tier's budget (tier-full, 503), which happen on a healthy loop.
+  #hookFor(verdict) {
+    return verdict === VERDICT.SHED ? this.#o.onShed : this.#o.onReject;
+  }
+
   // A refusal by the defense layers: the hooks and the channel see it as any refusal.
   #refusedByDefense(out, req, tier, given) {
     const o = this.#o;
@@ -443,12 +450,6 @@ class Gatekeeper {
     if (hook !== null) this.#call('onReject', hook, info, req);
     if (decisionChannel.hasSubscribers) decisionChannel.publish(info);
     return rejection;
-  }
-
-  // onShed reports overload sheds (the loop's health refused the request); onReject reports quota
-  // refusals: the key's (429) and the tier's budget (tier-full, 503), which happen on a healthy loop.
-  #hookFor(verdict) {
-    return verdict === VERDICT.SHED ? this.#o.onShed : this.#o.onReject;
   }
 
   #emit(info, req, hook) {
