@@ -4,6 +4,9 @@ import type { IncomingMessage } from 'node:http';
 /** Where a named limit applies: a path (string prefix on whole segments, or RegExp), or { method?, path }. */
 export type LimitRoute = string | RegExp | { method?: string | string[]; path: string | RegExp };
 
+/** A refusal by the defense layers (`DecisionInfo.verdict`); 'rate-limited' is a named limit's too. */
+export type DefenseVerdict = 'deny-listed' | 'banned' | 'rate-limited' | 'challenged' | 'shaper-full';
+
 export type LimitAlgorithm = 'fixed-window' | 'sliding-window' | 'sliding-counter' | 'token-bucket' | 'gcra';
 
 /** What a limit counts by. A header or function that gives nothing usable counts by the address. */

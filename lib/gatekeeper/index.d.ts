@@ -1,7 +1,7 @@
 /// <reference types="node" />
+import type { Defense, DefenseOptions, DefenseVerdict } from '../defense';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Ledger, PerKeyOptions, TierOptions } from '../ledger';
-import type { Defense, DefenseOptions } from '../defense';
 
 /** A route rule: the first rule that matches the request chooses its tier. */
 export interface RouteRule {
@@ -67,14 +67,14 @@ export interface ShedOptions {
   turnBudgetMs?: number;
 }
 
-export type Verdict = 'admit' | 'shed' | 'tier-full' | 'rate-limited' | 'deny-listed' | 'banned' | 'challenged' | 'shaper-full';
+export type Verdict = 'admit' | 'shed' | 'tier-full' | 'rate-limited';
 export type TierSource =
   | 'classify' | 'route' | 'default' | 'header' | 'signed'
   | 'untrusted' | 'bad-signature' | 'expired' | 'invalid' | 'truncated';
 
 /** What hooks, `respond` and the 'tiergate:decision' diagnostics channel receive. */
 export interface DecisionInfo {
-  verdict: Verdict;
+  verdict: Verdict | DefenseVerdict;
   /** 200 for an admit, else the status of the rejection. */
   status: number;
   /** On a defense refusal, the tier as far as it was known (the default tier if the header was not read). */
