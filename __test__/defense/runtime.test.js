@@ -310,3 +310,30 @@ test('exemptSkipsShedding: allow-listed requests are served while the loop sheds
     }
   }
 });
+
+test('watchServer: malformed requests count as probes and earn the probe ban', async () => {
+  const net = require('node:net');
+  const app = await FRAMEWORKS['node:http']({ shed: false, bans: { rules: [{ name: 'probe', on: 'probe', threshold: 5, windowMs: MIN, banMs: 30 * MIN }] } });
+  try {
+    const srv = app.server;
+    const unwatch = app.defense.watchServer(srv);
+    const raw = () => new Promise((resolve, reject) => {
+      const s = net.connect(app.port, '127.0.0.1', () => s.write('GARBAGE / HTTP/9.9\r\n\r\n'));
+      let text = '';
+      s.setEncoding('utf8');
+      s.on('data', (c) => (text += c));
+      s.on('close', () => resolve(text));
+      s.on('error', reject);
+      s.setTimeout(5000, () => s.destroy(new Error('timed out')));
+    });
+    for (let i = 0; i < 5; i++) assert.match(await raw(), /^HTTP\/1\.1 400 Bad Request/);
+    const ban = app.defense.bans.get('127.0.0.1');
+    assert.equal(ban && ban.reason, 'probe');
+    assert.equal((await request(app.port, { path: '/hello' })).status, 403);
+    unwatch();
+    assert.equal(srv.listenerCount('clientError'), 0);
+    assert.throws(() => app.defense.watchServer(null), (err) => err.code === 'ERR_TIERGATE_INVALID_ARGUMENT');
+  } finally {
+    await app.stop();
+  }
+});
