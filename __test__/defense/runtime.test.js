@@ -337,3 +337,33 @@ test('watchServer: malformed requests count as probes and earn the probe ban', a
     await app.stop();
   }
 });
+
+test('one native call: the gate decides only what the defense lets on, and its refusals come through', async () => {
+  const app = await FRAMEWORKS['fastify 5']({
+    shed: false,
+    trustProxy: true,
+    deny: ['192.0.2.0/24'],
+    bans: { rules: false },
+    perKey: { capacity: 2, refillPerSec: 0.001 },
+    limits: [{ name: 'per-ip', algorithm: 'sliding-window', limit: 3, windowMs: MIN }],
+  });
+  try {
+    const from = (xff) => request(app.port, { path: '/hello', headers: { 'x-forwarded-for': xff } });
+    for (let i = 0; i < 3; i++) assert.equal((await from('192.0.2.1')).status, 403);
+    // The deny-listed requests took nothing from the tier's per-key quota of 2 (keyed by the same address form).
+    assert.equal((await from('198.51.100.1')).status, 200);
+    assert.equal((await from('198.51.100.1')).status, 200);
+    const third = await from('198.51.100.1');
+    assert.equal(third.status, 429);
+    assert.equal(third.json.type, 'urn:tiergate:problem:rate-limited');
+    assert.equal(third.json.tier, 'background', "the tier quota's 429, not a named limit's");
+    const s = app.gate.stats().tiers.background;
+    assert.deepEqual([s.admitted, s.rateLimited], [2, 1]);
+    // The named limit counted all three; a fourth is its refusal.
+    const fourth = await from('198.51.100.1');
+    assert.equal(fourth.json.limit, 'per-ip');
+    assert.equal(app.gate.stats().tiers.background.rateLimited, 1, 'the gate did not decide the fourth');
+  } finally {
+    await app.stop();
+  }
+});
