@@ -213,7 +213,8 @@ class Defense {
     const r = this.#r;
     if (r[R.EVENTS] > 0) this.#events.publish(this.#handle.takeEvents());
     if (verdict === V.PASS) {
-      if (this.probeStatuses !== null) {
+      // (A response that is not an emitter, as a harness may pass, is not watched.)
+      if (this.probeStatuses !== null && typeof res.on === 'function') {
         res[PROBE_DEFENSE] = this;
         res[PROBE_IP] = ip;
         res.on('finish', onFinish);
