@@ -23,7 +23,7 @@ use crate::core::gate::IP_KEY_TAG;
 use crate::core::limit::{AlgorithmKind, LimitSet, LimitSpec, MAX_LIMITS, NEVER};
 use crate::core::names::named_enum;
 use crate::core::net::ipkey::{client_addr, ip_bin_key, ip_key, ip_key_of, parse_ip, IpKeyBuf, IpKeyConfig, BIN_KEY_LEN};
-use crate::node::gate::{decide_args, invalid, read_bounded, Bound as GateBound, GateHandle};
+use crate::node::gate::{decide_args, gate_now_ns, invalid, read_bounded, Bound as GateBound, GateHandle};
 use crate::node::ledger::MAX_KEY_BYTES;
 use crate::node::raw;
 use napi::bindgen_prelude::*;
@@ -641,7 +641,7 @@ raw::guarded!(defend = "Defense.defend" => defend_unguarded);
 #[inline(always)]
 unsafe fn defend_unguarded(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
     let (argv, argc, data) = raw::args::<{ ARGS + MAX_LIMITS }>(env, info);
-    match defend_args(env, &*(data as *const Bound), &argv, argc) {
+    match defend_args(env, &*(data as *const Bound), &argv, argc, gate_now_ns()) {
         Some((v, _)) => raw::int32(env, v as i32),
         None => std::ptr::null_mut(),
     }
@@ -653,7 +653,9 @@ raw::guarded!(defend_and_decide = "Defense.defendAndDecide" => defend_and_decide
 unsafe fn defend_and_decide_unguarded(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
     let (argv, argc, data) = raw::args::<{ GATE_ARGS + ARGS + MAX_LIMITS }>(env, info);
     let both = &*(data as *const Both);
-    let Some((v, flags)) = defend_args(env, &both.defense, &argv[GATE_ARGS..], argc.saturating_sub(GATE_ARGS)) else {
+    // One clock reading for both (the gate's clock, the one the limits and bans run on too).
+    let now_ns = gate_now_ns();
+    let Some((v, flags)) = defend_args(env, &both.defense, &argv[GATE_ARGS..], argc.saturating_sub(GATE_ARGS), now_ns) else {
         return std::ptr::null_mut();
     };
     let out = &*both.defense.out.get();
@@ -665,7 +667,7 @@ unsafe fn defend_and_decide_unguarded(env: sys::napi_env, info: sys::napi_callba
     if !go {
         return raw::int32(env, v as i32);
     }
-    match decide_args(env, &both.gate, &argv[..GATE_ARGS], GATE_ARGS) {
+    match decide_args(env, &both.gate, &argv[..GATE_ARGS], GATE_ARGS, now_ns) {
         Some(g) => raw::int32(env, v as i32 | ((g + 1) << 4)),
         None => std::ptr::null_mut(),
     }
@@ -674,7 +676,7 @@ unsafe fn defend_and_decide_unguarded(env: sys::napi_env, info: sys::napi_callba
 /// `defend`'s work on its arguments `argv[..argc]`: the verdict and the flags, or `None` with an
 /// exception pending.
 #[inline(always)]
-unsafe fn defend_args(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value], argc: usize) -> Option<(Verdict, i32)> {
+unsafe fn defend_args(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value], argc: usize, now_ns: u64) -> Option<(Verdict, i32)> {
     let s = &*bound.shared;
     let n = s.defense.limits().len();
     if argc < ARGS + n {
@@ -734,7 +736,6 @@ unsafe fn defend_args(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value
     let ban_key = ip_key_of(ip, &s.ban_ip, &mut bkbuf);
     let out = &mut *bound.out.get();
     let sc = &mut *bound.scratch.get();
-    let now_ns = MonotonicClock.now_ns();
 
     // A pass first: a valid one clears the key's strikes, so the challenge below lets it on.
     out[R::Pass as usize] = 0.0;
@@ -752,7 +753,9 @@ unsafe fn defend_args(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value
 
     // Keys, one per limit, into the reused scratch buffer: (start, len), or None.
     sc.keys.clear();
-    let mut spans = [None::<(usize, usize)>; MAX_LIMITS];
+    // (start, len) per limit; NO_KEY where it does not apply. Compact: zeroed on every call.
+    const NO_KEY: (u32, u32) = (u32::MAX, 0);
+    let mut spans = [NO_KEY; MAX_LIMITS];
     let mut kstack = [0u8; 256];
     let mut kheap = Vec::new();
     for (i, span) in spans.iter_mut().enumerate().take(n) {
@@ -763,14 +766,14 @@ unsafe fn defend_args(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value
                 // Tagged binary (no one reads a limit's keys back): never equal to a given key's UTF-8.
                 let mut kb = [0u8; BIN_KEY_LEN];
                 let len = ip_bin_key(ip, &s.ip_cfgs[i], IP_KEY_TAG, &mut kb);
-                *span = Some((sc.keys.len(), len));
+                *span = (sc.keys.len() as u32, len as u32);
                 sc.keys.extend_from_slice(&kb[..len]);
             }
             _ => match raw::get_key(env, v, &mut kstack, &mut kheap) {
                 Some(k) if k.len() <= MAX_KEY_BYTES => {
                     let start = sc.keys.len();
                     sc.keys.extend_from_slice(k);
-                    *span = Some((start, k.len()));
+                    *span = (start as u32, k.len() as u32);
                 }
                 Some(k) => {
                     raw::throw_range_error(env, &format!("defend: key {i} is {} bytes long; the limit is {MAX_KEY_BYTES}", k.len()));
@@ -785,7 +788,10 @@ unsafe fn defend_args(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value
     }
     let mut keys: [Option<&[u8]>; MAX_LIMITS] = [None; MAX_LIMITS];
     for i in 0..n {
-        keys[i] = spans[i].map(|(a, l)| &sc.keys[a..a + l]);
+        let (a, l) = spans[i];
+        if a != u32::MAX {
+            keys[i] = Some(&sc.keys[a as usize..(a + l) as usize]);
+        }
     }
     let (cost, per_limit) = if ncosts == 1 { (costs[0], &costs[..0]) } else { (1, &costs[..n]) };
     let req = Request { ip, skip: flags & FLAG_SKIP != 0, ban_key, limit_keys: &keys[..n], cost, costs: per_limit };

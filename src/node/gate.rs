@@ -425,7 +425,7 @@ pub fn mint_tier_token(env: Env, secret: Buffer, tier: String, expires_at_sec: f
 /// read the kernel's monotonic clock (vDSO `clock_gettime`), one time base for everything the gate
 /// does, and the same clock the ledger reads.
 #[inline(always)]
-fn gate_now_ns() -> u64 {
+pub(crate) fn gate_now_ns() -> u64 {
     MonotonicClock.now_ns()
 }
 
@@ -466,16 +466,17 @@ raw::guarded!(decide = "Gate.decide" => decide_unguarded);
 #[inline(always)]
 unsafe fn decide_unguarded(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
     let (argv, argc, data) = raw::args::<3>(env, info);
-    match decide_args(env, &*(data as *const Bound), &argv, argc) {
+    match decide_args(env, &*(data as *const Bound), &argv, argc, gate_now_ns()) {
         Some(v) => raw::int32(env, v),
         None => std::ptr::null_mut(),
     }
 }
 
-/// `decide`'s work on its arguments `argv[..argc]` (at least 3 slots): the verdict, or `None` with an
-/// exception pending.
+/// `decide`'s work on its arguments `argv[..argc]` (at least 3 slots) at `now_ns` (the gate's clock,
+/// `gate_now_ns`, read by the caller: the defense's call shares its reading): the verdict, or `None`
+/// with an exception pending.
 #[inline(always)]
-pub(crate) unsafe fn decide_args(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value], argc: usize) -> Option<i32> {
+pub(crate) unsafe fn decide_args(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value], argc: usize, now_ns: u64) -> Option<i32> {
     let gate = &bound.gate;
     let sel = match raw::get_f64(env, argv[0]) {
         Some(n) if argc >= 1 && (0.0..65536.0).contains(&n) && n.fract() == 0.0 => n as i32,
@@ -511,7 +512,7 @@ pub(crate) unsafe fn decide_args(env: sys::napi_env, bound: &Bound, argv: &[sys:
     } else {
         None
     };
-    let d = gate.decide(tier, header, key, gate_now_ns(), || idle_ns(bound.loop_), current_turn_age_ms, unix_now_sec);
+    let d = gate.decide(tier, header, key, now_ns, || idle_ns(bound.loop_), current_turn_age_ms, unix_now_sec);
     write_result(&mut *bound.out.get(), &d);
     Some(d.verdict as i32)
 }
