@@ -2,6 +2,7 @@
 export * from './lib/ledger';
 export * from './lib/lag';
 export * from './lib/gatekeeper';
+export * from './lib/defense';
 export * from './lib/queue';
 export * from './lib/metrics';
 export * from './lib/dashboard';

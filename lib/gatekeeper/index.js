@@ -16,7 +16,9 @@ const { expressMiddleware, httpHandler, fastifyPlugin } = require('../adapters')
 const { compileRoutes, compileRouteConfig, matchRoute } = require('../adapters/route-rules');
 const { checkTrustProxy, clientIp, headersTruncated } = require('../adapters/client');
 const { compileKey, usableKey } = require('./key');
-const { TIER_NAME, TIER_NAME_RULE, checkTierName, tierHeaderOption, tierSecretOption, secretBuffer } = require('./tier-header');
+const { TierHeader, TIER_NAME, TIER_NAME_RULE, checkTierName, tierHeaderOption, tierSecretOption, secretBuffer } = require('./tier-header');
+const { Defense, compileDefense, DEFENSE_OPTIONS, BAN_CHANNEL } = require('../defense');
+const { MODES: RATE_LIMIT_HEADER_MODES } = require('../defense/headers');
 const { DIALECTS } = require('../adapters/routing');
 const { Responder } = require('./respond');
 const { typeName, isObject, unknownKey, onlyKnown, boolean, optionalFn, finite, retryAfterOptions } = require('../options');
@@ -52,6 +54,7 @@ const OPTIONS = new Set([
   'key', 'trustProxy', 'ipv4Prefix', 'ipv6Prefix', 'cost', 'shed', 'rateLimitHeaders', 'rateLimitHeadersOnSuccess',
   'retryAfter', 'respond', 'onDecision', 'onShed', 'onReject', 'cluster',
 ]);
+for (const k of DEFENSE_OPTIONS) OPTIONS.add(k); // lib/defense/options.js reads them
 const SHED_FIELDS = new Set(Object.keys(SHED_DEFAULTS));
 const HEALTH_NUMBERS = ['lagMs', 'ewmaLagMs', 'p99LagMs', 'elu', 'heapUsed', 'heapLimit'];
 const HEALTH_FIELDS = new Set([...HEALTH_NUMBERS, 'stalled']);
@@ -133,9 +136,11 @@ function normalize(options) {
   if (options.trustTierHeader !== undefined) boolean(options.trustTierHeader, 'gatekeeper: options.trustTierHeader');
   const secrets = tierSecretOption(options.tierSecret, 'gatekeeper: options.tierSecret');
   const headersOpt = options.rateLimitHeaders === undefined ? 'draft' : options.rateLimitHeaders;
-  if (![false, 'draft', 'legacy', 'both'].includes(headersOpt)) {
-    throw new TypeError(`gatekeeper: options.rateLimitHeaders must be 'draft', 'legacy', 'both' or false, got ${JSON.stringify(headersOpt)}`);
+  if (headersOpt !== false && !RATE_LIMIT_HEADER_MODES.includes(headersOpt)) {
+    throw new TypeError(`gatekeeper: options.rateLimitHeaders must be ${RATE_LIMIT_HEADER_MODES.map((m) => `'${m}'`).join(', ')} or false, got ${JSON.stringify(headersOpt)}`);
   }
+  const ipv4Prefix = options.ipv4Prefix === undefined ? 32 : finite(options.ipv4Prefix, 'gatekeeper: options.ipv4Prefix', { max: 32, integer: true });
+  const ipv6Prefix = options.ipv6Prefix === undefined ? 56 : finite(options.ipv6Prefix, 'gatekeeper: options.ipv6Prefix', { max: 128, integer: true });
   if (options.rateLimitHeadersOnSuccess !== undefined) boolean(options.rateLimitHeadersOnSuccess, 'gatekeeper: options.rateLimitHeadersOnSuccess');
   const cluster = options.cluster === undefined ? null : options.cluster;
   if (cluster !== null) {
@@ -158,8 +163,9 @@ function normalize(options) {
     classify: optionalFn(options.classify, 'gatekeeper: options.classify'),
     key: compileKey(options.key, 'gatekeeper: options.key'),
     trustProxy: checkTrustProxy(options.trustProxy, 'gatekeeper: options.trustProxy'),
-    ipv4Prefix: options.ipv4Prefix === undefined ? 32 : finite(options.ipv4Prefix, 'gatekeeper: options.ipv4Prefix', { max: 32, integer: true }),
-    ipv6Prefix: options.ipv6Prefix === undefined ? 56 : finite(options.ipv6Prefix, 'gatekeeper: options.ipv6Prefix', { max: 128, integer: true }),
+    ipv4Prefix,
+    ipv6Prefix,
+    defense: compileDefense(options, ids, { v4: ipv4Prefix, v6: ipv6Prefix }),
     cost: options.cost === undefined ? 1 : finite(options.cost, 'gatekeeper: options.cost'),
     shed: shedOptions(options.shed),
     rateLimitHeaders: headersOpt,
@@ -194,6 +200,9 @@ class Gatekeeper {
   #responder;
   #observe;
   #needKey;
+  #defense = null;
+  #tierHeader = null;
+  #sel = 0;
   // Once per hook: a hook that throws on every request must not flood the log, nor hide another's.
   #hooksWarned = new Set();
   #warnHook(name, err) {
@@ -255,6 +264,23 @@ class Gatekeeper {
     });
     this.#needKey = o.perKeyByTier.some(Boolean) || o.onDecision !== null || (o.cluster !== null && o.cluster.needsKey);
     this.#observe = o.onDecision !== null || o.rateLimitHeadersOnSuccess;
+    if (o.defense !== null) {
+      this.#defense = new Defense(o.defense, {
+        routing,
+        headers: o.rateLimitHeaders,
+        headersOnSuccess: o.rateLimitHeadersOnSuccess,
+        trustProxy: o.trustProxy,
+        warn: (name, err) => this.#warnHook(name, err),
+      });
+      this.#defense.bindGate(this.#handle);
+      // Limits scoped to tiers need the tier before the defense decides: the header's rule, natively.
+      if (this.#defense.needsTier && o.tierHeader !== null) this.#tierHeader = new TierHeader(o.names, o.defaultTier, o.trustTierHeader, o.secrets);
+    }
+  }
+
+  /** The abuse defense (limits, lists, bans, challenge passes), or null without any of its options. */
+  get defense() {
+    return this.#defense;
   }
 
   /** Tier names, highest priority first. */
@@ -307,6 +333,43 @@ class Gatekeeper {
       if (typeof h === 'string') header = h;
       else if (Array.isArray(h)) header = h.join(', '); // several values: Rust refuses them as ambiguous
     }
+    if (this.#defense !== null) {
+      if (tier < 0 && this.#defense.needsTier) {
+        if (header !== undefined && this.#tierHeader !== null) {
+          const x = this.#tierHeader.resolveRaw(header);
+          tier = x >> 4;
+          given = SOURCES[x & 15];
+        } else {
+          tier = o.defaultTier;
+          given = 'default';
+        }
+      }
+      const ip = clientIp(req, o.trustProxy, truncated);
+      // One native call for both: the defense, then the gate when the defense lets the request on.
+      const key = this.#gateKey(req, tier, truncated, ip);
+      const d = this.#defense;
+      const out = d.check(req, res, tier, ip, this.#sel, header, key);
+      if (out !== null) {
+        if (out.exempt === true) return null; // allow-listed or skipped, and exemptSkipsShedding
+        if (typeof out.then !== 'function') return this.#refusedByDefense(out, req, tier, given);
+        // A shaper's delay: the gate decides when the slot comes (the loop's health then).
+        return out.then((v) => (v === null ? this.#gate(req, res, tier, given, header, truncated, ip) : this.#refusedByDefense(v, req, tier, given)));
+      }
+      if (d.gateVerdict >= 0) return this.#after(d.gateVerdict, req, res, given, key);
+      return this.#gate(req, res, tier, given, header, truncated, ip);
+    }
+    return this.#gate(req, res, tier, given, header, truncated, undefined);
+  }
+
+  // The tier pool and the shed controller: one native call. `ip`: the client address if known already.
+  #gate(req, res, tier, given, header, truncated, ip) {
+    const key = this.#gateKey(req, tier, truncated, ip);
+    return this.#after(this.#decide(this.#sel, header, key), req, res, given, key);
+  }
+
+  // The gate's per-key identity for `decide`; its `sel` goes to this.#sel (no pair allocated).
+  #gateKey(req, tier, truncated, ip) {
+    const o = this.#o;
     let sel = tier + 1;
     let key;
     if (this.#needKey) {
@@ -315,12 +378,17 @@ class Gatekeeper {
       else if (k.kind === 'fn') key = this.#fnKey(k.fn(req));
       if (key === undefined) {
         if (o.trustProxy === 0 && req.headers['x-forwarded-for'] !== undefined) this.#warnForwarded();
-        key = clientIp(req, o.trustProxy, truncated);
+        key = ip === undefined ? clientIp(req, o.trustProxy, truncated) : ip;
         sel |= SEL_KEY_IS_IP;
       }
     }
-    const verdict = this.#decide(sel, header, key);
-    if (verdict === 0 && o.cluster !== null) return this.#clusterStep(req, res, given, key);
+    this.#sel = sel;
+    return key;
+  }
+
+  // The gate decided `verdict`.
+  #after(verdict, req, res, given, key) {
+    if (verdict === 0 && this.#o.cluster !== null) return this.#clusterStep(req, res, given, key);
     if (verdict === 0 && !this.#observe && !decisionChannel.hasSubscribers) return null;
     return this.#settle(verdict, req, res, given, key);
   }
@@ -437,6 +505,25 @@ class Gatekeeper {
     return verdict === VERDICT.SHED ? this.#o.onShed : this.#o.onReject;
   }
 
+  // A refusal by the defense layers: the hooks and the channel see it as any refusal.
+  #refusedByDefense(out, req, tier, given) {
+    const o = this.#o;
+    let rejection = out.rejection;
+    const hook = o.onReject;
+    if (out.info === null) return rejection;
+    const needInfo = o.onDecision !== null || hook !== null || o.respond !== null || decisionChannel.hasSubscribers;
+    if (!needInfo) return rejection;
+    const info = out.info;
+    // The tier as far as known: a refused request's tier header is not read (the default tier then).
+    info.tier = o.names[tier >= 0 ? tier : o.defaultTier];
+    info.tierSource = tier >= 0 && given !== null ? given : 'default';
+    if (o.respond !== null && out.verdict !== 'challenged') rejection = this.#respond(info, req, rejection);
+    if (o.onDecision !== null) this.#call('onDecision', o.onDecision, info, req);
+    if (hook !== null) this.#call('onReject', hook, info, req);
+    if (decisionChannel.hasSubscribers) decisionChannel.publish(info);
+    return rejection;
+  }
+
   #emit(info, req, hook) {
     if (info === null) return;
     const o = this.#o;
@@ -535,6 +622,7 @@ function expose(target, gk) {
   Object.defineProperty(target, 'gatekeeper', { value: gk });
   Object.defineProperty(target, 'ledger', { get: () => gk.ledger });
   Object.defineProperty(target, 'tiers', { get: () => gk.tiers });
+  Object.defineProperty(target, 'defense', { get: () => gk.defense });
   return target;
 }
 
@@ -576,4 +664,4 @@ function mint(secret, tier, { ttlSec, expiresAt } = {}) {
   return native.mintTierToken(key, tier, exp);
 }
 
-module.exports = { gatekeeper, Gatekeeper, tiergatePlugin, mintTierToken, DECISION_CHANNEL };
+module.exports = { gatekeeper, Gatekeeper, tiergatePlugin, mintTierToken, DECISION_CHANNEL, BAN_CHANNEL };
