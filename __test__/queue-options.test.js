@@ -145,9 +145,14 @@ test("maxConcurrent 'auto' on a real server: the limit moves within its bounds",
   }
   try {
     assert.equal(srv.gate.limit, 8);
-    const phase1 = await closedLoop(1500, 40);
-    assert.ok(phase1.every((s) => s === 200));
-    const grown = srv.gate.limit;
+    // Steady latency is what a timer gives on a quiet machine; a loaded one (other jobs) stretches
+    // some timers and the limiter rightly holds. So up to 3 rounds of full use, until it grows.
+    let grown = srv.gate.limit;
+    for (let round = 0; round < 3 && grown <= 8; round++) {
+      const phase1 = await closedLoop(1500, 40);
+      assert.ok(phase1.every((s) => s === 200));
+      grown = srv.gate.limit;
+    }
     assert.ok(grown > 8, `limit grew from 8 to ${grown} under full use at steady latency`);
     congested = true;
     const from = seen.length;
