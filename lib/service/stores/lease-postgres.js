@@ -4,7 +4,7 @@
 // two batches cannot deadlock), advanced to the database's clock, granted from and written back
 // before the commit, so a grant is debited before the driver sees it.
 const { requireOptional } = require('../optional');
-const rules = require('./lease-rules');
+const rules = require('../../quota/store-rules');
 const { migrate, NOW_MS } = require('./postgres');
 const { forgetAt } = require('./lease-sqlite');
 

@@ -2,7 +2,7 @@
 // A lease store (lib/quota/store.js) on SQLite, for the lease driver of processes on one machine
 // (the file is shared; SQLite serialises writers). A batch is one synchronous transaction: nothing
 // interleaves with it, and a grant is committed (debited) before the driver sees it.
-const rules = require('./lease-rules');
+const rules = require('../../quota/store-rules');
 const { migrate, openDatabase } = require('./sqlite');
 
 // A state that refills, expires or ends its window no later than this is forgotten by prune().

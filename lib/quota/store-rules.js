@@ -1,8 +1,9 @@
 'use strict';
-// The lease store contract (lib/quota/store.js) as pure functions over one (limit, key)'s state, for
-// the SQL lease stores: each runs them inside the transaction that holds that key's row, at the
-// store's clock. Same semantics as lib/quota/memory-store.js and the engine's reference store
-// (src/core/quota/tests/store.rs): debit before use, holders remembered until their lease's TTL.
+// The lease store contract (lib/quota/store.js) as pure functions over one (limit, key)'s state: the
+// MemoryStore runs them in this process, the SQL lease stores inside the transaction that holds that
+// key's row, at the store's clock. Same semantics as the engine's reference store
+// (src/core/quota/tests/store.rs) and the Redis script: debit before use, holders remembered until
+// their lease's TTL.
 
 /** A key's state as stored (JSON): bucket tokens, fixed-window count, sliding records, holders. */
 function emptyState(limit, now) {
@@ -38,6 +39,7 @@ function grant(s, { limit, size, ttlMs, holder }, now, leaseId) {
     granted = Math.min(size, Math.floor(s.tokens));
     s.tokens -= granted;
     remaining = Math.floor(s.tokens);
+    // A bucket that never refills may still get tokens back (returns): ask again after a lease's life.
     if (remaining === 0) retryAfterMs = limit.rate > 0 ? Math.ceil(((1 - s.tokens) / limit.rate) * 1000) : ttlMs;
   } else if (limit.algorithm === 'fixed-window') {
     const cap = Math.floor(limit.limit);
@@ -47,14 +49,14 @@ function grant(s, { limit, size, ttlMs, holder }, now, leaseId) {
     const end = (s.window + 1) * limit.windowMs;
     ttlMs = Math.min(ttlMs, end - now);
     lease = s.window;
-    if (remaining === 0) retryAfterMs = end - now;
+    if (remaining === 0) retryAfterMs = Math.ceil(end - now);
   } else {
     const cap = Math.floor(limit.limit);
     const used = s.records.reduce((a, r) => a + r.tokens, 0);
     granted = Math.min(size, cap - used);
     if (granted > 0) s.records.push({ id: lease, tokens: granted, until: now + ttlMs + limit.windowMs });
     remaining = cap - used - granted;
-    if (remaining === 0) retryAfterMs = Math.min(...s.records.map((r) => r.until - now));
+    if (remaining === 0) retryAfterMs = Math.ceil(Math.min(...s.records.map((r) => r.until - now)));
   }
   if (granted > 0) s.holders[holder] = Math.max(s.holders[holder] || 0, now + ttlMs);
   const holders = Object.keys(s.holders).length + (Object.hasOwn(s.holders, holder) ? 0 : 1);
