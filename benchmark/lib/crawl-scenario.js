@@ -46,7 +46,7 @@ function layered(cap, s) {
     ...globalLimit(cap, s),
     limits: [
       { name: 'per-ip', by: 'ip', algorithm: 'sliding-window', limit: s.perIp.limit, windowMs: s.perIp.windowMs },
-      { name: 'per-subnet', by: 'ip', ipv4Prefix: 24, ipv6Prefix: 48, algorithm: 'sliding-window', limit: s.perSubnet.limit, windowMs: s.perSubnet.windowMs },
+      { name: 'per-subnet', by: { prefix: { v4: 24, v6: 48 } }, algorithm: 'sliding-window', limit: s.perSubnet.limit, windowMs: s.perSubnet.windowMs },
     ],
     bans: { rules: [{ name: 'rate-limited', on: 'rate-limited', threshold: 3, windowMs: 60_000, banMs: 300_000 }] },
   };
