@@ -8,6 +8,8 @@ const CODES = Object.freeze({
   UNKNOWN_OPTION: 'ERR_TIERGATE_UNKNOWN_OPTION',
   /** A call (not a constructor) got a wrong argument: tryConsume's cost, a tier id, a key. */
   INVALID_ARGUMENT: 'ERR_TIERGATE_INVALID_ARGUMENT',
+  /** bans.add: the ban table is at bans.maxBans and every ban in it is permanent. */
+  BAN_TABLE_FULL: 'ERR_TIERGATE_BAN_TABLE_FULL',
   /** No native binary loads for this platform. */
   NATIVE_UNAVAILABLE: 'ERR_TIERGATE_NATIVE_UNAVAILABLE',
 });

@@ -7,6 +7,7 @@ const { buildingOptions } = require('../errors');
 
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'CONNECT', 'OPTIONS', 'TRACE', 'PATCH']);
 const ROUTE_FIELDS = new Set(['method', 'path', 'tier']);
+const SCOPE_FIELDS = new Set(['method', 'path']);
 
 /** As options' typeName, and 'RegExp' for a RegExp (a route path may be one). */
 function typeName(v) {
@@ -23,40 +24,56 @@ function typeName(v) {
 function compileRoutes(routes, tierIds, at) {
   if (routes === undefined) return null;
   if (!Array.isArray(routes)) throw new TypeError(`${at} must be an array of { method?, path, tier }, got ${typeName(routes)}`);
-  const out = routes.map((r, i) => {
-    const here = `${at}[${i}]`;
-    if (!isObject(r)) throw new TypeError(`${here} must be an object { method?, path, tier }, got ${typeName(r)}`);
-    onlyKnown(r, ROUTE_FIELDS, here);
-    let methods = null;
-    if (r.method !== undefined) {
-      const list = Array.isArray(r.method) ? r.method : [r.method];
-      if (list.length === 0) throw new RangeError(`${here}.method must name at least one method`);
-      methods = list.map((m, j) => {
-        if (typeof m !== 'string') throw new TypeError(`${here}.method must be a string or an array of strings, got ${typeName(m)}`);
-        const up = m.toUpperCase();
-        if (!METHODS.has(up)) throw new RangeError(`${here}.method "${m}" is not an HTTP method (${[...METHODS].join(', ')})`);
-        return up;
-      });
-    }
-    let prefix = null;
-    let path = null;
-    let regex = null;
-    if (typeof r.path === 'string') {
-      if (!r.path.startsWith('/')) throw new RangeError(`${here}.path must start with "/", got ${JSON.stringify(r.path)}`);
-      prefix = r.path.toLowerCase();
-      path = r.path;
-    } else if (r.path instanceof RegExp) {
-      // A global or sticky RegExp keeps state between tests; use a stateless copy.
-      regex = r.path.global || r.path.sticky ? new RegExp(r.path.source, r.path.flags.replace(/[gy]/g, '')) : r.path;
-    } else {
-      throw new TypeError(`${here}.path must be a string prefix or a RegExp, got ${typeName(r.path)}`);
-    }
-    if (typeof r.tier !== 'string') throw new TypeError(`${here}.tier must be a tier name, got ${typeName(r.tier)}`);
-    const tier = tierIds.get(r.tier);
-    if (tier === undefined) throw new RangeError(`${here}.tier "${r.tier}" is not one of the tiers (${[...tierIds.keys()].join(', ')})`);
-    return { methods, prefix, path, regex, tier };
-  });
+  const out = routes.map((r, i) => compileRule(r, `${at}[${i}]`, tierIds));
   return out.length ? out : null;
+}
+
+/**
+ * Compiles rules that only say where something applies (a named limit's `routes`): each a path (a
+ * string prefix or a RegExp, as above) or `{ method?, path }`. Matched with `matchRoute(...) >= 0`.
+ */
+function compileScope(routes, at) {
+  if (!Array.isArray(routes) || routes.length === 0) throw new TypeError(`${at} must be a non-empty array of paths or { method?, path }, got ${typeName(routes)}`);
+  return routes.map((r, i) => compileRule(typeof r === 'string' || r instanceof RegExp ? { path: r } : r, `${at}[${i}]`, null));
+}
+
+/** One rule; `tierIds` null: a scope rule (no tier: it matches as tier 0). */
+function compileRule(r, here, tierIds) {
+  const shape = tierIds === null ? '{ method?, path }' : '{ method?, path, tier }';
+  if (!isObject(r)) throw new TypeError(`${here} must be an object ${shape}, got ${typeName(r)}`);
+  onlyKnown(r, tierIds === null ? SCOPE_FIELDS : ROUTE_FIELDS, here);
+  let methods = null;
+  if (r.method !== undefined) methods = compileMethods(r.method, `${here}.method`);
+  let prefix = null;
+  let path = null;
+  let regex = null;
+  if (typeof r.path === 'string') {
+    if (!r.path.startsWith('/')) throw new RangeError(`${here}.path must start with "/", got ${JSON.stringify(r.path)}`);
+    prefix = r.path.toLowerCase();
+    path = r.path;
+  } else if (r.path instanceof RegExp) {
+    // A global or sticky RegExp keeps state between tests; use a stateless copy.
+    regex = r.path.global || r.path.sticky ? new RegExp(r.path.source, r.path.flags.replace(/[gy]/g, '')) : r.path;
+  } else {
+    throw new TypeError(`${here}.path must be a string prefix or a RegExp, got ${typeName(r.path)}`);
+  }
+  if (tierIds === null) return { methods, prefix, path, regex, tier: 0 };
+  if (typeof r.tier !== 'string') throw new TypeError(`${here}.tier must be a tier name, got ${typeName(r.tier)}`);
+  const tier = tierIds.get(r.tier);
+  if (tier === undefined) throw new RangeError(`${here}.tier "${r.tier}" is not one of the tiers (${[...tierIds.keys()].join(', ')})`);
+  return { methods, prefix, path, regex, tier };
+}
+
+/** A method name or an array of them, upper-cased; each an HTTP method. */
+function compileMethods(method, at) {
+  const list = Array.isArray(method) ? method : [method];
+  if (list.length === 0) throw new RangeError(`${at} must name at least one method`);
+  return list.map((m) => {
+    if (typeof m !== 'string') throw new TypeError(`${at} must be a string or an array of strings, got ${typeName(m)}`);
+    const up = m.toUpperCase();
+    if (!METHODS.has(up)) throw new RangeError(`${at} "${m}" is not an HTTP method (${[...METHODS].join(', ')})`);
+    return up;
+  });
 }
 
 // Rules see the path the framework will route (lib/adapters/routing.js: authority, backslashes,
@@ -79,7 +96,11 @@ function prefixMatches(path, prefix, folded) {
 function matchRoute(rules, method, url, dialect) {
   const path = routedPath(url, dialect);
   if (path === null) return -1;
-  const folded = !dialect.caseSensitive;
+  return matchPath(rules, method, path, !dialect.caseSensitive);
+}
+
+/** As matchRoute, on a path already routed (`routedPath`); `folded`: the framework ignores case. */
+function matchPath(rules, method, path, folded) {
   for (let i = 0; i < rules.length; i++) {
     const r = rules[i];
     if (r.methods !== null && !r.methods.includes(method)) continue;
@@ -105,4 +126,4 @@ function compileRouteConfig(value, tierIds, at) {
   });
 }
 
-module.exports = { compileRoutes, compileRouteConfig, matchRoute };
+module.exports = { compileRoutes, compileScope, compileMethods, compileRouteConfig, matchRoute, matchPath };

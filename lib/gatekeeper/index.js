@@ -16,7 +16,9 @@ const { expressMiddleware, httpHandler, fastifyPlugin } = require('../adapters')
 const { compileRoutes, compileRouteConfig, matchRoute } = require('../adapters/route-rules');
 const { checkTrustProxy, clientIp, headersTruncated } = require('../adapters/client');
 const { compileKey, usableKey } = require('./key');
-const { TIER_NAME, TIER_NAME_RULE, checkTierName, tierHeaderOption, tierSecretOption, secretBuffer } = require('./tier-header');
+const { TierHeader, TIER_NAME, TIER_NAME_RULE, checkTierName, tierHeaderOption, tierSecretOption, secretBuffer } = require('./tier-header');
+const { Defense, compileDefense, DEFENSE_OPTIONS, BAN_CHANNEL } = require('../defense');
+const { MODES: RATE_LIMIT_HEADER_MODES } = require('../defense/headers');
 const { DIALECTS } = require('../adapters/routing');
 const { Responder } = require('./respond');
 const { typeName, isObject, unknownKey, onlyKnown, boolean, optionalFn, finite, retryAfterOptions } = require('../options');
@@ -48,7 +50,7 @@ const DEFAULT_TIERS = Object.freeze([
 const OPTIONS = new Set([
   'tiers', 'ledger', 'perKey', 'tierHeader', 'trustTierHeader', 'tierSecret', 'routes', 'classify', 'defaultTier',
   'key', 'trustProxy', 'ipv4Prefix', 'ipv6Prefix', 'cost', 'shed', 'rateLimitHeaders', 'rateLimitHeadersOnSuccess',
-  'retryAfter', 'respond', 'onDecision', 'onShed', 'onReject',
+  'retryAfter', 'respond', 'onDecision', 'onShed', 'onReject', ...DEFENSE_OPTIONS,
 ]);
 const SHED_FIELDS = new Set(Object.keys(SHED_DEFAULTS));
 const HEALTH_NUMBERS = ['lagMs', 'ewmaLagMs', 'p99LagMs', 'elu', 'heapUsed', 'heapLimit'];
@@ -131,9 +133,11 @@ function normalize(options) {
   if (options.trustTierHeader !== undefined) boolean(options.trustTierHeader, 'gatekeeper: options.trustTierHeader');
   const secrets = tierSecretOption(options.tierSecret, 'gatekeeper: options.tierSecret');
   const headersOpt = options.rateLimitHeaders === undefined ? 'draft' : options.rateLimitHeaders;
-  if (![false, 'draft', 'legacy', 'both'].includes(headersOpt)) {
-    throw new TypeError(`gatekeeper: options.rateLimitHeaders must be 'draft', 'legacy', 'both' or false, got ${JSON.stringify(headersOpt)}`);
+  if (headersOpt !== false && !RATE_LIMIT_HEADER_MODES.includes(headersOpt)) {
+    throw new TypeError(`gatekeeper: options.rateLimitHeaders must be ${RATE_LIMIT_HEADER_MODES.map((m) => `'${m}'`).join(', ')} or false, got ${JSON.stringify(headersOpt)}`);
   }
+  const ipv4Prefix = options.ipv4Prefix === undefined ? 32 : finite(options.ipv4Prefix, 'gatekeeper: options.ipv4Prefix', { max: 32, integer: true });
+  const ipv6Prefix = options.ipv6Prefix === undefined ? 56 : finite(options.ipv6Prefix, 'gatekeeper: options.ipv6Prefix', { max: 128, integer: true });
   if (options.rateLimitHeadersOnSuccess !== undefined) boolean(options.rateLimitHeadersOnSuccess, 'gatekeeper: options.rateLimitHeadersOnSuccess');
   return {
     ledger,
@@ -147,8 +151,9 @@ function normalize(options) {
     classify: optionalFn(options.classify, 'gatekeeper: options.classify'),
     key: compileKey(options.key, 'gatekeeper: options.key'),
     trustProxy: checkTrustProxy(options.trustProxy, 'gatekeeper: options.trustProxy'),
-    ipv4Prefix: options.ipv4Prefix === undefined ? 32 : finite(options.ipv4Prefix, 'gatekeeper: options.ipv4Prefix', { max: 32, integer: true }),
-    ipv6Prefix: options.ipv6Prefix === undefined ? 56 : finite(options.ipv6Prefix, 'gatekeeper: options.ipv6Prefix', { max: 128, integer: true }),
+    ipv4Prefix,
+    ipv6Prefix,
+    defense: compileDefense(options, ids, { v4: ipv4Prefix, v6: ipv6Prefix }),
     cost: options.cost === undefined ? 1 : finite(options.cost, 'gatekeeper: options.cost'),
     shed: shedOptions(options.shed),
     rateLimitHeaders: headersOpt,
@@ -183,6 +188,8 @@ class Gatekeeper {
   #responder;
   #observe;
   #needKey;
+  #defense = null;
+  #tierHeader = null;
   // Once per hook: a hook that throws on every request must not flood the log, nor hide another's.
   #hooksWarned = new Set();
   #warnHook(name, err) {
@@ -244,6 +251,22 @@ class Gatekeeper {
     });
     this.#needKey = o.perKeyByTier.some(Boolean) || o.onDecision !== null;
     this.#observe = o.onDecision !== null || o.rateLimitHeadersOnSuccess;
+    if (o.defense !== null) {
+      this.#defense = new Defense(o.defense, {
+        routing,
+        headers: o.rateLimitHeaders,
+        headersOnSuccess: o.rateLimitHeadersOnSuccess,
+        trustProxy: o.trustProxy,
+        warn: (name, err) => this.#warnHook(name, err),
+      });
+      // Limits scoped to tiers need the tier before the defense decides: the header's rule, natively.
+      if (this.#defense.needsTier && o.tierHeader !== null) this.#tierHeader = new TierHeader(o.names, o.defaultTier, o.trustTierHeader, o.secrets);
+    }
+  }
+
+  /** The abuse defense (limits, lists, bans, challenge passes), or null without any of its options. */
+  get defense() {
+    return this.#defense;
   }
 
   /** Tier names, highest priority first. */
@@ -296,6 +319,31 @@ class Gatekeeper {
       if (typeof h === 'string') header = h;
       else if (Array.isArray(h)) header = h.join(', '); // several values: Rust refuses them as ambiguous
     }
+    if (this.#defense !== null) {
+      if (tier < 0 && this.#defense.needsTier) {
+        if (header !== undefined && this.#tierHeader !== null) {
+          const x = this.#tierHeader.resolveRaw(header);
+          tier = x >> 4;
+          given = SOURCES[x & 15];
+        } else {
+          tier = o.defaultTier;
+          given = 'default';
+        }
+      }
+      const ip = clientIp(req, o.trustProxy, truncated);
+      const out = this.#defense.check(req, res, tier, ip);
+      if (out !== null) {
+        if (typeof out.then !== 'function') return this.#refusedByDefense(out, req, tier);
+        return out.then((v) => (v === null ? this.#gate(req, res, tier, given, header, truncated, ip) : this.#refusedByDefense(v, req, tier)));
+      }
+      return this.#gate(req, res, tier, given, header, truncated, ip);
+    }
+    return this.#gate(req, res, tier, given, header, truncated, undefined);
+  }
+
+  // The tier pool and the shed controller: one native call. `ip`: the client address if known already.
+  #gate(req, res, tier, given, header, truncated, ip) {
+    const o = this.#o;
     let sel = tier + 1;
     let key;
     if (this.#needKey) {
@@ -304,7 +352,7 @@ class Gatekeeper {
       else if (k.kind === 'fn') key = this.#fnKey(k.fn(req));
       if (key === undefined) {
         if (o.trustProxy === 0 && req.headers['x-forwarded-for'] !== undefined) this.#warnForwarded();
-        key = clientIp(req, o.trustProxy, truncated);
+        key = ip === undefined ? clientIp(req, o.trustProxy, truncated) : ip;
         sel |= SEL_KEY_IS_IP;
       }
     }
@@ -356,21 +404,36 @@ class Gatekeeper {
       } catch (err) {
         this.#warnHook('respond', err);
       }
-      if (custom !== undefined && custom !== null) {
-        // node:http throws on a status outside 100..999 inside the adapter, off any try; 100..599 are HTTP's.
-        if (typeof custom !== 'object' || !Number.isInteger(custom.status) || custom.status < 100 || custom.status > 599) this.#warnHook('respond', new TypeError('must return { status: 100..599, headers?, body? } or undefined'));
-        else {
-          let body = custom.body === undefined || custom.body === null ? '' : custom.body;
-          const headers = { ...(custom.headers || {}) };
-          if (typeof body !== 'string' && !(body instanceof Uint8Array)) {
-            body = JSON.stringify(body);
-            if (!Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
-          }
-          rejection = { status: custom.status, headers, body };
-        }
-      }
+      const replaced = this.#custom(custom);
+      if (replaced !== null) rejection = replaced;
     }
     this.#emit(info, req, this.#hookFor(verdict));
+    return rejection;
+  }
+
+  // A refusal by the defense layers: the hooks and the channel see it as any refusal.
+  #refusedByDefense(out, req, tier) {
+    const o = this.#o;
+    let rejection = out.rejection;
+    const hook = o.onReject;
+    if (out.info === null) return rejection;
+    const needInfo = o.onDecision !== null || hook !== null || o.respond !== null || decisionChannel.hasSubscribers;
+    if (!needInfo) return rejection;
+    const info = out.info;
+    info.tier = tier >= 0 ? o.names[tier] : null;
+    if (o.respond !== null && out.verdict !== 'challenged') {
+      let custom;
+      try {
+        custom = o.respond(info, req, rejection);
+      } catch (err) {
+        this.#warnHook('respond', err);
+      }
+      const replaced = this.#custom(custom);
+      if (replaced !== null) rejection = replaced;
+    }
+    if (o.onDecision !== null) this.#call('onDecision', o.onDecision, info, req);
+    if (hook !== null) this.#call('onReject', hook, info, req);
+    if (decisionChannel.hasSubscribers) decisionChannel.publish(info);
     return rejection;
   }
 
@@ -378,6 +441,23 @@ class Gatekeeper {
   // refusals: the key's (429) and the tier's budget (tier-full, 503), which happen on a healthy loop.
   #hookFor(verdict) {
     return verdict === VERDICT.SHED ? this.#o.onShed : this.#o.onReject;
+  }
+
+  // respond()'s return value as a rejection, or null to keep the default (warned when unusable).
+  #custom(custom) {
+    if (custom === undefined || custom === null) return null;
+    // node:http throws on a status outside 100..999 inside the adapter, off any try; 100..599 are HTTP's.
+    if (typeof custom !== 'object' || !Number.isInteger(custom.status) || custom.status < 100 || custom.status > 599) {
+      this.#warnHook('respond', new TypeError('must return { status: 100..599, headers?, body? } or undefined'));
+      return null;
+    }
+    let body = custom.body === undefined || custom.body === null ? '' : custom.body;
+    const headers = { ...(custom.headers || {}) };
+    if (typeof body !== 'string' && !(body instanceof Uint8Array)) {
+      body = JSON.stringify(body);
+      if (!Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
+    }
+    return { status: custom.status, headers, body };
   }
 
   #emit(info, req, hook) {
@@ -478,6 +558,7 @@ function expose(target, gk) {
   Object.defineProperty(target, 'gatekeeper', { value: gk });
   Object.defineProperty(target, 'ledger', { get: () => gk.ledger });
   Object.defineProperty(target, 'tiers', { get: () => gk.tiers });
+  Object.defineProperty(target, 'defense', { get: () => gk.defense });
   return target;
 }
 
@@ -519,4 +600,4 @@ function mint(secret, tier, { ttlSec, expiresAt } = {}) {
   return native.mintTierToken(key, tier, exp);
 }
 
-module.exports = { gatekeeper, Gatekeeper, tiergatePlugin, mintTierToken, DECISION_CHANNEL };
+module.exports = { gatekeeper, Gatekeeper, tiergatePlugin, mintTierToken, DECISION_CHANNEL, BAN_CHANNEL };

@@ -6,6 +6,7 @@ pub mod ledger;
 pub mod lag;
 pub mod gate;
 pub mod tier_header;
+pub mod defense;
 pub mod panic_probe;
 
 use napi::Env;

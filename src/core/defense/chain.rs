@@ -3,6 +3,10 @@
 //! 1. allow list, or the user's `skip`: exempt, nothing below is looked at (not even the deny list);
 //! 2. deny list: refused (403);
 //! 3. ban table, by the request's ban key or a CIDR ban on its address: refused (403);
+//! 3½. the challenge step-up, when configured (`with_challenge`): a ban key with at least that many
+//!    live strikes (under every rule together) is answered with the application's challenge instead
+//!    of being served. A valid pass (`honour_pass`, checked by the binding before deciding) has cleared
+//!    its strikes, so it goes on;
 //! 4. every named limit that applies, all or nothing: refused (429), which counts a strike against
 //!    the ban key (enough of them ban it: `rules.rs`);
 //! 5. pass: the caller goes on to the tier pool and the shed controller (elsewhere), after the
@@ -29,6 +33,8 @@ named_enum! {
         DenyListed = "deny-listed",
         Banned = "banned",
         RateLimited = "rate-limited",
+        /// Suspicious (the challenge's soft threshold): answered with the application's challenge.
+        Challenged = "challenged",
     }
 }
 
@@ -37,7 +43,7 @@ impl Verdict {
     pub fn http_status(self) -> u16 {
         match self {
             Verdict::Pass | Verdict::Exempt => 200,
-            Verdict::DenyListed | Verdict::Banned => 403,
+            Verdict::DenyListed | Verdict::Banned | Verdict::Challenged => 403,
             Verdict::RateLimited => 429,
         }
     }
@@ -55,6 +61,8 @@ pub struct Request<'a> {
     /// One entry per named limit: its key, or `None` where it does not apply.
     pub limit_keys: &'a [Option<&'a [u8]>],
     pub cost: u32,
+    /// One cost per limit (`limit_keys.len()` of them); empty: `cost` for every limit.
+    pub costs: &'a [u32],
 }
 
 /// A decision's details, reused across calls.
@@ -70,11 +78,24 @@ pub struct Outcome {
 pub struct Defense {
     limits: LimitSet,
     bans: BanTable,
+    /// The challenge's soft threshold: live strikes at which a key is challenged (`None`: never).
+    challenge_after: Option<usize>,
 }
 
 impl Defense {
     pub fn new(limits: LimitSet, bans: BanTable) -> Defense {
-        Defense { limits, bans }
+        Defense { limits, bans, challenge_after: None }
+    }
+
+    /// Challenges a key once it has `after` (≥ 1) live strikes: below every rule's threshold to come
+    /// before the ban.
+    pub fn with_challenge(mut self, after: usize) -> Defense {
+        self.challenge_after = Some(after.max(1));
+        self
+    }
+
+    pub fn challenge_after(&self) -> Option<usize> {
+        self.challenge_after
     }
 
     pub fn limits(&self) -> &LimitSet {
@@ -108,7 +129,13 @@ impl Defense {
             out.ban = Some(hit);
             return Verdict::Banned;
         }
-        if self.limits.decide(req.limit_keys, req.cost, now_ns, &mut out.limits) {
+        if let Some(after) = self.challenge_after {
+            if !req.ban_key.is_empty() && self.bans.live_strikes(req.ban_key, now_ns) >= after {
+                return Verdict::Challenged;
+            }
+        }
+        let costs = if req.costs.is_empty() { std::slice::from_ref(&req.cost) } else { req.costs };
+        if self.limits.decide_costs(req.limit_keys, costs, now_ns, &mut out.limits) {
             return Verdict::Pass;
         }
         if !req.ban_key.is_empty() {
@@ -152,7 +179,7 @@ mod tests {
     }
 
     fn req<'a>(ip: &str, keys: &'a [Option<&'a [u8]>]) -> Request<'a> {
-        Request { ip: Some(ip.parse().unwrap()), skip: false, ban_key: keys[0].unwrap_or_default(), limit_keys: keys, cost: 1 }
+        Request { ip: Some(ip.parse().unwrap()), skip: false, ban_key: keys[0].unwrap_or_default(), limit_keys: keys, cost: 1, costs: &[] }
     }
 
     #[test]
@@ -230,6 +257,33 @@ mod tests {
         let vs: Vec<Verdict> = (0..6).map(|_| d.decide(&lists, &r, t, &mut out, &mut ev)).collect();
         assert_eq!(vs.last(), Some(&Verdict::Banned));
         assert_eq!(d.honour_pass(&signer, pass.as_bytes(), b"203.0.113.7", t, 1_000_600_000), Err(PassError::Expired));
+    }
+
+    #[test]
+    fn a_suspicious_key_is_challenged_until_a_pass_clears_its_strikes() {
+        let d = defense(1000.0, 1000.0).with_challenge(2);
+        let signer = PassSigner::new(&[SECRET]).unwrap();
+        let lists = AccessLists::default();
+        let (mut out, mut ev) = (Outcome::default(), Vec::new());
+        let k = [Some(&b"203.0.113.7"[..])];
+        let r = req("203.0.113.7", &k);
+        use Verdict::*;
+        let vs: Vec<Verdict> = (0..5).map(|_| d.decide(&lists, &r, 0, &mut out, &mut ev)).collect();
+        // Two refusals are two strikes: challenged from then on (no third strike, so no ban).
+        assert_eq!(vs, vec![Pass, Pass, RateLimited, RateLimited, Challenged]);
+        assert_eq!((d.limits().limit(0).check(b"203.0.113.7", 0, 0).remaining, ev.len()), (0, 0));
+        assert_eq!(Challenged.http_status(), 403);
+        let pass = signer.mint(b"203.0.113.7", 1_000_600).unwrap();
+        d.honour_pass(&signer, pass.as_bytes(), b"203.0.113.7", S / 2, 1_000_000_000).unwrap();
+        // Cleared: the limit answers again (refusing until its window ends, counting no strike), then serves.
+        for _ in 0..3 {
+            assert_eq!(d.decide(&lists, &r, S / 2, &mut out, &mut ev), RateLimited);
+        }
+        assert_eq!((d.bans().live_strikes(b"203.0.113.7", S / 2), ev.len()), (0, 0));
+        assert_eq!(d.decide(&lists, &r, S, &mut out, &mut ev), Pass);
+        // Another key is not challenged.
+        let k2 = [Some(&b"203.0.113.8"[..])];
+        assert_eq!(d.decide(&lists, &req("203.0.113.8", &k2), 2 * S, &mut out, &mut ev), Pass);
     }
 
     /// Every request from a new address, each hitting its limit and earning a ban: the limit's keys,

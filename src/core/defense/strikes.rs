@@ -114,6 +114,14 @@ impl Strikes {
         self.store.get(key, |s| s.and_then(|s| s.rings.get(rule)).map_or(0, |r| r.iter().filter(|&&t| t.saturating_add(w) > now_ns).count()))
     }
 
+    /// Live strikes of `key` under every rule together (the challenge's soft threshold): one lookup.
+    pub(crate) fn total(&self, key: &[u8], now_ns: u64) -> usize {
+        let rules = &self.rules;
+        self.store.get(key, |s| {
+            s.map_or(0, |s| s.rings.iter().zip(rules).map(|(r, rule)| r.iter().filter(|&&t| t.saturating_add(rule.window_ns) > now_ns).count()).sum())
+        })
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.store.len()
     }
@@ -146,6 +154,8 @@ mod tests {
         assert_eq!(s.record(b"k", StrikeKind::RateLimited, 0), None);
         assert_eq!(s.record(b"k", StrikeKind::RateLimited, 30 * S), None);
         assert_eq!(s.count(b"k", 0, 30 * S), 2);
+        s.record(b"k", StrikeKind::Probe, 30 * S);
+        assert_eq!((s.total(b"k", 30 * S), s.total(b"k", 41 * S), s.total(b"other", 0)), (3, 2, 0));
         // The first strike has left the window at 60 s: two live, no ban.
         assert_eq!(s.record(b"k", StrikeKind::RateLimited, 60 * S), None);
         assert_eq!(s.record(b"k", StrikeKind::RateLimited, 61 * S), Some(Fired { rule: 0, offense: 1 }));

@@ -301,6 +301,11 @@ impl BanTable {
         self.strikes.count(key, rule, now_ns)
     }
 
+    /// Live strikes of `key` under all rules together.
+    pub fn live_strikes(&self, key: &[u8], now_ns: u64) -> usize {
+        self.strikes.total(key, now_ns)
+    }
+
     /// Keys whose strikes are tracked now (at most `max_tracked`).
     pub fn tracked(&self) -> usize {
         self.strikes.len()

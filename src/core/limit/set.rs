@@ -98,29 +98,48 @@ impl LimitSet {
     /// Decides a request of `cost` at `now_ns`: `keys[i]` is limit i's key, `None` where it does not
     /// apply (`keys.len()` must be `len()`). Returns `out.admitted`.
     pub fn decide(&self, keys: &[Option<&[u8]>], cost: u32, now_ns: u64, out: &mut Decision) -> bool {
+        self.decide_costs(keys, std::slice::from_ref(&cost), now_ns, out)
+    }
+
+    /// As `decide`, with a cost per limit (`costs[i]` for limit i; one cost alone applies to every
+    /// limit): a limit may weigh a request differently from the others.
+    pub fn decide_costs(&self, keys: &[Option<&[u8]>], costs: &[u32], now_ns: u64, out: &mut Decision) -> bool {
         assert_eq!(keys.len(), self.limits.len(), "one key (or None) per limit");
+        assert!(costs.len() == 1 || costs.len() == keys.len(), "one cost, or one per limit");
         out.admitted = false;
         out.refused_by = None;
         out.retry_after_ns = 0;
         out.delay_ns = 0;
         out.evaluated = 0;
-        out.admitted = self.from(0, keys, cost, now_ns, out);
+        out.admitted = self.from(0, keys, costs, now_ns, out);
+        if !out.admitted {
+            // The walk stopped at the refusal; the limits after it that apply are read (not counted)
+            // so that a 429 can list every limit that applied, as the RateLimit fields do.
+            for (j, key) in keys.iter().enumerate() {
+                if let (Some(key), true) = (key, out.evaluated & (1 << j) == 0) {
+                    // Cost 0: the units left as things stand.
+                    out.checks[j] = Check { delay_ns: 0, ..self.limits[j].limit.check(key, 0, now_ns) };
+                    out.evaluated |= 1 << j;
+                }
+            }
+        }
         out.admitted
     }
 
     /// Limits `i..`, under the locks the caller holds for `..i`.
-    fn from(&self, i: usize, keys: &[Option<&[u8]>], cost: u32, now_ns: u64, out: &mut Decision) -> bool {
+    fn from(&self, i: usize, keys: &[Option<&[u8]>], costs: &[u32], now_ns: u64, out: &mut Decision) -> bool {
         let Some(i) = (i..keys.len()).find(|&j| keys[j].is_some()) else {
             return true;
         };
         let key = keys[i].unwrap_or_default();
+        let cost = if costs.len() == 1 { costs[0] } else { costs[i] };
         let (ok, check) = self.limits[i].limit.nest(key, cost, now_ns, &mut |c| {
             if !c.allowed {
                 out.refused_by = Some(i);
                 out.retry_after_ns = c.retry_after_ns;
                 return false;
             }
-            self.from(i + 1, keys, cost, now_ns, out)
+            self.from(i + 1, keys, costs, now_ns, out)
         });
         out.checks[i] = check;
         out.evaluated |= 1 << i;
@@ -161,7 +180,8 @@ mod tests {
         assert_eq!(d.refused_by, Some(1));
         assert_eq!(s.name(1), "per-user");
         assert_eq!(d.retry_after_ns, 990 * MS);
-        assert_eq!(d.evaluated, 0b011, "the walk stops at the refusal");
+        assert_eq!(d.evaluated, 0b111, "the limits after the refusal are read for the headers");
+        assert_eq!(d.checks[2].remaining, 99, "98 and 10 ms of refill, as things stand");
         assert_eq!(d.checks[0].remaining, 3, "per-ip reports its state as it stands");
         assert!(d.checks[0].allowed && !d.checks[1].allowed);
         assert_eq!(s.limit(0).check(b"1.2.3.4", 0, 10 * MS).remaining, 3);
@@ -210,6 +230,20 @@ mod tests {
         assert_eq!(d.delay_ns, 400 * MS);
         assert!(s.decide(&[None, None], 1, 0, &mut d));
         assert_eq!(d.evaluated, 0);
+    }
+
+    #[test]
+    fn each_limit_can_weigh_the_request_differently() {
+        let s = set();
+        let mut d = Decision::default();
+        let keys = [Some(&b"1.2.3.4"[..]), Some(&b"alice"[..]), Some(&b"all"[..])];
+        assert!(s.decide_costs(&keys, &[1, 2, 10], 0, &mut d));
+        let rem: Vec<u64> = d.iter().map(|(_, c)| c.remaining).collect();
+        assert_eq!(rem, vec![4, 0, 90]);
+        // per-user has nothing left for a cost of 1, but a cost of 0 there still passes.
+        assert!(!s.decide_costs(&keys, &[1, 1, 1], 0, &mut d));
+        assert!(s.decide_costs(&keys, &[4, 0, 1], 0, &mut d));
+        assert_eq!(d.checks[0].remaining, 0);
     }
 
     #[test]

@@ -1,0 +1,361 @@
+'use strict';
+// The abuse-defense layers of the gatekeeper, in the order of DESIGN.md: allow list / skip → deny list
+// (403) → bans (403) → the challenge step-up (the app's challenge) → every named limit that applies,
+// all or nothing (429) → on to the tier pool and the shed controller (lib/gatekeeper).
+//
+// Per request: which limits apply (methods, tiers, routes: the gatekeeper's route matching) and their
+// keys and costs are worked out here; then one raw native call (`defend`, src/node/defense.rs) does
+// the lists, the ban lookup, the challenge, the limits and the strikes. Responses are watched at
+// 'finish' for probe statuses (404/400/405 by default) when a probe rule exists.
+const native = require('../native');
+const { routedPath } = require('../adapters/routing');
+const { matchPath } = require('../adapters/route-rules');
+const { isGone } = require('../adapters');
+const { keyArg } = require('./keys');
+const { LimitHeaders } = require('./headers');
+const { DefenseResponder } = require('./respond');
+const { Shaper } = require('./shaper');
+const { Bans, BanEvents, BAN_CHANNEL, listsArg, call } = require('./bans');
+const { compileDefense, DEFENSE_OPTIONS } = require('./options');
+const { clientIp } = require('../adapters/client');
+const { CODES, codedError } = require('../errors');
+const { finite, isObject, typeName } = require('../options');
+
+const {
+  result: R, verdictNames: VERDICT_NAMES, verdictStatus: VERDICT_STATUS, passErrors: PASS_ERRORS, flags: FLAGS, args: ARGS,
+  maxPassLength: MAX_PASS_LENGTH,
+} = native.defenseConstants();
+const V = Object.freeze(Object.fromEntries(VERDICT_NAMES.map((n, i) => [n.toUpperCase().replace(/-/g, '_'), i])));
+
+const PROBE_DEFENSE = Symbol('tiergate.defense');
+const PROBE_IP = Symbol('tiergate.defense.ip');
+
+/** Counts a probe status at the response's end (one shared listener: no closure per request). */
+function onFinish() {
+  const d = this[PROBE_DEFENSE];
+  if (d.probeStatuses.has(this.statusCode)) d.reportProbe(this[PROBE_IP]);
+}
+
+/** `req.rateLimit`: the tightest limit that applied (as express-rate-limit's). */
+class RateLimitInfo {
+  constructor(name, limit, remaining, resetMs) {
+    this.name = name;
+    this.limit = limit;
+    this.remaining = remaining;
+    this.used = limit - remaining;
+    this.resetMs = resetMs;
+  }
+
+  /** When the tightest limit has room again. */
+  get resetTime() {
+    return Number.isFinite(this.resetMs) ? new Date(Date.now() + this.resetMs) : null;
+  }
+}
+
+/** The value of cookie `name` in a Cookie header, or undefined. Bounded: one scan. */
+function cookieValue(header, name) {
+  if (typeof header !== 'string') return undefined;
+  let i = 0;
+  while (i < header.length) {
+    while (header.charCodeAt(i) === 32) i++;
+    const end = header.indexOf(';', i);
+    const stop = end < 0 ? header.length : end;
+    if (header.startsWith(name, i) && header.charCodeAt(i + name.length) === 61 /* = */) return header.slice(i + name.length + 1, stop).trim();
+    i = stop + 1;
+  }
+  return undefined;
+}
+
+class Defense {
+  #handle;
+  #defend;
+  #r;
+  #limits;
+  #args;
+  #costs;
+  #responder;
+  #headers;
+  #challenge;
+  #skip;
+  #routing;
+  #folded;
+  #events;
+  #shaper;
+  #trustProxy;
+  #warn;
+  #warned = new Set();
+
+  /**
+   * `cfg`: compileDefense's result; `ctx`: { routing, headers (rateLimitHeaders), headersOnSuccess,
+   * trustProxy, warn(name, err) }.
+   */
+  constructor(cfg, ctx) {
+    const o = cfg;
+    const c = o.challenge;
+    try {
+      this.#handle = new native.DefenseHandle({
+        limits: o.limits.map((l) => l.native),
+        bans: o.bans.native,
+        allow: o.allow,
+        deny: o.deny,
+        challengeSecrets: c === null ? undefined : c.secrets,
+        challengeAfter: c === null ? undefined : c.afterStrikes,
+        ipv4Prefix: o.ipPrefixes.v4,
+        ipv6Prefix: o.ipPrefixes.v6,
+      });
+    } catch (err) {
+      if (err && err.code === 'InvalidArg') throw new RangeError(`gatekeeper: options.${err.message}`);
+      throw err;
+    }
+    const bound = {};
+    this.#handle.bind(bound);
+    this.#defend = bound.defend;
+    this.#r = bound.result;
+    this.#limits = o.limits;
+    this.#args = new Array(ARGS + o.limits.length).fill(undefined);
+    this.#costs = o.limits.some((l) => l.costFn !== null || l.cost !== 1) ? new Float64Array(Math.max(1, o.limits.length)) : null;
+    const policies = this.#handle.policies();
+    this.policies = policies;
+    this.#responder = new DefenseResponder(o.limits.map((l) => l.name));
+    this.#headers = new LimitHeaders(ctx.headers, policies);
+    this.headersOnSuccess = ctx.headersOnSuccess;
+    this.#challenge = c;
+    this.#skip = o.skip;
+    this.#routing = ctx.routing;
+    this.#folded = !ctx.routing.caseSensitive;
+    this.#trustProxy = ctx.trustProxy;
+    this.#warn = ctx.warn;
+    this.probeStatuses = o.bans.probeStatuses;
+    this.#events = new BanEvents(this.#handle, o.onBan, ctx.warn);
+    const shapers = o.limits.filter((l) => l.shaper);
+    this.#shaper = shapers.length ? new Shaper(shapers.reduce((a, l) => a + l.maxQueued, 0)) : null;
+    /** Some limit is scoped to tiers: the gatekeeper resolves the tier before calling check(). */
+    this.needsTier = o.limits.some((l) => l.tiers !== null);
+    this.bans = new Bans(this.#handle, this.#events);
+  }
+
+  #warnOnce(name, v) {
+    if (this.#warned.has(name)) return;
+    this.#warned.add(name);
+    this.#warn(name, new TypeError(`returned ${typeName(v)} ${JSON.stringify(String(v))}, which is not usable (see docs/defense.md)`));
+  }
+
+  /**
+   * The defense's decision for one request: null to go on, `{ verdict, info, rejection }` to refuse,
+   * or a Promise of either (a shaper's delay). `tier`: its id, or -1 when unknown; `ip`: the client
+   * address as clientIp() gives it.
+   */
+  check(req, res, tier, ip) {
+    const limits = this.#limits;
+    const args = this.#args;
+    const costs = this.#costs;
+    let path;
+    for (let i = 0; i < limits.length; i++) {
+      const l = limits[i];
+      let applies = (l.methods === null || l.methods.includes(req.method)) && (l.tiers === null || l.tiers.includes(tier));
+      if (applies && l.routes !== null) {
+        if (path === undefined) path = routedPath(req.originalUrl || req.url, this.#routing);
+        applies = path !== null && matchPath(l.routes, req.method, path, this.#folded) >= 0;
+      }
+      args[ARGS + i] = applies ? keyArg(l.by, req, (v) => this.#warnOnce(`limits[${i}].by`, v)) : undefined;
+      if (costs !== null) costs[i] = applies ? this.#costOf(l, req, i) : 0;
+    }
+    let flags = 0;
+    if (this.#skip !== null && this.#skip(req) === true) flags |= FLAGS.SKIP;
+    args[0] = flags;
+    args[1] = ip;
+    args[2] = this.#challenge === null ? undefined : this.#passOf(req);
+    args[3] = costs === null ? 1 : costs;
+    const verdict = this.#defend.apply(undefined, args);
+    const r = this.#r;
+    if (r[R.EVENTS] > 0) this.#events.publish(this.#handle.takeEvents());
+    if (verdict === V.PASS) {
+      if (this.probeStatuses !== null) {
+        res[PROBE_DEFENSE] = this;
+        res[PROBE_IP] = ip;
+        res.on('finish', onFinish);
+      }
+      const evaluated = r[R.EVALUATED];
+      if (evaluated !== 0) this.#admitted(req, res, evaluated);
+      const delay = r[R.DELAY_MS];
+      if (delay > 0) return this.#delay(delay, res);
+      return null;
+    }
+    if (verdict === V.EXEMPT) return null;
+    return this.#refusal(verdict, req, ip);
+  }
+
+  #costOf(l, req, i) {
+    if (l.costFn === null) return l.cost;
+    let v;
+    try {
+      v = l.costFn(req);
+    } catch (err) {
+      this.#warn(`limits[${i}].cost`, err);
+      return 1;
+    }
+    if (Number.isInteger(v) && v >= 0 && v <= 0xffffffff) return v;
+    this.#warnOnce(`limits[${i}].cost`, v);
+    return 1;
+  }
+
+  #passOf(req) {
+    const c = this.#challenge;
+    let v;
+    if (c.header !== null) {
+      const h = req.headers[c.header];
+      if (typeof h === 'string') v = h;
+    }
+    if (v === undefined && c.cookie !== null) v = cookieValue(req.headers.cookie, c.cookie);
+    // An over-long value is not a pass (and is not read whole natively).
+    return v !== undefined && v.length > 0 && v.length <= MAX_PASS_LENGTH + 1 ? v : v === undefined ? undefined : '';
+  }
+
+  #tightest(evaluated) {
+    const r = this.#r;
+    const refused = r[R.REFUSED_BY];
+    if (refused >= 0) return refused;
+    let best = -1;
+    for (let i = 0; i < this.#limits.length; i++) {
+      if ((evaluated & (1 << i)) === 0) continue;
+      if (best < 0) best = i;
+      else {
+        const a = r[R.LIMITS + 2 * i];
+        const b = r[R.LIMITS + 2 * best];
+        if (a < b || (a === b && r[R.LIMITS + 2 * i + 1] > r[R.LIMITS + 2 * best + 1])) best = i;
+      }
+    }
+    return best;
+  }
+
+  #remainingOf = (i) => this.#r[R.LIMITS + 2 * i];
+
+  #resetOf = (i) => this.#r[R.LIMITS + 2 * i + 1];
+
+  #admitted(req, res, evaluated) {
+    const t = this.#tightest(evaluated);
+    const p = this.policies[t];
+    req.rateLimit = new RateLimitInfo(p.name, p.quota, this.#remainingOf(t), this.#resetOf(t));
+    if (this.headersOnSuccess && !res.headersSent) {
+      const h = this.#headers.write({}, evaluated, t, this.#remainingOf, this.#resetOf);
+      for (const name in h) res.setHeader(name, h[name]);
+    }
+  }
+
+  #delay(delayMs, res) {
+    const p = this.#shaper === null ? null : this.#shaper.delay(delayMs);
+    if (p === null) {
+      const info = { verdict: 'shaper-full', status: 503, limit: null, retryAfterMs: delayMs };
+      return { verdict: 'shaper-full', info, rejection: this.#responder.shaperFull(delayMs) };
+    }
+    return p.then(() => (isGone(res) ? { verdict: 'gone', info: null, rejection: this.#responder.shaperFull(0) } : null));
+  }
+
+  #refusal(verdict, req, ip) {
+    const r = this.#r;
+    const name = VERDICT_NAMES[verdict];
+    const info = { verdict: name, status: VERDICT_STATUS[verdict], key: ip, limit: null, retryAfterMs: 0, banned: null };
+    let rejection;
+    if (verdict === V.DENY_LISTED) rejection = this.#responder.denyListed();
+    else if (verdict === V.BANNED) {
+      const left = r[R.BAN_LEFT_MS];
+      info.retryAfterMs = left;
+      info.banned = { byCidr: r[R.BY_CIDR] === 1, permanent: left === Infinity };
+      rejection = this.#responder.bannedFor(left);
+    } else if (verdict === V.RATE_LIMITED) {
+      const evaluated = r[R.EVALUATED];
+      const t = this.#tightest(evaluated);
+      info.limit = this.policies[t].name;
+      info.retryAfterMs = r[R.RETRY_AFTER_MS];
+      info.remaining = this.#remainingOf(t);
+      info.resetMs = this.#resetOf(t);
+      rejection = this.#responder.rateLimited(t, info.retryAfterMs);
+      this.#headers.write(rejection.headers, evaluated, t, this.#remainingOf, this.#resetOf);
+    } else {
+      rejection = this.#challenged(req, info);
+    }
+    if (r[R.PASS] >= 2) info.pass = PASS_ERRORS[r[R.PASS] - 2];
+    return { verdict: name, info, rejection };
+  }
+
+  #challenged(req, info) {
+    const c = this.#challenge;
+    if (c.respond !== null) {
+      let custom;
+      try {
+        custom = c.respond(req, info);
+      } catch (err) {
+        this.#warn('challenge.respond', err);
+      }
+      if (isObject(custom) && Number.isInteger(custom.status) && custom.status >= 100 && custom.status <= 599) {
+        const headers = { 'cache-control': 'no-store', ...(custom.headers || {}) };
+        let body = custom.body === undefined || custom.body === null ? '' : custom.body;
+        if (typeof body !== 'string' && !(body instanceof Uint8Array)) {
+          body = JSON.stringify(body);
+          if (!Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
+        }
+        return { status: custom.status, headers, body };
+      }
+      if (custom !== undefined) this.#warn('challenge.respond', new TypeError('must return { status: 100..599, headers?, body? } or undefined'));
+    }
+    return this.#responder.challenged();
+  }
+
+  reportProbe(ip) {
+    this.#events.publish(this.#handle.report(ip, 'probe'));
+  }
+
+  // The operator's API (gate.defense).
+
+  /** `{ allow, deny }` as in force. */
+  lists() {
+    const [allow, deny] = this.#handle.lists();
+    return { allow, deny };
+  }
+
+  /** Replaces the allow and/or deny list (the other is kept), atomically; safe while requests run. */
+  setLists(lists) {
+    listsArg(lists);
+    const cur = this.lists();
+    call(() => this.#handle.setLists(lists.allow === undefined ? cur.allow : lists.allow.slice(), lists.deny === undefined ? cur.deny : lists.deny.slice()), 'setLists');
+  }
+
+  #ipOf(reqOrIp, at) {
+    if (typeof reqOrIp === 'string') return reqOrIp;
+    if (isObject(reqOrIp) && isObject(reqOrIp.headers)) return clientIp(reqOrIp, this.#trustProxy);
+    throw codedError(TypeError, CODES.INVALID_ARGUMENT, `${at}: expected a request or an IP address, got ${typeName(reqOrIp)}`);
+  }
+
+  /** The key bans, strikes and passes are bound to, for a request or an address. */
+  clientKey(reqOrIp) {
+    return this.#handle.banKey(this.#ipOf(reqOrIp, 'clientKey'));
+  }
+
+  /** A signed challenge pass for this client, valid `ttlSec` seconds (default challenge.ttlSec). */
+  mintPass(reqOrIp, { ttlSec } = {}) {
+    const c = this.#challenge;
+    if (c === null) throw codedError(TypeError, CODES.INVALID_ARGUMENT, 'mintPass: the gatekeeper has no options.challenge');
+    const ttl = ttlSec === undefined ? c.ttlSec : call(() => finite(ttlSec, 'mintPass: ttlSec', { min: 1, max: 30 * 86400, integer: true }), 'mintPass');
+    return this.#handle.mintPass(this.#ipOf(reqOrIp, 'mintPass'), Math.floor(Date.now() / 1000) + ttl);
+  }
+
+  /** The challenge's pass delivery: { header, cookie } names (null when not used), and ttlSec. */
+  get challenge() {
+    const c = this.#challenge;
+    return c === null ? null : { header: c.header, cookie: c.cookie, ttlSec: c.ttlSec, afterStrikes: c.afterStrikes };
+  }
+
+  /** Counts a strike ('probe' or 'rate-limited') against a request's client or an address. */
+  report(reqOrIp, kind = 'probe') {
+    const ip = this.#ipOf(reqOrIp, 'report');
+    this.#events.publish(call(() => this.#handle.report(ip, kind), 'report'));
+  }
+
+  /** Bans held, keys tracked, counters, and per limit its keys. */
+  stats() {
+    const s = this.#handle.stats();
+    return { ...s, shaperWaiting: this.#shaper === null ? 0 : this.#shaper.size };
+  }
+}
+
+module.exports = { Defense, compileDefense, DEFENSE_OPTIONS, BAN_CHANNEL, RateLimitInfo, cookieValue };

@@ -1,0 +1,69 @@
+'use strict';
+// The defense's refusals, as RFC 9457 problem documents (bodies built once):
+//  - deny-listed: 403, type urn:tiergate:problem:denied, no Retry-After (a list entry has no end);
+//  - banned: 403, type urn:tiergate:problem:banned, Retry-After for a temporary ban (whole seconds,
+//    at most a day: a longer ban still says "not before tomorrow"), none for a permanent one;
+//  - rate-limited: 429, type urn:tiergate:problem:rate-limited naming the refusing limit, Retry-After
+//    and the rate-limit fields of every limit that applied (./headers.js);
+//  - shaper-full: 503, type urn:tiergate:problem:shaper-full (a shaper's queue is at maxQueued);
+//  - challenged: the application's `challenge.respond(req, info)`, else 403 with type
+//    urn:tiergate:problem:challenge.
+const { PROBLEM_TYPE } = require('../gatekeeper/respond');
+const { MAX_RETRY_AFTER_SEC } = require('../options');
+
+function body(doc) {
+  const text = JSON.stringify(doc);
+  return { text, length: String(Buffer.byteLength(text)) };
+}
+
+function seconds(ms) {
+  if (!(ms > 0)) return 1;
+  return Math.min(MAX_RETRY_AFTER_SEC, Math.max(1, Math.ceil(ms / 1000)));
+}
+
+class DefenseResponder {
+  constructor(limitNames) {
+    this.denied = body({ type: 'urn:tiergate:problem:denied', title: 'Forbidden', status: 403, detail: 'Requests from your address are not accepted.' });
+    this.banned = body({ type: 'urn:tiergate:problem:banned', title: 'Forbidden', status: 403, detail: 'Your client is banned for now. Retry after the time in Retry-After, if given.' });
+    this.permanent = body({ type: 'urn:tiergate:problem:banned', title: 'Forbidden', status: 403, detail: 'Your client is banned until an operator lifts the ban.' });
+    this.challenge = body({ type: 'urn:tiergate:problem:challenge', title: 'Forbidden', status: 403, detail: 'Prove that you are a person to continue: solve the challenge and present its pass.' });
+    this.shaper = body({ type: 'urn:tiergate:problem:shaper-full', title: 'Service Unavailable', status: 503, detail: 'Too many requests are waiting for their slot. Retry after the time in Retry-After.' });
+    this.limited = limitNames.map((name) => body({
+      type: 'urn:tiergate:problem:rate-limited',
+      title: 'Too Many Requests',
+      status: 429,
+      detail: `The limit "${name}" is used up. Retry after the time in Retry-After.`,
+      limit: name,
+    }));
+  }
+
+  static problem(status, b, extra) {
+    return { status, headers: { 'content-type': PROBLEM_TYPE, 'content-length': b.length, 'cache-control': 'no-store', ...extra }, body: b.text };
+  }
+
+  denyListed() {
+    return DefenseResponder.problem(403, this.denied);
+  }
+
+  /** `leftMs`: Infinity for a permanent ban. */
+  bannedFor(leftMs) {
+    if (leftMs === Infinity) return DefenseResponder.problem(403, this.permanent);
+    return DefenseResponder.problem(403, this.banned, { 'retry-after': String(seconds(leftMs)) });
+  }
+
+  rateLimited(limit, retryAfterMs) {
+    // A cost over what the limit can ever admit waits for ever: say a day.
+    return DefenseResponder.problem(429, this.limited[limit], { 'retry-after': String(seconds(Number.isFinite(retryAfterMs) ? retryAfterMs : MAX_RETRY_AFTER_SEC * 1000)) });
+  }
+
+  /** 503: a shaper's waiting requests are at their bound (`maxQueued`). */
+  shaperFull(delayMs) {
+    return DefenseResponder.problem(503, this.shaper, { 'retry-after': String(seconds(delayMs)) });
+  }
+
+  challenged() {
+    return DefenseResponder.problem(403, this.challenge);
+  }
+}
+
+module.exports = { DefenseResponder };
