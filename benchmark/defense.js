@@ -19,7 +19,9 @@
 //
 //   node benchmark/defense.js [--quick] [--only cost,http,memory,crawl] [--runs 5] [--requests 100000]
 //        [--keys 100000] [--http-rounds 3] [--seconds 24] [--crawl 1.2] [--crawl-ips 100] [--subnet 0.2]
-//        [--legit 0.2] [--global 0.8] [--work-ms 1.5]
+//        [--legit 0.2] [--global 0.8] [--per-ip 10] [--per-subnet 30] [--work-ms 1.5]
+//   (--crawl, --subnet, --legit, --global: multiples of the measured capacity C; --per-ip, --per-subnet:
+//    requests per 10 s)
 const fs = require('node:fs');
 const path = require('node:path');
 const os = require('node:os');
@@ -60,6 +62,8 @@ function parseArgs(argv) {
     else if (k === '--subnet') a.crawl.subnet = num(++i);
     else if (k === '--legit') a.crawl.legit = num(++i);
     else if (k === '--global') a.crawl.global = num(++i);
+    else if (k === '--per-ip') a.crawl.perIp = { ...a.crawl.perIp, limit: num(++i) };
+    else if (k === '--per-subnet') a.crawl.perSubnet = { ...a.crawl.perSubnet, limit: num(++i) };
     else throw new Error(`unknown argument ${k}`);
   }
   if (a.quick) {

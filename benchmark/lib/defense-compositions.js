@@ -4,8 +4,9 @@
 // in process (chain-harness.js) and the same lists mount on an Express app for the HTTP runs:
 //
 // - tiergate: one gatekeeper (deny list, bans, the per-IP limit, the per-user bucket and the tier in
-//   its one native decision); also the gatekeeper with defaults only (the bare admit) and with the
-//   tier and per-user bucket only (what existed before the defense layers);
+//   its native decision); also the gatekeeper with defaults only (the bare admit), with the tier and
+//   per-user bucket only (what existed before the defense layers), and the full chain with the
+//   default ban rules (their probe rule watches each response's status: a 'finish' listener);
 // - express-rate-limit x 2 + net.BlockList + a Map of bans: what its users write (a deny-list step,
 //   a ban step, then one limiter per IP and one per user, the user's number picked by tier; the bans
 //   are filled from the IP limiter's handler, 3 refusals within the window ban for banMs);
@@ -59,21 +60,30 @@ function tiergateTiers(p, perKey) {
   }));
 }
 
+function fullOptions(p) {
+  return {
+    tiers: tiergateTiers(p, true),
+    tierHeader: p.tierHeader,
+    trustTierHeader: true, // the benchmark plays the authenticating gateway
+    key: { header: p.userHeader },
+    trustProxy: p.trustProxyHops,
+    deny: p.deny,
+    // The policy's one rule (as the peers have it): refusals ban.
+    bans: { rules: [{ name: 'rate-limited', on: 'rate-limited', threshold: p.bans.strikes, windowMs: p.bans.strikeWindowMs, banMs: p.bans.banMs }] },
+    limits: [{ name: 'ip', by: 'ip', algorithm: 'sliding-window', limit: p.ip.limit, windowMs: p.ip.windowMs }],
+  };
+}
+
 /** The full chain: deny list, bans, per-IP exact sliding window, per-user bucket by tier. */
 function tiergateFull(p = POLICY) {
   const { gatekeeper } = require(root);
-  return [
-    gatekeeper({
-      tiers: tiergateTiers(p, true),
-      tierHeader: p.tierHeader,
-      trustTierHeader: true, // the benchmark plays the authenticating gateway
-      key: { header: p.userHeader },
-      trustProxy: p.trustProxyHops,
-      deny: p.deny,
-      bans: { rules: [{ name: 'rate-limited', on: 'rate-limited', threshold: p.bans.strikes, windowMs: p.bans.strikeWindowMs, banMs: p.bans.banMs }] },
-      limits: [{ name: 'ip', by: 'ip', algorithm: 'sliding-window', limit: p.ip.limit, windowMs: p.ip.windowMs }],
-    }),
-  ];
+  return [gatekeeper(fullOptions(p))];
+}
+
+/** The same with the default ban rules, whose probe rule watches every response's status. */
+function tiergateDefaultBans(p = POLICY) {
+  const { gatekeeper } = require(root);
+  return [gatekeeper({ ...fullOptions(p), bans: {} })];
 }
 
 /** The tier and the per-user bucket only (the gatekeeper before the defense layers). */
@@ -183,6 +193,7 @@ const COMPOSITIONS = [
   { id: 'tiergate-bare', title: 'tiergate: gatekeeper() (bare admit)', build: tiergateBare },
   { id: 'tiergate-tier-user', title: 'tiergate: tier + user bucket only', build: tiergateTierUser },
   { id: 'tiergate', title: 'tiergate: the full chain', build: tiergateFull, full: true },
+  { id: 'tiergate-default-bans', title: 'tiergate: the full chain, default ban rules', build: tiergateDefaultBans },
   { id: 'erl', title: 'express-rate-limit x2 + BlockList + ban Map', build: erlChain, peer: true },
   { id: 'rlf', title: 'rate-limiter-flexible + black/white wrapper', build: rlfChain, peer: true },
 ];

@@ -7,8 +7,9 @@
 //   2. GC, then RSS and V8 heap are read; the limiter is built and `keys` distinct addresses each
 //      send `hits` requests through it (hits = the limit: an exact sliding window's ring is full);
 //   3. GC, read again: (RSS after − RSS before) / keys. For the JS peers the V8 heap delta is the
-//      figure (their state lives there); for tiergate RSS (its state is native), and the core's own
-//      count of what it holds (entries, table, key copies, rings) when the binding reports it.
+//      figure (their state lives there); for tiergate RSS (its state is native), the keys its limit
+//      reports holding (all of them must be held: maxKeys is twice the count), and the core's own
+//      count of the bytes (entries, table, key copies, rings) if the binding reports one.
 //
 //   const r = await measureKeyMemory({ subject: 'tiergate:sliding-window', keys: 100000 });
 //   -> { subject, keys, held, rssPerKey, heapPerKey, nativePerKey }
@@ -59,17 +60,15 @@ function build(subject, keys) {
 }
 
 /**
- * The core's own count of a gatekeeper's limit state, from its stats, if the binding reports one
- * (looked up by shape, not by a fixed path: { limits: { m: { memoryBytes, keys } } } or an array).
+ * The keys a gatekeeper's limit holds, from `gate.defense.stats()`, and the bytes the core counts for
+ * them if the binding reports that (`memoryBytes`; it does not at the time of writing).
  */
 function nativeBytes(gk) {
-  if (typeof gk.stats !== 'function') return null;
-  const st = gk.stats();
-  const limits = st && (st.limits || (st.defense && st.defense.limits));
-  if (!limits) return null;
-  const m = Array.isArray(limits) ? limits.find((l) => l.name === 'm') : limits.m;
-  if (!m || typeof m.memoryBytes !== 'number') return null;
-  return { bytes: m.memoryBytes, keys: typeof m.keys === 'number' ? m.keys : null };
+  const d = gk.defense;
+  if (!d || typeof d.stats !== 'function') return null;
+  const m = (d.stats().limits || []).find((l) => l.name === 'm');
+  if (!m) return null;
+  return { bytes: typeof m.memoryBytes === 'number' ? m.memoryBytes : null, keys: typeof m.keys === 'number' ? m.keys : null };
 }
 
 async function child() {
@@ -98,7 +97,7 @@ async function child() {
     refused: r.refused,
     rssPerKey: (after.rss - before.rss) / keys,
     heapPerKey: (after.heapUsed - before.heapUsed) / keys,
-    nativePerKey: n ? n.bytes / (n.keys || keys) : null,
+    nativePerKey: n && n.bytes !== null ? n.bytes / (n.keys || keys) : null,
     held: n ? n.keys : null,
   });
 }
