@@ -18,10 +18,13 @@
 //    benchmark/out/defense.svg (timeline) and defense.json.
 //
 //   node benchmark/defense.js [--quick] [--only cost,http,memory,crawl] [--runs 5] [--requests 100000]
-//        [--keys 100000] [--http-rounds 3] [--seconds 24] [--crawl 1.2] [--crawl-ips 100] [--subnet 0.2]
-//        [--legit 0.2] [--global 0.8] [--per-ip 10] [--per-subnet 30] [--work-ms 1.5]
-//   (--crawl, --subnet, --legit, --global: multiples of the measured capacity C; --per-ip, --per-subnet:
-//    requests per 10 s)
+//        [--keys 100000] [--http-rounds N] [--memory-runs N] [--crawl-runs N] [--seconds 24]
+//        [--crawl 1.2] [--crawl-ips 100] [--subnet 0.2] [--legit 0.2] [--global 0.8]
+//        [--per-ip 10] [--per-subnet 30] [--work-ms 1.5]
+//   --runs N: rounds of 1a and 1b, runs of 2, repetitions of 3 (each overridable); every part reports
+//   the median and range over them. --crawl, --subnet, --legit, --global: multiples of the measured
+//   capacity C; --per-ip, --per-subnet: requests per 10 s. --quick: a short smoke run (~2 min).
+//   The default run takes about 12 minutes (part 3: 5 x 3 configurations of 24 s).
 const fs = require('node:fs');
 const path = require('node:path');
 const os = require('node:os');
@@ -35,14 +38,20 @@ const { startServer, calibrateWork, measureCapacity } = require('./lib/scenario'
 const { DEFAULT_WORK_KIND } = require('./lib/work');
 const { timelineSvg } = require('./lib/svg');
 const { CLASSES } = require('./lib/crawl-traffic');
+const { printCrawlTable, crawlFigures, printCrawlTargets } = require('./lib/crawl-report');
 
 const PARTS = ['cost', 'http', 'memory', 'crawl'];
 
 function parseArgs(argv) {
-  const a = { quick: false, only: PARTS, runs: 5, requests: 100_000, keys: 100_000, httpRounds: 3, httpSeconds: 2, workMs: 1.5, crawl: { ...DEFAULTS } };
+  const a = { quick: false, only: PARTS, runs: 5, requests: 100_000, keys: 100_000, httpRounds: null, memoryRuns: null, crawlRuns: null, httpSeconds: 2, workMs: 1.5, crawl: { ...DEFAULTS } };
   const num = (i) => {
     const v = Number(argv[i]);
     if (!Number.isFinite(v) || v <= 0) throw new RangeError(`${argv[i - 1]} must be a positive number, got ${argv[i]}`);
+    return v;
+  };
+  const count = (i) => {
+    const v = num(i);
+    if (!Number.isInteger(v)) throw new RangeError(`${argv[i - 1]} must be a whole number, got ${argv[i]}`);
     return v;
   };
   for (let i = 0; i < argv.length; i++) {
@@ -51,30 +60,35 @@ function parseArgs(argv) {
     else if (k === '--only') {
       a.only = argv[++i].split(',');
       for (const p of a.only) if (!PARTS.includes(p)) throw new RangeError(`--only: unknown part ${p} (parts: ${PARTS.join(', ')})`);
-    } else if (k === '--runs') a.runs = num(++i);
-    else if (k === '--requests') a.requests = num(++i);
-    else if (k === '--keys') a.keys = num(++i);
-    else if (k === '--http-rounds') a.httpRounds = num(++i);
+    } else if (k === '--runs') a.runs = count(++i);
+    else if (k === '--http-rounds') a.httpRounds = count(++i);
+    else if (k === '--memory-runs') a.memoryRuns = count(++i);
+    else if (k === '--crawl-runs') a.crawlRuns = count(++i);
+    else if (k === '--requests') a.requests = count(++i);
+    else if (k === '--keys') a.keys = count(++i);
     else if (k === '--work-ms') a.workMs = num(++i);
     else if (k === '--seconds') a.crawl.seconds = num(++i);
     else if (k === '--crawl') a.crawl.crawl = num(++i);
-    else if (k === '--crawl-ips') a.crawl.crawlIps = num(++i);
+    else if (k === '--crawl-ips') a.crawl.crawlIps = count(++i);
     else if (k === '--subnet') a.crawl.subnet = num(++i);
     else if (k === '--legit') a.crawl.legit = num(++i);
     else if (k === '--global') a.crawl.global = num(++i);
-    else if (k === '--per-ip') a.crawl.perIp = { ...a.crawl.perIp, limit: num(++i) };
-    else if (k === '--per-subnet') a.crawl.perSubnet = { ...a.crawl.perSubnet, limit: num(++i) };
+    else if (k === '--per-ip') a.crawl.perIp = { ...a.crawl.perIp, limit: count(++i) };
+    else if (k === '--per-subnet') a.crawl.perSubnet = { ...a.crawl.perSubnet, limit: count(++i) };
     else throw new Error(`unknown argument ${k}`);
   }
   if (a.quick) {
     a.runs = Math.min(a.runs, 3);
     a.requests = Math.min(a.requests, 20_000);
     a.keys = Math.min(a.keys, 20_000);
-    a.httpRounds = 1;
     a.httpSeconds = 1;
     a.crawl.seconds = Math.min(a.crawl.seconds, 14);
     a.crawl.crawlStartSec = Math.min(a.crawl.crawlStartSec, 2);
   }
+  // Every part repeats `runs` times unless told otherwise (--quick: one crawl, one HTTP round).
+  a.httpRounds ??= a.quick ? 1 : a.runs;
+  a.memoryRuns ??= a.runs;
+  a.crawlRuns ??= a.quick ? 1 : a.runs;
   if (a.crawl.crawlStartSec + 10 >= a.crawl.seconds) throw new RangeError(`--seconds must be more than ${a.crawl.crawlStartSec + 10} (crawl start + the 10 s onset window)`);
   return a;
 }
@@ -213,34 +227,61 @@ async function partHttp(args, out) {
     table.push({ id: r.comp.id, rps: r.rps, cpuUsPerReq: r.cpu, non2xx: r.non2xx, errors: r.errors });
   }
   console.log('(server CPU µs/req: the server process\'s user+system CPU over the measurement / requests answered; medians over rounds)');
+  // The same targets as in process, on the server's CPU above the bare Express server, per round.
+  const byId = (id) => rows.find((r) => r.comp.id === id);
+  const full = byId('tiergate');
+  const bare = byId('tiergate-bare');
+  const peers = rows.filter((r) => r.comp.peer);
+  if (floor && full) {
+    const above = (r) => r.cpu.map((v, i) => v - floor.cpu[i]);
+    console.log('\nOn server CPU above the bare server (per round; median [range]), for scale; the targets are judged in process (1a):');
+    if (bare) console.log(`  full chain / bare admit: ${mr(above(full).map((v, i) => v / above(bare)[i]), f2)}x`);
+    if (peers.length) console.log(`  fastest peer / full chain: ${mr(above(full).map((v, i) => Math.min(...peers.map((p) => above(p)[i])) / v), f2)}x`);
+  }
   out.http = { rounds: args.httpRounds, seconds: args.httpSeconds, table };
 }
 
 // ---- 2. bytes per key ----------------------------------------------------------------------------
 
 async function partMemory(args, out) {
-  console.log(`\n## 2. Bytes per key: ${args.keys} distinct client addresses, ${HITS} requests each (limit ${HITS} per 60 s: every exact-window ring full), a child process per limiter`);
-  console.log(`${pad('limiter', 32)} ${lpad('RSS B/key', 10)} ${lpad('V8 heap B/key', 14)} ${lpad('core count B/key', 17)} ${lpad('keys held', 10)}`);
-  const rows = [];
-  for (const subject of SUBJECTS) {
-    try {
-      const r = await measureKeyMemory({ subject, keys: args.keys });
-      console.log(`${pad(subject, 32)} ${lpad(f0(r.rssPerKey), 10)} ${lpad(f0(r.heapPerKey), 14)} ${lpad(r.nativePerKey == null ? 'not reported' : f0(r.nativePerKey), 17)} ${lpad(r.held == null ? '—' : r.held, 10)}${r.refused ? `  !! ${r.refused} refused` : ''}`);
-      rows.push(r);
-    } catch (err) {
-      console.log(`${pad(subject, 32)} could not run (${brief(err)})`);
+  const runs = args.memoryRuns;
+  console.log(`\n## 2. Bytes per key: ${args.keys} distinct client addresses, ${HITS} requests each (limit ${HITS} per 60 s: every exact-window ring full), a child process per limiter and run; median [range] of ${runs} run${runs > 1 ? 's' : ''}`);
+  const rows = SUBJECTS.map((subject) => ({ subject, rss: [], heap: [], native: [], held: null, refused: 0, error: null }));
+  for (let run = 0; run < runs; run++) {
+    for (const r of run % 2 ? [...rows].reverse() : rows) {
+      if (r.error) continue;
+      try {
+        const m = await measureKeyMemory({ subject: r.subject, keys: args.keys });
+        r.rss.push(m.rssPerKey);
+        r.heap.push(m.heapPerKey);
+        if (m.nativePerKey != null) r.native.push(m.nativePerKey);
+        r.held = m.held;
+        r.refused += m.refused;
+      } catch (err) {
+        r.error = brief(err);
+      }
     }
   }
+  console.log(`${pad('limiter', 32)} ${lpad('RSS B/key', 18)} ${lpad('V8 heap B/key', 18)} ${lpad('core count B/key', 17)} ${lpad('keys held', 10)}`);
+  for (const r of rows) {
+    if (r.error) {
+      console.log(`${pad(r.subject, 32)} could not run (${r.error})`);
+      continue;
+    }
+    console.log(`${pad(r.subject, 32)} ${lpad(mr(r.rss), 18)} ${lpad(mr(r.heap), 18)} ${lpad(r.native.length ? mr(r.native) : 'not reported', 17)} ${lpad(r.held == null ? '—' : r.held, 10)}${r.refused ? `  !! ${r.refused} refused` : ''}`);
+  }
   console.log('(RSS: the process\'s resident set after GC, after minus before, / keys, after a warm-up with as many requests; V8 heap: the same');
-  console.log(' for heapUsed, where the JS peers keep their state; core count: what the Rust store says it holds — entries, table, key copies, rings)');
-  out.memory = { keys: args.keys, hits: HITS, rows };
+  console.log(' for heapUsed, where the JS peers keep their state; keys held: what the limit reports holding (gate.defense.stats());');
+  console.log(' core count: the bytes the Rust store counts for itself, where the binding reports it)');
+  out.memory = { keys: args.keys, hits: HITS, runs, rows: rows.map(({ subject, rss, heap, native, held, refused, error }) => ({ subject, rssPerKey: rss, heapPerKey: heap, nativePerKey: native, held, refused, error })) };
 }
 
 // ---- 3. the crawler incident ---------------------------------------------------------------------
 
 async function partCrawl(args, out) {
   const s = args.crawl;
-  console.log(`\n## 3. The crawler incident (${s.seconds} s per configuration, crawl from ${s.crawlStartSec} s)`);
+  const runs = args.crawlRuns;
+  console.log(`\n## 3. The crawler incident (${s.seconds} s per configuration, crawl from ${s.crawlStartSec} s; ${runs} repetition${runs > 1 ? 's' : ''})`);
   const workIters = calibrateWork(args.workMs, DEFAULT_WORK_KIND);
   const capRun = await measureCapacity({ workIters, workKind: DEFAULT_WORK_KIND, concurrency: 8, durationMs: 2000, path: '/api/items/1' });
   const cap = capRun.reqPerSec;
@@ -252,55 +293,32 @@ async function partCrawl(args, out) {
   console.log('  both walk list pages and their items. One host plays every client: the load generator is the proxy in front (keep-alive pool');
   console.log('  on loopback) and sends each client\'s address in X-Forwarded-For, which the gatekeeper trusts for one hop (trustProxy: 1).');
   console.log(`limits: global ${s.global} C; after: + per IP ${s.perIp.limit} per ${s.perIp.windowMs / 1000} s, per /24 ${s.perSubnet.limit} per ${s.perSubnet.windowMs / 1000} s (exact sliding windows), ban after 3 refusals within 60 s for 300 s; shedding off`);
-  const results = [];
-  for (const cfg of configurations(cap, s)) {
-    try {
-      results.push(await runCrawlConfig(cfg, { cap, workIters, workKind: DEFAULT_WORK_KIND, s }));
-    } catch (err) {
-      console.log(`  ${cfg.title}: could not run (${brief(err)})`);
+  const reps = [];
+  let last = [];
+  for (let rep = 0; rep < runs; rep++) {
+    const configs = configurations(cap, s);
+    // The reference first; before and after in alternating order.
+    const order = rep % 2 ? [configs[0], configs[2], configs[1]] : configs;
+    const results = [];
+    for (const cfg of order) {
+      try {
+        results.push(await runCrawlConfig(cfg, { cap, workIters, workKind: DEFAULT_WORK_KIND, s }));
+      } catch (err) {
+        console.log(`  ${cfg.title}: could not run (${brief(err)})`);
+      }
     }
+    results.sort((a, b) => configs.indexOf(a.cfg) - configs.indexOf(b.cfg));
+    reps.push({ results, figures: crawlFigures(results) });
+    last = results;
+    if (runs > 1) console.log(`  repetition ${rep + 1}/${runs} done (load average ${os.loadavg()[0].toFixed(1)})`);
   }
-  const cpuPct = (v) => (v == null ? '—' : `${f0(100 * v)}%`);
-  console.log(`\n${pad('configuration', 50)} ${pad('class', 24)} ${lpad('sent', 6)} ${lpad('served', 8)} ${lpad('p50 ms', 7)} ${lpad('p99 ms', 7)} ${lpad('served/s 0-10 s', 16)} ${lpad('from 10 s', 10)}  refusals`);
-  const statusText = (st) => Object.entries(st).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k}:${v}`).join(' ') || '-';
-  for (const r of results) {
-    const F = r.figures;
-    const line = (first, name, w, onset, steady, st) =>
-      console.log(`${pad(first ? r.cfg.title : '', 50)} ${pad(name, 24)} ${lpad(w.sent, 6)} ${lpad(f1(w.servedPct) + '%', 8)} ${lpad(f1(w.p50), 7)} ${lpad(f1(w.p99), 7)} ${lpad(onset == null ? '' : f1(onset.perSec), 16)} ${lpad(steady == null ? '' : f1(steady.perSec), 10)}  ${statusText(st)}`);
-    line(true, CLASSES[0], F.legit.crawl, F.legit.onset, F.legit.steady, F.legit.statuses);
-    if (r.cfg.crawler) {
-      const both = (a, b) => ({ sent: a.sent + b.sent, ok: a.ok + b.ok, servedPct: (100 * (a.ok + b.ok)) / Math.max(1, a.sent + b.sent), p50: NaN, p99: NaN });
-      line(false, CLASSES[1], both(F.rotating.onset, F.rotating.steady), F.rotating.onset, F.rotating.steady, F.rotating.statuses);
-      line(false, CLASSES[2], both(F.subnet.onset, F.subnet.steady), F.subnet.onset, F.subnet.steady, F.subnet.statuses);
-    }
-    console.log(`${pad('', 50)} legitimate from 10 s after the crawl start: ${f1(F.legit.steady.servedPct)}% served, p99 ${f1(F.legit.steady.p99)} ms; server CPU (of one core) before the crawl ${cpuPct(F.cpu.before)}, during it ${cpuPct(F.cpu.crawl)}, from 10 s on ${cpuPct(F.cpu.steady)}; lag p99 ${f1(r.lag.p99)} ms; generator lag p99 ${f1(F.genLag.p99)} ms`);
-  }
-  console.log('(legitimate: requests scheduled from the crawl start to the end; served = 2xx; p50/p99 of the served, from the send)');
-  const by = (id) => results.find((r) => r.cfg.id === id);
-  const [base, before, after] = ['baseline', 'before', 'after'].map(by);
-  console.log('\nTargets:');
-  if (before && after) {
-    const crawlerPerSec = (r, w) => r.figures.rotating[w].perSec + r.figures.subnet[w].perSec;
-    const ratio = crawlerPerSec(after, 'steady') / crawlerPerSec(before, 'steady');
-    target(ratio <= 0.01, 'crawler served/s from 10 s after its start <= 1% of before', `${f2(100 * ratio)}% (${f1(crawlerPerSec(after, 'steady'))} vs ${f1(crawlerPerSec(before, 'steady'))} req/s; first 10 s: ${f1(crawlerPerSec(after, 'onset'))} vs ${f1(crawlerPerSec(before, 'onset'))})`);
-    const L = after.figures.legit;
-    target(L.crawl.servedPct >= 99.9, 'legitimate users served >= 99.9% (during the crawl)', `${f2(L.crawl.servedPct)}% (from 10 s on: ${f2(L.steady.servedPct)}%; before: ${f2(before.figures.legit.crawl.servedPct)}%)`);
-    if (base) {
-      const b = base.figures.legit;
-      target(L.crawl.p99 <= 1.2 * b.crawl.p99, 'legitimate p99 <= 1.2x the run without the crawler', `${f2(L.crawl.p99 / b.crawl.p99)}x (${f1(L.crawl.p99)} vs ${f1(b.crawl.p99)} ms; from 10 s on: ${f2(L.steady.p99 / b.steady.p99)}x, ${f1(L.steady.p99)} vs ${f1(b.steady.p99)} ms)`);
-    }
-    const cb = before.figures.cpu.steady;
-    const ca = after.figures.cpu.steady;
-    if (cb != null && ca != null) {
-      const ref = base && base.figures.cpu.steady != null ? `; without the crawler ${cpuPct(base.figures.cpu.steady)}` : '';
-      target(ca < cb, 'server CPU falls (from 10 s after the crawl start)', `${cpuPct(ca)} of a core vs ${cpuPct(cb)} before${ref}`);
-    }
-  } else console.log('  ----  not evaluated (before or after could not run)');
-  const outDir = path.join(__dirname, 'out');
-  fs.mkdirSync(outDir, { recursive: true });
-  if (results.length) {
+  console.log(`\nThe ${runs > 1 ? 'last repetition' : 'run'}:`);
+  printCrawlTable(last);
+  console.log(`\nTargets${runs > 1 ? ` (median [range] over ${runs} repetitions; PASS when the median meets it)` : ''}:`);
+  const targets = printCrawlTargets(reps.map((r) => r.figures));
+  if (last.length) {
     const svg = timelineSvg(
-      results.map((r) => ({
+      last.map((r) => ({
         title: r.cfg.title,
         timeline: r.load.timeline,
         tiers: CLASSES,
@@ -311,14 +329,20 @@ async function partCrawl(args, out) {
         right: { field: 'serverCpuPct', axis: 'server CPU % of a core', legend: 'server CPU (% of one core, per 250 ms)' },
       },
     );
+    const outDir = path.join(__dirname, 'out');
+    fs.mkdirSync(outDir, { recursive: true });
     fs.writeFileSync(path.join(outDir, 'defense.svg'), svg);
-    console.log('\nwrote benchmark/out/defense.svg');
+    console.log(`\nwrote benchmark/out/defense.svg (${runs > 1 ? 'the last repetition' : 'this run'})`);
   }
   out.crawl = {
     capacity: cap,
     workIters,
     scenario: s,
-    results: results.map((r) => ({ config: r.cfg.id, title: r.cfg.title, options: r.cfg.options, users: r.users, figures: r.figures, lag: r.lag, stats: r.stats, timeline: r.load.timeline })),
+    targets,
+    repetitions: reps.map((rp) => ({
+      figures: rp.figures,
+      results: rp.results.map((r) => ({ config: r.cfg.id, title: r.cfg.title, options: r.cfg.options, users: r.users, figures: r.figures, lag: r.lag, stats: r.stats, timeline: r.load.timeline })),
+    })),
   };
 }
 

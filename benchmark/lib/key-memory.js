@@ -42,7 +42,9 @@ function build(subject, keys) {
   if (lib === 'tiergate') {
     const { gatekeeper } = require(root);
     const limit = { name: 'm', by: 'ip', algorithm: kind, limit: HITS, windowMs: 60_000, maxKeys: 2 * keys };
-    const gk = gatekeeper({ trustProxy: 1, limits: [limit] });
+    // The limit alone: no ban rules (their strike table would hold nothing here anyway), and no
+    // shedding (a busy machine would refuse some requests, not what is measured).
+    const gk = gatekeeper({ trustProxy: 1, limits: [limit], bans: { rules: false }, shed: false });
     return { chain: [gk], native: () => nativeBytes(gk) };
   }
   if (lib === 'express-rate-limit') {
