@@ -17,13 +17,14 @@
 //    global limit only (before) against per-IP and per-/24 limits and bans (after). Writes
 //    benchmark/out/defense.svg (timeline) and defense.json.
 //
-//   node benchmark/defense.js [--quick] [--only cost,http,memory,crawl] [--runs 5] [--requests 100000]
+//   node benchmark/defense.js [--quick] [--breakdown] [--only cost,http,memory,crawl] [--runs 5] [--requests 100000]
 //        [--keys 100000] [--http-rounds N] [--memory-runs N] [--crawl-runs N] [--seconds 24]
 //        [--crawl 1.2] [--crawl-ips 100] [--subnet 0.2] [--legit 0.2] [--global 0.8]
 //        [--per-ip 10] [--per-subnet 30] [--work-ms 1.5]
 //   --runs N: rounds of 1a and 1b, runs of 2, repetitions of 3 (each overridable); every part reports
 //   the median and range over them. --crawl, --subnet, --legit, --global: multiples of the measured
 //   capacity C; --per-ip, --per-subnet: requests per 10 s. --quick: a short smoke run (~2 min).
+//   --breakdown: 1a also times the gatekeeper with one defense layer at a time (where the cost goes).
 //   The default run takes about 12 minutes (part 3: 5 x 3 configurations of 24 s).
 const fs = require('node:fs');
 const path = require('node:path');
@@ -43,7 +44,7 @@ const { printCrawlTable, crawlFigures, printCrawlTargets } = require('./lib/craw
 const PARTS = ['cost', 'http', 'memory', 'crawl'];
 
 function parseArgs(argv) {
-  const a = { quick: false, only: PARTS, runs: 5, requests: 100_000, keys: 100_000, httpRounds: null, memoryRuns: null, crawlRuns: null, httpSeconds: 2, workMs: 1.5, crawl: { ...DEFAULTS } };
+  const a = { quick: false, breakdown: false, only: PARTS, runs: 5, requests: 100_000, keys: 100_000, httpRounds: null, memoryRuns: null, crawlRuns: null, httpSeconds: 2, workMs: 1.5, crawl: { ...DEFAULTS } };
   const num = (i) => {
     const v = Number(argv[i]);
     if (!Number.isFinite(v) || v <= 0) throw new RangeError(`${argv[i - 1]} must be a positive number, got ${argv[i]}`);
@@ -57,6 +58,7 @@ function parseArgs(argv) {
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     if (k === '--quick') a.quick = true;
+    else if (k === '--breakdown') a.breakdown = true;
     else if (k === '--only') {
       a.only = argv[++i].split(',');
       for (const p of a.only) if (!PARTS.includes(p)) throw new RangeError(`--only: unknown part ${p} (parts: ${PARTS.join(', ')})`);
@@ -118,7 +120,7 @@ async function partCost(args, out) {
   console.log(`policy: deny list of ${POLICY.deny.length} CIDRs (IPv4 and IPv6); bans after ${POLICY.bans.strikes} refusals / ${POLICY.bans.strikeWindowMs / 1000} s for ${POLICY.bans.banMs / 1000} s; per IP ${POLICY.ip.limit} per ${POLICY.ip.windowMs / 1000} s; per user ${POLICY.user.capacity} (x tier: ${Object.entries(POLICY.tierScale).map(([t, s]) => `${t} ${s}`).join(', ')}); one trusted proxy hop`);
   console.log(`clients: ${c.addrs.length} addresses (1 in 16 IPv6) in X-Forwarded-For, ${c.users} users (x-user-id), tiers 10/30/60 by user, GET /api/items and /api/items/17 alternately`);
   const rows = [];
-  for (const comp of COMPOSITIONS) {
+  for (const comp of COMPOSITIONS.filter((x) => args.breakdown || !x.breakdown)) {
     let chain;
     try {
       if (comp.peer || comp.full) {
@@ -130,7 +132,7 @@ async function partCost(args, out) {
       console.log(`  ${comp.title}: could not run (${brief(err)})`);
       continue;
     }
-    rows.push({ comp, chain, ns: [], refused: 0 });
+    rows.push({ comp, chain, ns: [], wall: [], refused: 0 });
   }
   console.log(`policy check (tight numbers: deny, per-IP limit, ban outlasting the window, per-user quota): passed by ${rows.filter((r) => r.comp.peer || r.comp.full).map((r) => r.comp.id).join(', ') || 'none'}`);
   let offset = 0;
@@ -143,7 +145,8 @@ async function partCost(args, out) {
     for (const r of order) {
       const t = await timeChain(r.chain, pool, args.requests, offset);
       offset += args.requests;
-      r.ns.push(t.nsPerReq);
+      r.ns.push(t.cpuNsPerReq);
+      r.wall.push(t.nsPerReq);
       r.refused += t.refused;
     }
   }
@@ -153,15 +156,16 @@ async function partCost(args, out) {
   const above = (r) => r.ns.map((v, i) => v - floor.ns[i]);
   const full = byId('tiergate');
   const bare = byId('tiergate-bare');
-  console.log(`\n${pad('composition', 46)} ${lpad('ns/req: median [range]', 24)} ${lpad('above the harness', 24)} ${lpad('x tiergate full', 16)}`);
+  console.log(`\n${pad('composition', 50)} ${lpad('CPU ns/req: median [range]', 26)} ${lpad('above the harness', 22)} ${lpad('x tiergate full', 16)} ${lpad('wall ns/req', 12)}`);
   const table = [];
   for (const r of rows) {
     const a = above(r);
     const x = full ? a.map((v, i) => v / (full.ns[i] - floor.ns[i])) : null;
-    console.log(`${pad(r.comp.title, 46)} ${lpad(mr(r.ns), 24)} ${lpad(r.comp.id === 'floor' ? '—' : mr(a), 24)} ${lpad(x && r.comp.id !== 'floor' ? mr(x, f2) : '—', 16)}${r.refused ? `  !! ${r.refused} refused` : ''}`);
-    table.push({ id: r.comp.id, title: r.comp.title, nsPerReq: r.ns, aboveHarness: a, refused: r.refused });
+    console.log(`${pad(r.comp.title, 50)} ${lpad(mr(r.ns), 26)} ${lpad(r.comp.id === 'floor' ? '—' : mr(a), 22)} ${lpad(x && r.comp.id !== 'floor' ? mr(x, f2) : '—', 16)} ${lpad(f0(median(r.wall)), 12)}${r.refused ? `  !! ${r.refused} refused` : ''}`);
+    table.push({ id: r.comp.id, title: r.comp.title, cpuNsPerReq: r.ns, aboveHarness: a, wallNsPerReq: r.wall, refused: r.refused });
   }
-  console.log('(ns/req: wall time per request, one after another; "above the harness": minus the same round\'s empty list, i.e. the middleware alone)');
+  console.log('(CPU ns/req: this process\'s user+system CPU time per request, one request after another, so that time spent waiting for a CPU');
+  console.log(' on a shared machine is left out; "above the harness": minus the same round\'s empty list, i.e. the middleware alone; wall: the median)');
   console.log('\nTargets (per-round ratios of the middleware alone; median [range] over rounds):');
   if (full && bare) {
     const ratio = above(full).map((v, i) => v / above(bare)[i]);
@@ -194,7 +198,7 @@ async function partHttp(args, out) {
   const modulePath = path.join(__dirname, 'lib', 'defense-compositions.js');
   const rows = [];
   try {
-    for (const comp of COMPOSITIONS) {
+    for (const comp of COMPOSITIONS.filter((x) => !x.breakdown)) {
       try {
         const srv = await startServer({ framework: 'express', protection: { module: modulePath, export: 'expressRouter' }, options: { id: comp.id } });
         rows.push({ comp, srv, rps: [], cpu: [], non2xx: 0, errors: 0 });

@@ -101,7 +101,9 @@ const PER_TURN = 16;
 
 /**
  * Times `n` requests through `chain`, one after another, cycling through `pool` from `offset`,
- * PER_TURN per event-loop turn. Returns { nsPerReq, admitted, refused }.
+ * PER_TURN per event-loop turn. Returns { nsPerReq (wall time), cpuNsPerReq (this process's user +
+ * system CPU time, every thread: on a shared machine it leaves out the time the process waited for
+ * a CPU), admitted, refused }.
  */
 function timeChain(chain, pool, n, offset = 0) {
   return new Promise((resolve, reject) => {
@@ -109,6 +111,7 @@ function timeChain(chain, pool, n, offset = 0) {
     let admitted = 0;
     let refused = 0;
     let turnEnds = PER_TURN;
+    const c0 = process.cpuUsage();
     const t0 = performance.now();
     const step = () => {
       // Synchronous chains finish inside runOne: loop without growing the stack; asynchronous ones
@@ -134,7 +137,9 @@ function timeChain(chain, pool, n, offset = 0) {
         sync = false;
         if (!returned) return; // asynchronous: `done` will call step()
       }
-      resolve({ nsPerReq: ((performance.now() - t0) * 1e6) / n, admitted, refused });
+      const wallMs = performance.now() - t0;
+      const c = process.cpuUsage(c0);
+      resolve({ nsPerReq: (wallMs * 1e6) / n, cpuNsPerReq: ((c.user + c.system) * 1e3) / n, admitted, refused });
     };
     step();
   });

@@ -92,6 +92,24 @@ function tiergateTierUser(p = POLICY) {
   return [gatekeeper({ tiers: tiergateTiers(p, true), tierHeader: p.tierHeader, trustTierHeader: true, key: { header: p.userHeader }, trustProxy: p.trustProxyHops })];
 }
 
+/**
+ * One layer at a time on top of the tier and the per-user bucket (--breakdown): where the full
+ * chain's cost goes. `bans: { rules: false }` where bans are not the layer (without it, any defense
+ * option brings the default rules, whose probe rule watches every response).
+ */
+function tiergateLayer(layer) {
+  return (p = POLICY) => {
+    const { gatekeeper } = require(root);
+    const full = fullOptions(p);
+    const o = { tiers: full.tiers, tierHeader: full.tierHeader, trustTierHeader: true, key: full.key, trustProxy: full.trustProxy, bans: { rules: false } };
+    if (layer === 'deny') o.deny = full.deny;
+    else if (layer === 'bans') o.bans = full.bans;
+    else if (layer === 'fixed-window') o.limits = [{ ...full.limits[0], algorithm: 'fixed-window' }];
+    else o.limits = full.limits;
+    return [gatekeeper(o)];
+  };
+}
+
 /** `gatekeeper()`: its defaults, nothing configured. */
 function tiergateBare() {
   const { gatekeeper } = require(root);
@@ -194,6 +212,10 @@ const COMPOSITIONS = [
   { id: 'tiergate-tier-user', title: 'tiergate: tier + user bucket only', build: tiergateTierUser },
   { id: 'tiergate', title: 'tiergate: the full chain', build: tiergateFull, full: true },
   { id: 'tiergate-default-bans', title: 'tiergate: the full chain, default ban rules', build: tiergateDefaultBans },
+  { id: 'layer-deny', title: 'tiergate: tier + user + deny list only', build: tiergateLayer('deny'), breakdown: true },
+  { id: 'layer-bans', title: 'tiergate: tier + user + ban rule only', build: tiergateLayer('bans'), breakdown: true },
+  { id: 'layer-sliding', title: 'tiergate: tier + user + per-IP sliding window only', build: tiergateLayer('sliding-window'), breakdown: true },
+  { id: 'layer-fixed', title: 'tiergate: tier + user + per-IP fixed window only', build: tiergateLayer('fixed-window'), breakdown: true },
   { id: 'erl', title: 'express-rate-limit x2 + BlockList + ban Map', build: erlChain, peer: true },
   { id: 'rlf', title: 'rate-limiter-flexible + black/white wrapper', build: rlfChain, peer: true },
 ];
