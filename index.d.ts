@@ -2,4 +2,5 @@
 export * from './lib/ledger';
 export * from './lib/lag';
 export * from './lib/gatekeeper';
+export * from './lib/defense';
 export * from './lib/queue';

@@ -25,6 +25,15 @@ const CASES = [
   ['mintTierToken: a short secret', () => t.mintTierToken('short', 'a', { ttlSec: 1 }), RangeError, 'ERR_TIERGATE_INVALID_ARGUMENT', /secret must be at least 16 bytes/],
   ['Ledger.tryConsume: a negative cost (native)', () => new t.Ledger({ tiers: [tier()] }).tryConsume('a', undefined, -1), RangeError, 'ERR_TIERGATE_INVALID_ARGUMENT', /cost must be a finite number >= 0/],
   ['Ledger.tryConsume: a key that is not a string (native)', () => new t.Ledger({ tiers: [tier()] }).tryConsume('a', 5), TypeError, 'ERR_TIERGATE_INVALID_ARGUMENT', /key must be a string or undefined/],
+  ['gatekeeper: a bad limit number (native)', () => t.gatekeeper({ shed: false, limits: [{ name: 'l', limit: NaN, windowMs: 1 }] }), RangeError, 'ERR_TIERGATE_INVALID_OPTION', /options\.limits\[0\]\.limit must be an integer from 1 to 4294967295 \(got NaN\)/],
+  ['gatekeeper: a bad deny entry (native)', () => t.gatekeeper({ shed: false, deny: ['10.0.0.1/8'] }), RangeError, 'ERR_TIERGATE_INVALID_OPTION', /options\.deny\[0\]/],
+  ['gatekeeper: an unknown limit option', () => t.gatekeeper({ shed: false, limits: [{ name: 'l', limit: 1, windowMs: 1, per: 1 }] }), TypeError, 'ERR_TIERGATE_UNKNOWN_OPTION', /limits\[0\] has an unknown option "per"/],
+  ['defense.bans.add: a bad target', () => t.gatekeeper({ shed: false, deny: [] }).defense.bans.add('x'), RangeError, 'ERR_TIERGATE_INVALID_ARGUMENT', /bans\.add/],
+  ['defense.bans.add: a full table of permanent bans', () => {
+    const d = t.gatekeeper({ shed: false, bans: { maxBans: 1 } }).defense;
+    d.bans.add('192.0.2.1');
+    d.bans.add('192.0.2.2');
+  }, RangeError, 'ERR_TIERGATE_BAN_TABLE_FULL', /full of permanent bans/],
   ['injectHealth: NaN', () => t.gatekeeper({ shed: false }).injectHealth({ lagMs: NaN }), RangeError, 'ERR_TIERGATE_INVALID_ARGUMENT', /injectHealth: lagMs/],
 ];
 

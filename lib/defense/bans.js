@@ -21,6 +21,18 @@ const ADD_FIELDS = new Set(['durationMs', 'reason']);
 const LIST_FIELDS = new Set(['allow', 'deny']);
 const RECORD_FIELDS = new Set(['target', 'cidr', 'reason', 'source', 'offense', 'since', 'until']);
 
+/** A ban as the API gives it: `until` null for a permanent ban (natively: absent). */
+function banOut(b) {
+  if (b.until === undefined) b.until = null;
+  return b;
+}
+
+/** Events as the API gives them. */
+function eventsOut(events) {
+  for (const e of events) banOut(e.ban);
+  return events;
+}
+
 /** Native argument errors (InvalidArg) as RangeErrors with the argument code. */
 function call(fn, at) {
   try {
@@ -45,7 +57,8 @@ class BanEvents {
   }
 
   publish(events) {
-    for (const e of events) {
+    if (events.length === 0) return;
+    for (const e of eventsOut(events)) {
       if (this.onBan !== null) {
         try {
           this.onBan(e);
@@ -81,12 +94,13 @@ class Bans {
 
   /** The live bans. */
   list() {
-    return this.#handle.list();
+    return this.#handle.list().map(banOut);
   }
 
   /** The live ban on an address (keyed as requests are: IPv6 by its prefix) or a CIDR prefix, or null. */
   get(target) {
-    return call(() => this.#handle.get(targetArg(target, 'bans.get'))) || null;
+    const b = call(() => this.#handle.get(targetArg(target, 'bans.get')), 'bans.get');
+    return b === undefined || b === null ? null : banOut(b);
   }
 
   /**
@@ -127,7 +141,7 @@ class Bans {
 
   /** The live bans as records (Unix ms) to persist or share. */
   export() {
-    return this.#handle.export();
+    return this.#handle.export().map(banOut);
   }
 
   /** Adds exported records (the longer ban wins); `{ applied, skipped, refused }`. */

@@ -11,7 +11,7 @@ const native = require('../native');
 const { routedPath } = require('../adapters/routing');
 const { matchPath } = require('../adapters/route-rules');
 const { isGone } = require('../adapters');
-const { keyArg } = require('./keys');
+const { keyArg, UNUSABLE } = require('./keys');
 const { LimitHeaders } = require('./headers');
 const { DefenseResponder } = require('./respond');
 const { Shaper } = require('./shaper');
@@ -35,6 +35,9 @@ function onFinish() {
   const d = this[PROBE_DEFENSE];
   if (d.probeStatuses.has(this.statusCode)) d.reportProbe(this[PROBE_IP]);
 }
+
+/** check()'s answer for an allow-listed or skipped request when `exemptSkipsShedding` is set: serve it. */
+const EXEMPT = Object.freeze({ exempt: true });
 
 /** `req.rateLimit`: the tightest limit that applied (as express-rate-limit's). */
 class RateLimitInfo {
@@ -126,6 +129,7 @@ class Defense {
     this.#trustProxy = ctx.trustProxy;
     this.#warn = ctx.warn;
     this.probeStatuses = o.bans.probeStatuses;
+    this.exemptSkipsShedding = o.exemptSkipsShedding;
     this.#events = new BanEvents(this.#handle, o.onBan, ctx.warn);
     const shapers = o.limits.filter((l) => l.shaper);
     this.#shaper = shapers.length ? new Shaper(shapers.reduce((a, l) => a + l.maxQueued, 0)) : null;
@@ -134,15 +138,16 @@ class Defense {
     this.bans = new Bans(this.#handle, this.#events);
   }
 
-  #warnOnce(name, v) {
+  #warnOnce(name) {
     if (this.#warned.has(name)) return;
     this.#warned.add(name);
-    this.#warn(name, new TypeError(`returned ${typeName(v)} ${JSON.stringify(String(v))}, which is not usable (see docs/defense.md)`));
+    this.#warn(name, new TypeError('returned a value that is not usable (see docs/defense.md); counting by the client address / a cost of 1'));
   }
 
   /**
    * The defense's decision for one request: null to go on, `{ verdict, info, rejection }` to refuse,
-   * or a Promise of either (a shaper's delay). `tier`: its id, or -1 when unknown; `ip`: the client
+   * `EXEMPT` (`.exempt`) to serve it without the tier pool and shedding, or a Promise of null or a
+   * refusal (a shaper's delay). `tier`: its id, or -1 when unknown; `ip`: the client
    * address as clientIp() gives it.
    */
   check(req, res, tier, ip) {
@@ -157,7 +162,15 @@ class Defense {
         if (path === undefined) path = routedPath(req.originalUrl || req.url, this.#routing);
         applies = path !== null && matchPath(l.routes, req.method, path, this.#folded) >= 0;
       }
-      args[ARGS + i] = applies ? keyArg(l.by, req, (v) => this.#warnOnce(`limits[${i}].by`, v)) : undefined;
+      let k;
+      if (applies) {
+        k = keyArg(l.by, req);
+        if (k === UNUSABLE) {
+          this.#warnOnce(`limits[${i}].by`);
+          k = true;
+        }
+      }
+      args[ARGS + i] = k;
       if (costs !== null) costs[i] = applies ? this.#costOf(l, req, i) : 0;
     }
     let flags = 0;
@@ -181,7 +194,7 @@ class Defense {
       if (delay > 0) return this.#delay(delay, res);
       return null;
     }
-    if (verdict === V.EXEMPT) return null;
+    if (verdict === V.EXEMPT) return this.exemptSkipsShedding ? EXEMPT : null;
     return this.#refusal(verdict, req, ip);
   }
 
@@ -195,7 +208,7 @@ class Defense {
       return 1;
     }
     if (Number.isInteger(v) && v >= 0 && v <= 0xffffffff) return v;
-    this.#warnOnce(`limits[${i}].cost`, v);
+    this.#warnOnce(`limits[${i}].cost`);
     return 1;
   }
 
@@ -245,7 +258,7 @@ class Defense {
   #delay(delayMs, res) {
     const p = this.#shaper === null ? null : this.#shaper.delay(delayMs);
     if (p === null) {
-      const info = { verdict: 'shaper-full', status: 503, limit: null, retryAfterMs: delayMs };
+      const info = { verdict: 'shaper-full', status: 503, limitName: null, retryAfterMs: delayMs };
       return { verdict: 'shaper-full', info, rejection: this.#responder.shaperFull(delayMs) };
     }
     return p.then(() => (isGone(res) ? { verdict: 'gone', info: null, rejection: this.#responder.shaperFull(0) } : null));
@@ -254,7 +267,7 @@ class Defense {
   #refusal(verdict, req, ip) {
     const r = this.#r;
     const name = VERDICT_NAMES[verdict];
-    const info = { verdict: name, status: VERDICT_STATUS[verdict], key: ip, limit: null, retryAfterMs: 0, banned: null };
+    const info = { verdict: name, status: VERDICT_STATUS[verdict], key: ip, limitName: null, retryAfterMs: 0, banned: null };
     let rejection;
     if (verdict === V.DENY_LISTED) rejection = this.#responder.denyListed();
     else if (verdict === V.BANNED) {
@@ -265,7 +278,8 @@ class Defense {
     } else if (verdict === V.RATE_LIMITED) {
       const evaluated = r[R.EVALUATED];
       const t = this.#tightest(evaluated);
-      info.limit = this.policies[t].name;
+      info.limitName = this.policies[t].name;
+      info.limit = this.policies[t].quota;
       info.retryAfterMs = r[R.RETRY_AFTER_MS];
       info.remaining = this.#remainingOf(t);
       info.resetMs = this.#resetOf(t);

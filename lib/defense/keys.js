@@ -36,11 +36,15 @@ function compileBy(by, at, ipPrefixes) {
   };
 }
 
+/** Marks a function's result that is neither a usable key nor undefined/null (for a warning). */
+const UNUSABLE = Symbol('tiergate.unusableKey');
+
 /**
  * The `defend` argument for one limit's key: `true` (the client address, masked natively) or the
- * string. `warn` reports a function that returned something unusable (once per limit, by the caller).
+ * string; UNUSABLE when a function returned something that is not a key (the caller warns once and
+ * counts by the address).
  */
-function keyArg(by, req, warn) {
+function keyArg(by, req) {
   if (by.kind === 'ip') return true;
   if (by.kind === 'header') {
     const v = usableKey(req.headers[by.header]);
@@ -49,8 +53,8 @@ function keyArg(by, req, warn) {
   let v = by.fn(req);
   if (typeof v === 'number' && Number.isFinite(v)) v = String(v);
   const k = usableKey(v);
-  if (k === undefined && v !== undefined && v !== null) warn(v);
-  return k === undefined ? true : k;
+  if (k !== undefined) return k;
+  return v === undefined || v === null ? true : UNUSABLE;
 }
 
-module.exports = { compileBy, keyArg };
+module.exports = { compileBy, keyArg, UNUSABLE };

@@ -5,7 +5,7 @@
 // messages that name the option the same way (`limits[0].windowMs`). Defaults come from the native
 // side (`defenseConstants().banDefaults`), declared once.
 const native = require('../native');
-const { typeName, isObject, onlyKnown, finite, optionalFn } = require('../options');
+const { typeName, isObject, onlyKnown, finite, optionalFn, boolean } = require('../options');
 const { compileScope, compileMethods } = require('../adapters/route-rules');
 const { compileBy } = require('./keys');
 const { secretBuffer } = require('../gatekeeper/tier-header');
@@ -13,7 +13,7 @@ const { secretBuffer } = require('../gatekeeper/tier-header');
 const { banDefaults: BAN_DEFAULTS, algorithms: ALGORITHMS, strikeKinds: STRIKE_KINDS, maxLimits: MAX_LIMITS } = native.defenseConstants();
 
 /** The gatekeeper options this file reads. */
-const DEFENSE_OPTIONS = ['limits', 'allow', 'deny', 'bans', 'challenge', 'skip', 'onBan'];
+const DEFENSE_OPTIONS = ['limits', 'allow', 'deny', 'bans', 'challenge', 'skip', 'onBan', 'exemptSkipsShedding'];
 
 const LIMIT_FIELDS = new Set(['name', 'algorithm', 'limit', 'windowMs', 'burst', 'maxDelayMs', 'maxKeys', 'by', 'routes', 'methods', 'tiers', 'cost', 'maxQueued']);
 const BAN_FIELDS = new Set(['rules', 'escalation', 'maxBans', 'maxTracked', 'probeStatuses']);
@@ -197,6 +197,7 @@ function compileDefense(options, tierIds, ipPrefixes) {
     challenge,
     skip: optionalFn(options.skip, 'gatekeeper: options.skip'),
     onBan: optionalFn(options.onBan, 'gatekeeper: options.onBan'),
+    exemptSkipsShedding: options.exemptSkipsShedding === undefined ? false : boolean(options.exemptSkipsShedding, 'gatekeeper: options.exemptSkipsShedding'),
     ipPrefixes,
   };
 }

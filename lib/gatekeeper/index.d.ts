@@ -1,4 +1,5 @@
 /// <reference types="node" />
+import type { Defense, DefenseOptions, DefenseVerdict } from '../defense';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Ledger, PerKeyOptions, TierOptions } from '../ledger';
 
@@ -73,11 +74,15 @@ export type TierSource =
 
 /** What hooks, `respond` and the 'tiergate:decision' diagnostics channel receive. */
 export interface DecisionInfo {
-  verdict: Verdict;
+  verdict: Verdict | DefenseVerdict;
   /** 200 for an admit, else the status of the rejection. */
   status: number;
+  /** On a defense refusal, the tier as far as it was known (the default tier if the header was not read). */
   tier: string;
   tierSource: TierSource;
+  /** The refusing named limit (verdict 'rate-limited' from a named limit). */
+  limitName?: string | null;
+  banned?: { byCidr: boolean; permanent: boolean } | null;
   /** The per-key identity used (user id, or the client IP before normalisation), if any. */
   key: string | undefined;
   remaining: number;
@@ -107,7 +112,7 @@ export interface RespondResult {
   body?: string | Uint8Array | object | null;
 }
 
-export interface GatekeeperOptions {
+export interface GatekeeperOptions extends DefenseOptions {
   /** Tiers, highest priority first. Default: critical (protected), standard, background, with no rate cap (10^9/s each). */
   tiers?: TierOptions[];
   /** Use this ledger (e.g. `Ledger.shared(...)`) instead of building one from `tiers`. */
@@ -138,7 +143,7 @@ export interface GatekeeperOptions {
   /** The shed controller, or false for no load shedding (quotas only). */
   shed?: ShedOptions | false;
   /** Rate-limit fields on 429s. Default 'draft'. */
-  rateLimitHeaders?: 'draft' | 'legacy' | 'both' | false;
+  rateLimitHeaders?: 'draft' | 'draft-6' | 'draft-7' | 'draft-8' | 'legacy' | 'both' | false;
   /** Also send the rate-limit fields on admitted responses that have a per-key quota. Default false. */
   rateLimitHeadersOnSuccess?: boolean;
   /** Retry-After of a 503 is drawn uniformly from [minSec, maxSec]. Default 1..3. */
@@ -200,8 +205,10 @@ export declare class Gatekeeper {
   constructor(options?: GatekeeperOptions);
   readonly tiers: readonly string[];
   readonly ledger: Ledger;
-  /** The guard contract: null to proceed, or the rejection to send. */
-  admit(req: IncomingMessage, res: ServerResponse): Rejection | null;
+  /** The abuse defense, or null without any of its options. */
+  readonly defense: Defense | null;
+  /** The guard contract: null to proceed, or the rejection to send (a promise of either while a shaper delays). */
+  admit(req: IncomingMessage, res: ServerResponse): Rejection | null | Promise<Rejection | null>;
   stats(): GatekeeperStats;
   resetStats(): void;
   injectHealth(health: InjectedHealth): void;
@@ -211,6 +218,7 @@ export declare class Gatekeeper {
 
 export interface GateControls {
   readonly gatekeeper: Gatekeeper;
+  readonly defense: Defense | null;
   readonly ledger: Ledger;
   readonly tiers: readonly string[];
   stats(): GatekeeperStats;

@@ -50,8 +50,9 @@ const DEFAULT_TIERS = Object.freeze([
 const OPTIONS = new Set([
   'tiers', 'ledger', 'perKey', 'tierHeader', 'trustTierHeader', 'tierSecret', 'routes', 'classify', 'defaultTier',
   'key', 'trustProxy', 'ipv4Prefix', 'ipv6Prefix', 'cost', 'shed', 'rateLimitHeaders', 'rateLimitHeadersOnSuccess',
-  'retryAfter', 'respond', 'onDecision', 'onShed', 'onReject', ...DEFENSE_OPTIONS,
+  'retryAfter', 'respond', 'onDecision', 'onShed', 'onReject',
 ]);
+for (const k of DEFENSE_OPTIONS) OPTIONS.add(k); // lib/defense/options.js reads them
 const SHED_FIELDS = new Set(Object.keys(SHED_DEFAULTS));
 const HEALTH_NUMBERS = ['lagMs', 'ewmaLagMs', 'p99LagMs', 'elu', 'heapUsed', 'heapLimit'];
 const HEALTH_FIELDS = new Set([...HEALTH_NUMBERS, 'stalled']);
@@ -333,8 +334,9 @@ class Gatekeeper {
       const ip = clientIp(req, o.trustProxy, truncated);
       const out = this.#defense.check(req, res, tier, ip);
       if (out !== null) {
-        if (typeof out.then !== 'function') return this.#refusedByDefense(out, req, tier);
-        return out.then((v) => (v === null ? this.#gate(req, res, tier, given, header, truncated, ip) : this.#refusedByDefense(v, req, tier)));
+        if (out.exempt === true) return null; // allow-listed or skipped, and exemptSkipsShedding
+        if (typeof out.then !== 'function') return this.#refusedByDefense(out, req, tier, given);
+        return out.then((v) => (v === null ? this.#gate(req, res, tier, given, header, truncated, ip) : this.#refusedByDefense(v, req, tier, given)));
       }
       return this.#gate(req, res, tier, given, header, truncated, ip);
     }
@@ -397,59 +399,24 @@ class Gatekeeper {
     if (verdict === VERDICT.RATE_LIMITED) rejection = this.#responder.rateLimited(tier, r[R.REMAINING], r[R.LIMIT], r[R.RETRY_AFTER_MS], r[R.RESET_MS]);
     else if (verdict === VERDICT.TIER_FULL) rejection = this.#responder.tierFull(tier, r[R.RETRY_AFTER_MS]);
     else rejection = this.#responder.shed(tier);
-    if (o.respond !== null) {
-      let custom;
-      try {
-        custom = o.respond(info, req, rejection);
-      } catch (err) {
-        this.#warnHook('respond', err);
-      }
-      const replaced = this.#custom(custom);
-      if (replaced !== null) rejection = replaced;
-    }
+    if (o.respond !== null) rejection = this.#respond(info, req, rejection);
     this.#emit(info, req, this.#hookFor(verdict));
     return rejection;
   }
 
-  // A refusal by the defense layers: the hooks and the channel see it as any refusal.
-  #refusedByDefense(out, req, tier) {
-    const o = this.#o;
-    let rejection = out.rejection;
-    const hook = o.onReject;
-    if (out.info === null) return rejection;
-    const needInfo = o.onDecision !== null || hook !== null || o.respond !== null || decisionChannel.hasSubscribers;
-    if (!needInfo) return rejection;
-    const info = out.info;
-    info.tier = tier >= 0 ? o.names[tier] : null;
-    if (o.respond !== null && out.verdict !== 'challenged') {
-      let custom;
-      try {
-        custom = o.respond(info, req, rejection);
-      } catch (err) {
-        this.#warnHook('respond', err);
-      }
-      const replaced = this.#custom(custom);
-      if (replaced !== null) rejection = replaced;
+  // options.respond's answer in place of `rejection`, when it gives a valid one.
+  #respond(info, req, rejection) {
+    let custom;
+    try {
+      custom = this.#o.respond(info, req, rejection);
+    } catch (err) {
+      this.#warnHook('respond', err);
     }
-    if (o.onDecision !== null) this.#call('onDecision', o.onDecision, info, req);
-    if (hook !== null) this.#call('onReject', hook, info, req);
-    if (decisionChannel.hasSubscribers) decisionChannel.publish(info);
-    return rejection;
-  }
-
-  // onShed reports overload sheds (the loop's health refused the request); onReject reports quota
-  // refusals: the key's (429) and the tier's budget (tier-full, 503), which happen on a healthy loop.
-  #hookFor(verdict) {
-    return verdict === VERDICT.SHED ? this.#o.onShed : this.#o.onReject;
-  }
-
-  // respond()'s return value as a rejection, or null to keep the default (warned when unusable).
-  #custom(custom) {
-    if (custom === undefined || custom === null) return null;
+    if (custom === undefined || custom === null) return rejection;
     // node:http throws on a status outside 100..999 inside the adapter, off any try; 100..599 are HTTP's.
     if (typeof custom !== 'object' || !Number.isInteger(custom.status) || custom.status < 100 || custom.status > 599) {
       this.#warnHook('respond', new TypeError('must return { status: 100..599, headers?, body? } or undefined'));
-      return null;
+      return rejection;
     }
     let body = custom.body === undefined || custom.body === null ? '' : custom.body;
     const headers = { ...(custom.headers || {}) };
@@ -458,6 +425,31 @@ class Gatekeeper {
       if (!Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
     }
     return { status: custom.status, headers, body };
+  }
+
+  // onShed reports overload sheds (the loop's health refused the request); onReject reports quota
+  // refusals: the key's (429) and the tier's budget (tier-full, 503), which happen on a healthy loop.
+  #hookFor(verdict) {
+    return verdict === VERDICT.SHED ? this.#o.onShed : this.#o.onReject;
+  }
+
+  // A refusal by the defense layers: the hooks and the channel see it as any refusal.
+  #refusedByDefense(out, req, tier, given) {
+    const o = this.#o;
+    let rejection = out.rejection;
+    const hook = o.onReject;
+    if (out.info === null) return rejection;
+    const needInfo = o.onDecision !== null || hook !== null || o.respond !== null || decisionChannel.hasSubscribers;
+    if (!needInfo) return rejection;
+    const info = out.info;
+    // The tier as far as known: a refused request's tier header is not read (the default tier then).
+    info.tier = o.names[tier >= 0 ? tier : o.defaultTier];
+    info.tierSource = tier >= 0 && given !== null ? given : 'default';
+    if (o.respond !== null && out.verdict !== 'challenged') rejection = this.#respond(info, req, rejection);
+    if (o.onDecision !== null) this.#call('onDecision', o.onDecision, info, req);
+    if (hook !== null) this.#call('onReject', hook, info, req);
+    if (decisionChannel.hasSubscribers) decisionChannel.publish(info);
+    return rejection;
   }
 
   #emit(info, req, hook) {

@@ -57,10 +57,11 @@ class Responder {
   /**
    * @param {string[]} tierNames
    * @param {Array<{capacity:number, refillPerSec:number}|null>} perKey per tier (null: no per-key quota)
-   * @param {{ headers: 'draft'|'legacy'|'both'|false, retryMinSec: number, retryMaxSec: number }} opts
+   * @param {{ headers: 'draft'|'draft-6'|'draft-7'|'draft-8'|'legacy'|'both'|false, retryMinSec: number, retryMaxSec: number }} opts
    */
   constructor(tierNames, perKey, opts) {
-    this.draft = opts.headers === 'draft' || opts.headers === 'both';
+    // Every draft-* value: the tier quota keeps its named form (the named limits follow each draft: lib/defense/headers.js).
+    this.draft = opts.headers === 'both' || (typeof opts.headers === 'string' && opts.headers.startsWith('draft'));
     this.legacy = opts.headers === 'legacy' || opts.headers === 'both';
     this.retryMinSec = opts.retryMinSec;
     this.retrySpan = opts.retryMaxSec - opts.retryMinSec + 1;

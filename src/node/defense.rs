@@ -20,7 +20,7 @@ use crate::core::defense::{
 use crate::core::gate::IP_KEY_TAG;
 use crate::core::limit::{AlgorithmKind, LimitSet, LimitSpec, MAX_LIMITS, NEVER};
 use crate::core::names::named_enum;
-use crate::core::net::ipkey::{ip_key, parse_ip, IpKeyBuf, IpKeyConfig};
+use crate::core::net::ipkey::{client_addr, ip_bin_key, ip_key, ip_key_of, parse_ip, IpKeyBuf, IpKeyConfig, BIN_KEY_LEN};
 use crate::node::gate::{invalid, read_bounded};
 use crate::node::ledger::MAX_KEY_BYTES;
 use crate::node::raw;
@@ -211,10 +211,13 @@ pub struct DefenseHandle {
     shared: Arc<Shared>,
 }
 
+fn unix_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The monotonic clock the table runs on and the wall clock records use, read together.
 fn now_pair() -> (u64, u64) {
-    let ns = MonotonicClock.now_ns();
-    let ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
-    (ns, ms)
+    (MonotonicClock.now_ns(), unix_ms())
 }
 
 fn prefixes(v4: u32, v6: u32, at: &str) -> Result<IpKeyConfig> {
@@ -617,11 +620,13 @@ unsafe fn defend_unguarded(env: sys::napi_env, info: sys::napi_callback_info) ->
         Some(f) if (0.0..256.0).contains(&f) && f.fract() == 0.0 => f as i32,
         _ => return raw::throw_type_error(env, "defend: flags must be an integer 0..255"),
     };
-    let mut ipbuf = [0u8; MAX_IP_INPUT];
-    let Some(iplen) = read_bounded(env, argv[1], &mut ipbuf) else {
+    let mut ipbuf = [0u8; 256];
+    let mut ipheap = Vec::new();
+    let Some(ip_in) = raw::get_key(env, argv[1], &mut ipbuf, &mut ipheap) else {
         return raw::throw_type_error(env, "defend: ip must be a string");
     };
-    let ip_in = &ipbuf[..iplen];
+    // Longer is not an address (`ipkey::MAX_INPUT_LEN`): cut, it still parses as none.
+    let ip_in = &ip_in[..ip_in.len().min(MAX_IP_INPUT)];
     // One cost for every limit, or a Float64Array of one per limit.
     let mut costs = [0u32; MAX_LIMITS];
     let ncosts = match raw::get_f64(env, argv[3]) {
@@ -645,19 +650,20 @@ unsafe fn defend_unguarded(env: sys::napi_env, info: sys::napi_callback_info) ->
             _ => return raw::throw_type_error(env, "defend: cost must be a number or a Float64Array of one cost per limit"),
         },
     };
-    let ip = parse_ip(ip_in);
+    // Parsed once: the lists, the ban key and every limit's address key come from this.
+    let ip = client_addr(ip_in);
     let mut bkbuf = IpKeyBuf::default();
-    let ban_key = ip_key(ip_in, &s.ban_ip, &mut bkbuf);
+    let ban_key = ip_key_of(ip, &s.ban_ip, &mut bkbuf);
     let out = &mut *bound.out.get();
     let sc = &mut *bound.scratch.get();
-    let (now_ns, now_ms) = now_pair();
+    let now_ns = MonotonicClock.now_ns();
 
     // A pass first: a valid one clears the key's strikes, so the challenge below lets it on.
     out[R::Pass as usize] = 0.0;
     if raw::type_of(env, argv[2]) == sys::ValueType::napi_string {
         let mut pbuf = [0u8; MAX_PASS_LEN + 8];
         let code = match (&s.signer, read_bounded(env, argv[2], &mut pbuf)) {
-            (Some(signer), Some(len)) if len <= MAX_PASS_LEN => match s.defense.honour_pass(signer, &pbuf[..len], ban_key, now_ns, now_ms) {
+            (Some(signer), Some(len)) if len <= MAX_PASS_LEN => match s.defense.honour_pass(signer, &pbuf[..len], ban_key, now_ns, unix_ms()) {
                 Ok(_) => 1.0,
                 Err(e) => 2.0 + f64::from(e as u8),
             },
@@ -676,11 +682,11 @@ unsafe fn defend_unguarded(env: sys::napi_env, info: sys::napi_callback_info) ->
         match raw::type_of(env, v) {
             sys::ValueType::napi_undefined | sys::ValueType::napi_null => {}
             sys::ValueType::napi_boolean => {
-                let start = sc.keys.len();
-                let mut kb = IpKeyBuf::default();
-                sc.keys.push(IP_KEY_TAG);
-                sc.keys.extend_from_slice(ip_key(ip_in, &s.ip_cfgs[i], &mut kb));
-                *span = Some((start, sc.keys.len() - start));
+                // Tagged binary (no one reads a limit's keys back): never equal to a given key's UTF-8.
+                let mut kb = [0u8; BIN_KEY_LEN];
+                let len = ip_bin_key(ip, &s.ip_cfgs[i], IP_KEY_TAG, &mut kb);
+                *span = Some((sc.keys.len(), len));
+                sc.keys.extend_from_slice(&kb[..len]);
             }
             _ => match raw::get_key(env, v, &mut kstack, &mut kheap) {
                 Some(k) if k.len() <= MAX_KEY_BYTES => {
@@ -715,9 +721,12 @@ unsafe fn defend_unguarded(env: sys::napi_env, info: sys::napi_callback_info) ->
     out[R::BanLeftMs as usize] = left;
     out[R::ByCidr as usize] = f64::from(u8::from(by_cidr));
     out[R::Evaluated as usize] = f64::from(d.evaluated);
-    for (i, c) in d.iter() {
-        out[FIXED + 2 * i] = c.remaining as f64;
-        out[FIXED + 2 * i + 1] = ms(c.reset_ns);
+    let mut bits = d.evaluated;
+    while bits != 0 {
+        let i = bits.trailing_zeros() as usize;
+        bits &= bits - 1;
+        out[FIXED + 2 * i] = d.checks[i].remaining as f64;
+        out[FIXED + 2 * i + 1] = ms(d.checks[i].reset_ns);
     }
     if !sc.events.is_empty() {
         let mut p = s.pending.lock();

@@ -30,5 +30,5 @@ pub use lists::{Access, AccessLists};
 pub use crate::core::token::pass::{PassError, PassSigner, MAX_PASS_LEN, MIN_SECRET_LEN};
 pub use persist::{BanRecord, ImportReport};
 pub use rules::{BanConfig, BanSpec, Escalation, EscalationSpec, StrikeKind, StrikeRule, StrikeRuleSpec, MAX_THRESHOLD};
-pub use table::{BanTable, BanTableFull};
+pub use table::{BanTable, BanTableFull, MAX_PERMANENT_SHARE};
 pub use trie::{PrefixTrie, TrieBuilder};

@@ -66,7 +66,9 @@ impl BanTable {
             let ban = Ban { target: r.target.clone(), reason: r.reason.as_str().into(), since_ns, until_ns, offense: r.offense, source: r.source };
             let before = events.len();
             let mut st = self.state.lock();
-            let result = st.upsert(ban, self.cfg.max_bans, now_ns, events);
+            // Records carry whole milliseconds and each side's clock pair is read at its own instant:
+            // an end up to 2 ms later is the same ban, not a longer one to report (and echo back).
+            let result = st.upsert(ban, self.cfg.max_bans, now_ns, 2 * NS_PER_MS, events);
             self.note_len(&st);
             drop(st);
             match result {

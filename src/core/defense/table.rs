@@ -7,6 +7,10 @@
 //!   to its end (it loses the least ban time; with equal durations that is the oldest). A permanent ban
 //!   is never dropped to make room: when only permanent bans remain, a new ban is refused, counted
 //!   (`BanStats::refused`) and reported (`BanEventKind::Refused`).
+//! - Rules make at most `MAX_PERMANENT_SHARE` of `max_bans` permanent: past that, a rule's permanent
+//!   ban is given as the longest temporary one (`maxBanMs`) instead. Otherwise a botnet that keeps
+//!   earning bans could fill the table with permanent ones, after which no new ban could be added at
+//!   all. Operators' permanent bans are theirs to make and are not capped.
 //! - Expiry needs no timer: a lookup ignores an expired ban, and every change (and `sweep`, which
 //!   the binding may call from a timer to publish `Expired` events) removes the expired ones.
 //! - Every change is returned as events (`events: &mut Vec<BanEvent>`), for the binding to publish.
@@ -27,6 +31,9 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+
+/// The share of `max_bans` that rule bans may fill with permanent ones (module notes).
+pub const MAX_PERMANENT_SHARE: f64 = 0.5;
 
 /// A ban was not added: the table is at `max_bans` and every ban in it is permanent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -138,16 +145,16 @@ impl BanState {
         }
     }
 
-    /// Adds `ban`, or lengthens the ban already on its target (the longer end wins; permanent is
-    /// longest). See the module notes for what happens at the cap.
-    pub(super) fn upsert(&mut self, ban: Ban, max: usize, now_ns: u64, events: &mut Vec<BanEvent>) -> Result<(), BanTableFull> {
+    /// Adds `ban`, or lengthens the ban already on its target (the longer end wins, by more than
+    /// `slack_ns`; permanent is longest). See the module notes for what happens at the cap.
+    pub(super) fn upsert(&mut self, ban: Ban, max: usize, now_ns: u64, slack_ns: u64, events: &mut Vec<BanEvent>) -> Result<(), BanTableFull> {
         self.sweep(now_ns, events);
         if let Some(id) = self.find(&ban.target) {
             let old = self.ban(id).until_ns;
             let longer = match (old, ban.until_ns) {
                 (None, _) => false,
                 (Some(_), None) => true,
-                (Some(a), Some(b)) => b > a,
+                (Some(a), Some(b)) => b > a.saturating_add(slack_ns),
             };
             if !longer {
                 return Ok(());
@@ -277,9 +284,13 @@ impl BanTable {
         let fired = self.strikes.record(key, kind, now_ns)?;
         let rule = &self.strikes.rules()[fired.rule];
         let mut st = self.state.lock();
-        let until_ns = self.cfg.escalation.duration_ns(rule.ban_ns, fired.offense, &mut st.rng).map(|d| now_ns.saturating_add(d));
+        let mut until_ns = self.cfg.escalation.duration_ns(rule.ban_ns, fired.offense, &mut st.rng).map(|d| now_ns.saturating_add(d));
+        let permanent_held = st.len - st.expiry.len();
+        if until_ns.is_none() && permanent_held as f64 >= self.cfg.max_bans as f64 * MAX_PERMANENT_SHARE {
+            until_ns = Some(now_ns.saturating_add(self.cfg.escalation.max_ns));
+        }
         let ban = Ban { target: BanTarget::Key(key.into()), reason: rule.name.clone(), since_ns: now_ns, until_ns, offense: fired.offense, source: BanSource::Rule };
-        let added = st.upsert(ban.clone(), self.cfg.max_bans, now_ns, events);
+        let added = st.upsert(ban.clone(), self.cfg.max_bans, now_ns, 0, events);
         self.note_len(&st);
         drop(st);
         added.ok()?;
@@ -315,7 +326,7 @@ impl BanTable {
     pub fn ban(&self, target: BanTarget, reason: &str, duration_ns: Option<u64>, now_ns: u64, events: &mut Vec<BanEvent>) -> Result<(), BanTableFull> {
         let ban = Ban { target, reason: Arc::from(reason), since_ns: now_ns, until_ns: duration_ns.map(|d| now_ns.saturating_add(d)), offense: 0, source: BanSource::Operator };
         let mut st = self.state.lock();
-        let r = st.upsert(ban, self.cfg.max_bans, now_ns, events);
+        let r = st.upsert(ban, self.cfg.max_bans, now_ns, 0, events);
         self.note_len(&st);
         r
     }

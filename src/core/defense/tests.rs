@@ -122,6 +122,30 @@ fn at_the_cap_expired_bans_go_first_then_the_temporary_ban_closest_to_its_end() 
 }
 
 #[test]
+fn rules_fill_at_most_half_the_table_with_permanent_bans() {
+    let mut s = spec(Some(0.0), 0.0);
+    s.max_bans = 6.0;
+    let t = table(s);
+    let mut ev = Vec::new();
+    // permanentAfter 0: a key's second ban is permanent. Six keys earn two bans each.
+    let mut ends = Vec::new();
+    for i in 0..6 {
+        let k = format!("k{i}");
+        strike3(&t, &k, 0, &mut ev).unwrap();
+        ends.push(strike3(&t, &k, MIN, &mut ev).unwrap().until_ns);
+    }
+    // Three permanent (half of 6), then the longest temporary ban (60 min) instead.
+    assert_eq!(ends, vec![None, None, None, Some(61 * MIN), Some(61 * MIN), Some(61 * MIN)]);
+    assert_eq!((t.len(), t.stats().refused), (6, 0));
+    // The table still takes new bans: the temporary ones make room.
+    assert!(strike3(&t, "new", 2 * MIN, &mut ev).is_some());
+    assert_eq!(t.stats().evicted, 1);
+    // An operator's permanent ban is not capped.
+    t.ban(key("op"), "op", None, 2 * MIN, &mut ev).unwrap();
+    assert!(t.get(&key("op"), 2 * MIN).unwrap().is_permanent());
+}
+
+#[test]
 fn permanent_bans_are_never_dropped_a_full_table_refuses_and_counts() {
     let mut s = spec(None, 0.0);
     s.max_bans = 2.0;
@@ -218,6 +242,9 @@ fn export_and_import_carry_bans_and_history_in_wall_time() {
     // Importing the same records again changes nothing and reports nothing (no echo in a cluster).
     ev.clear();
     assert_eq!(b.import(&records, 5 * MIN, unix + 30_000, &mut ev), ImportReport { applied: 0, skipped: 3, refused: 0 });
+    assert!(ev.is_empty());
+    // ... also when this side's clock pair is read a moment apart (the monotonic clock 0.7 ms on).
+    assert_eq!(b.import(&records, 5 * MIN + 700_000, unix + 30_000, &mut ev), ImportReport { applied: 0, skipped: 3, refused: 0 });
     assert!(ev.is_empty());
     // Expired records are skipped.
     let c = table(spec(None, 0.0));

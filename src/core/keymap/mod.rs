@@ -38,19 +38,21 @@ pub(crate) struct KeyMap {
     pub(crate) shards: Box<[Padded<ShardCell>]>,
 }
 
+/// The shard caps for `max_keys` keys: a power of two of shards (at most `MAX_SHARDS`, each with at
+/// least `MIN_PER_SHARD` keys when there are enough), caps adding up to `max_keys` exactly. Shared
+/// with the named limits' store (`core::limit::Store`), which bounds its keys the same way.
+pub(crate) fn shard_caps(max_keys: usize) -> impl Iterator<Item = usize> {
+    let mut n = 1;
+    while n < MAX_SHARDS && max_keys / (n * 2) >= MIN_PER_SHARD {
+        n *= 2;
+    }
+    let (base, extra) = (max_keys / n, max_keys % n);
+    (0..n).map(move |i| base + usize::from(i < extra))
+}
+
 impl KeyMap {
     pub(crate) fn new(cfg: PerKeyConfig) -> KeyMap {
-        let mut n = 1;
-        while n < MAX_SHARDS && cfg.max_keys / (n * 2) >= MIN_PER_SHARD {
-            n *= 2;
-        }
-        let (base, extra) = (cfg.max_keys / n, cfg.max_keys % n);
-        let shards = (0..n)
-            .map(|i| {
-                let cap = base + usize::from(i < extra);
-                Padded(ShardCell { lock: Mutex::new(Shard::new(cap)), entries: Entries::new(cap) })
-            })
-            .collect();
+        let shards = shard_caps(cfg.max_keys).map(|cap| Padded(ShardCell { lock: Mutex::new(Shard::new(cap)), entries: Entries::new(cap) })).collect();
         KeyMap { idle_ttl_ns: cfg.idle_ttl_ms * 1e6, cfg, hasher: KeyHasher::process(), shards }
     }
 

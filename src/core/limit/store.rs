@@ -11,13 +11,11 @@
 //! What eviction costs: a flood of unique keys larger than the cap makes busy keys forget their
 //! counts (a fresh state admits more). Size `max_keys` above the number of clients that are active at
 //! once; the sweep keeps idle ones from taking room.
-use crate::core::keymap::{shard_index, KeyHasher};
+use crate::core::keymap::{shard_caps, shard_index, KeyHasher};
 use crate::core::padded::Padded;
 use hashbrown::HashTable;
 use parking_lot::Mutex;
 
-const MAX_SHARDS: usize = 64;
-const MIN_PER_SHARD: usize = 256;
 /// The largest number of entries one eviction looks at.
 const EVICT_SCAN: usize = 32;
 /// Entries checked for idleness on every insert of a new key.
@@ -125,16 +123,7 @@ impl<S> Store<S> {
     /// A store of at most `max_keys` keys (≥ 1; `LimitSpec` validates the option).
     pub fn new(max_keys: usize) -> Store<S> {
         assert!(max_keys >= 1 && max_keys <= u32::MAX as usize);
-        let mut n = 1;
-        while n < MAX_SHARDS && max_keys / (n * 2) >= MIN_PER_SHARD {
-            n *= 2;
-        }
-        let (base, extra) = (max_keys / n, max_keys % n);
-        let shards = (0..n)
-            .map(|i| {
-                Padded(Mutex::new(Shard { table: HashTable::new(), entries: Vec::new(), cap: base + usize::from(i < extra), hand: 0 }))
-            })
-            .collect();
+        let shards = shard_caps(max_keys).map(|cap| Padded(Mutex::new(Shard { table: HashTable::new(), entries: Vec::new(), cap, hand: 0 }))).collect();
         Store { hasher: KeyHasher::process(), shards, max_keys }
     }
 

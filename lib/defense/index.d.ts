@@ -1,0 +1,183 @@
+/// <reference types="node" />
+import type { IncomingMessage } from 'node:http';
+
+/** Where a named limit applies: a path (string prefix on whole segments, or RegExp), or { method?, path }. */
+export type LimitRoute = string | RegExp | { method?: string | string[]; path: string | RegExp };
+
+/** A refusal by the defense layers (`DecisionInfo.verdict`); 'rate-limited' is a named limit's too. */
+export type DefenseVerdict = 'deny-listed' | 'banned' | 'rate-limited' | 'challenged' | 'shaper-full';
+
+export type LimitAlgorithm = 'fixed-window' | 'sliding-window' | 'sliding-counter' | 'token-bucket' | 'gcra';
+
+/** What a limit counts by. A header or function that gives nothing usable counts by the address. */
+export type LimitBy =
+  | 'ip'
+  | { prefix: { v4?: number; v6?: number } }
+  | { header: string }
+  | ((req: IncomingMessage) => string | number | undefined | null);
+
+export interface LimitOptions {
+  /** Appears in the RateLimit fields and problem bodies: 1-64 printable ASCII, no `"` or `\`. */
+  name: string;
+  /** Default 'fixed-window'. */
+  algorithm?: LimitAlgorithm;
+  /** Units per window (a whole number >= 1). */
+  limit: number;
+  windowMs: number;
+  /** Token bucket and GCRA: units admissible at once (default `limit`). */
+  burst?: number;
+  /** GCRA: 0 (default) meters; more delays a request up to this long (a shaper). */
+  maxDelayMs?: number;
+  /** Keys tracked at most. Default 100,000. */
+  maxKeys?: number;
+  /** Default 'ip'. */
+  by?: LimitBy;
+  routes?: LimitRoute[];
+  methods?: string | string[];
+  /** Tier names: the limit applies to these tiers only. */
+  tiers?: string | string[];
+  /** Units a request takes (whole number >= 0), or a function of the request. Default 1. */
+  cost?: number | ((req: IncomingMessage) => number);
+  /** A shaper's waiting requests at most. Default 1000. */
+  maxQueued?: number;
+}
+
+export interface StrikeRule {
+  name: string;
+  on: 'rate-limited' | 'probe';
+  threshold: number;
+  windowMs: number;
+  banMs: number;
+}
+
+export interface BanOptions {
+  /** Default: 3 refusals in a minute → 5 minutes; 20 probes in a minute → 30 minutes. false: none. */
+  rules?: StrikeRule[] | false;
+  escalation?: {
+    /** Default 2. */
+    factor?: number;
+    /** Default a day. */
+    maxBanMs?: number;
+    /** Default a day. */
+    memoryMs?: number;
+    /** Default 5; false: never permanent. */
+    permanentAfter?: number | false;
+    /** Default 0.1. */
+    jitter?: number;
+  };
+  /** Default 100,000. */
+  maxBans?: number;
+  /** Default 100,000. */
+  maxTracked?: number;
+  /** Default [400, 404, 405]. */
+  probeStatuses?: number[];
+}
+
+export interface ChallengeInfo {
+  verdict: 'challenged';
+  status: number;
+  key: string;
+  /** Why a presented pass was refused, if one was. */
+  pass?: 'malformed' | 'wrong-key' | 'bad-signature' | 'expired';
+}
+
+export interface ChallengeOptions {
+  /** >= 16 bytes; an array rotates (the first mints, all verify). */
+  secret: string | Buffer | Array<string | Buffer>;
+  /** Live strikes at which a client is challenged. Default 2. */
+  afterStrikes?: number;
+  /** A pass's lifetime. Default 3600. */
+  ttlSec?: number;
+  /** Default 'x-tiergate-pass'; false: not read. */
+  header?: string | false;
+  /** Default 'tiergate_pass'; false: not read. */
+  cookie?: string | false;
+  respond?: (req: IncomingMessage, info: ChallengeInfo) => { status: number; headers?: Record<string, string>; body?: string | Uint8Array | object | null } | undefined;
+}
+
+export interface Ban {
+  /** The banned client key (an address; IPv6 as its prefix) or CIDR prefix. */
+  target: string;
+  cidr: boolean;
+  reason: string;
+  source: 'rule' | 'operator';
+  /** Which ban of the client this is within the escalation's memory (0 for an operator's). */
+  offense: number;
+  /** Unix ms. */
+  since: number;
+  /** Unix ms; null: permanent. */
+  until: number | null;
+}
+
+export interface BanEvent {
+  kind: 'added' | 'lifted' | 'expired' | 'evicted' | 'refused';
+  ban: Ban;
+}
+
+export interface DefenseOptions {
+  limits?: LimitOptions[];
+  allow?: string[];
+  deny?: string[];
+  bans?: BanOptions;
+  challenge?: ChallengeOptions;
+  /** True: no list, ban, challenge or limit applies to this request. */
+  skip?: (req: IncomingMessage) => boolean;
+  onBan?: (event: BanEvent) => void;
+  /** Allow-listed and skipped requests also bypass the tier pool and overload shedding. Default false. */
+  exemptSkipsShedding?: boolean;
+}
+
+export interface Bans {
+  list(): Ban[];
+  get(target: string): Ban | null;
+  /** Without durationMs: permanent. */
+  add(target: string, options?: { durationMs?: number; reason?: string }): Ban | null;
+  remove(target: string): boolean;
+  export(): Ban[];
+  import(records: Ban[]): { applied: number; skipped: number; refused: number };
+}
+
+export interface DefenseStats {
+  bans: number;
+  tracked: number;
+  added: number;
+  lifted: number;
+  expired: number;
+  evicted: number;
+  refused: number;
+  limits: Array<{ name: string; keys: number; maxKeys: number }>;
+  shaperWaiting: number;
+}
+
+/** `gate.defense`: the operator's side of the abuse defense. */
+export interface Defense {
+  readonly bans: Bans;
+  readonly policies: ReadonlyArray<{ name: string; quota: number; windowMs: number }>;
+  readonly challenge: { header: string | null; cookie: string | null; ttlSec: number; afterStrikes: number } | null;
+  lists(): { allow: string[]; deny: string[] };
+  setLists(lists: { allow?: string[]; deny?: string[] }): void;
+  clientKey(reqOrIp: IncomingMessage | string): string;
+  mintPass(reqOrIp: IncomingMessage | string, options?: { ttlSec?: number }): string;
+  report(reqOrIp: IncomingMessage | string, kind?: 'probe' | 'rate-limited'): void;
+  stats(): DefenseStats;
+}
+
+/** `req.rateLimit`: the tightest limit that applied. */
+export interface RateLimitInfo {
+  name: string;
+  limit: number;
+  remaining: number;
+  used: number;
+  resetMs: number;
+  readonly resetTime: Date | null;
+}
+
+/** The diagnostics_channel every ban event is published on: 'tiergate:ban'. */
+export declare const BAN_CHANNEL: 'tiergate:ban';
+
+declare module 'node:http' {
+  interface IncomingMessage {
+    /** Set by the gatekeeper when a named limit applied. */
+    rateLimit?: RateLimitInfo;
+  }
+}
