@@ -166,6 +166,11 @@ async function partCost(args, out) {
   }
   console.log('(CPU ns/req: this process\'s user+system CPU time per request, one request after another, so that time spent waiting for a CPU');
   console.log(' on a shared machine is left out; "above the harness": minus the same round\'s empty list, i.e. the middleware alone; wall: the median)');
+  const shedding = rows.filter((r) => r.refused > 0);
+  if (shedding.length) {
+    console.log(`!! requests refused in the timed rounds by: ${shedding.map((r) => `${r.comp.id} (${r.refused})`).join(', ')}. Every request is under every`);
+    console.log('   limit, so these are sheds: the loop lagged (a busy machine) and the gatekeeper shed; those rows partly time the refusal path.');
+  }
   console.log('\nTargets (per-round ratios of the middleware alone; median [range] over rounds):');
   if (full && bare) {
     const ratio = above(full).map((v, i) => v / above(bare)[i]);
