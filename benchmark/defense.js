@@ -82,7 +82,7 @@ function parseArgs(argv) {
   if (a.quick) {
     a.runs = Math.min(a.runs, 3);
     a.requests = Math.min(a.requests, 20_000);
-    a.keys = Math.min(a.keys, 20_000);
+    a.keys = Math.min(a.keys, 50_000);
     a.httpSeconds = 1;
     a.crawl.seconds = Math.min(a.crawl.seconds, 14);
     a.crawl.crawlStartSec = Math.min(a.crawl.crawlStartSec, 2);
