@@ -60,13 +60,20 @@ function tiergateTiers(p, perKey) {
   }));
 }
 
-function fullOptions(p) {
+/** The tier (from a trusted header) and the per-user bucket, keyed by the user header. */
+function tierUserOptions(p) {
   return {
     tiers: tiergateTiers(p, true),
     tierHeader: p.tierHeader,
     trustTierHeader: true, // the benchmark plays the authenticating gateway
     key: { header: p.userHeader },
     trustProxy: p.trustProxyHops,
+  };
+}
+
+function fullOptions(p) {
+  return {
+    ...tierUserOptions(p),
     deny: p.deny,
     // The policy's one rule (as the peers have it): refusals ban.
     bans: { rules: [{ name: 'rate-limited', on: 'rate-limited', threshold: p.bans.strikes, windowMs: p.bans.strikeWindowMs, banMs: p.bans.banMs }] },
@@ -89,7 +96,7 @@ function tiergateDefaultBans(p = POLICY) {
 /** The tier and the per-user bucket only (the gatekeeper before the defense layers). */
 function tiergateTierUser(p = POLICY) {
   const { gatekeeper } = require(root);
-  return [gatekeeper({ tiers: tiergateTiers(p, true), tierHeader: p.tierHeader, trustTierHeader: true, key: { header: p.userHeader }, trustProxy: p.trustProxyHops })];
+  return [gatekeeper(tierUserOptions(p))];
 }
 
 /**
@@ -101,7 +108,7 @@ function tiergateLayer(layer) {
   return (p = POLICY) => {
     const { gatekeeper } = require(root);
     const full = fullOptions(p);
-    const o = { tiers: full.tiers, tierHeader: full.tierHeader, trustTierHeader: true, key: full.key, trustProxy: full.trustProxy, bans: { rules: false } };
+    const o = { ...tierUserOptions(p), bans: { rules: false } };
     if (layer === 'deny') o.deny = full.deny;
     else if (layer === 'bans') o.bans = full.bans;
     else if (layer === 'fixed-window') o.limits = [{ ...full.limits[0], algorithm: 'fixed-window' }];
