@@ -76,7 +76,7 @@ const FRAMEWORKS = {
       res.end('not found');
     });
     const server = http.createServer(gate);
-    return { gate, defense: gate.defense, slow, port: await listen(server), stop: () => close(server) };
+    return { gate, defense: gate.defense, slow, server, port: await listen(server), stop: () => close(server) };
   },
 };
 

@@ -310,3 +310,60 @@ test('exemptSkipsShedding: allow-listed requests are served while the loop sheds
     }
   }
 });
+
+test('watchServer: malformed requests count as probes and earn the probe ban', async () => {
+  const net = require('node:net');
+  const app = await FRAMEWORKS['node:http']({ shed: false, bans: { rules: [{ name: 'probe', on: 'probe', threshold: 5, windowMs: MIN, banMs: 30 * MIN }] } });
+  try {
+    const srv = app.server;
+    const unwatch = app.defense.watchServer(srv);
+    const raw = () => new Promise((resolve, reject) => {
+      const s = net.connect(app.port, '127.0.0.1', () => s.write('GARBAGE / HTTP/9.9\r\n\r\n'));
+      let text = '';
+      s.setEncoding('utf8');
+      s.on('data', (c) => (text += c));
+      s.on('close', () => resolve(text));
+      s.on('error', reject);
+      s.setTimeout(5000, () => s.destroy(new Error('timed out')));
+    });
+    for (let i = 0; i < 5; i++) assert.match(await raw(), /^HTTP\/1\.1 400 Bad Request/);
+    const ban = app.defense.bans.get('127.0.0.1');
+    assert.equal(ban && ban.reason, 'probe');
+    assert.equal((await request(app.port, { path: '/hello' })).status, 403);
+    unwatch();
+    assert.equal(srv.listenerCount('clientError'), 0);
+    assert.throws(() => app.defense.watchServer(null), (err) => err.code === 'ERR_TIERGATE_INVALID_ARGUMENT');
+  } finally {
+    await app.stop();
+  }
+});
+
+test('one native call: the gate decides only what the defense lets on, and its refusals come through', async () => {
+  const app = await FRAMEWORKS['fastify 5']({
+    shed: false,
+    trustProxy: true,
+    deny: ['192.0.2.0/24'],
+    bans: { rules: false },
+    perKey: { capacity: 2, refillPerSec: 0.001 },
+    limits: [{ name: 'per-ip', algorithm: 'sliding-window', limit: 3, windowMs: MIN }],
+  });
+  try {
+    const from = (xff) => request(app.port, { path: '/hello', headers: { 'x-forwarded-for': xff } });
+    for (let i = 0; i < 3; i++) assert.equal((await from('192.0.2.1')).status, 403);
+    // The deny-listed requests took nothing from the tier's per-key quota of 2 (keyed by the same address form).
+    assert.equal((await from('198.51.100.1')).status, 200);
+    assert.equal((await from('198.51.100.1')).status, 200);
+    const third = await from('198.51.100.1');
+    assert.equal(third.status, 429);
+    assert.equal(third.json.type, 'urn:tiergate:problem:rate-limited');
+    assert.equal(third.json.tier, 'background', "the tier quota's 429, not a named limit's");
+    const s = app.gate.stats().tiers.background;
+    assert.deepEqual([s.admitted, s.rateLimited], [2, 1]);
+    // The named limit counted all three; a fourth is its refusal.
+    const fourth = await from('198.51.100.1');
+    assert.equal(fourth.json.limit, 'per-ip');
+    assert.equal(app.gate.stats().tiers.background.rateLimited, 1, 'the gate did not decide the fourth');
+  } finally {
+    await app.stop();
+  }
+});

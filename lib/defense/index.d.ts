@@ -159,6 +159,8 @@ export interface Defense {
   clientKey(reqOrIp: IncomingMessage | string): string;
   mintPass(reqOrIp: IncomingMessage | string, options?: { ttlSec?: number }): string;
   report(reqOrIp: IncomingMessage | string, kind?: 'probe' | 'rate-limited'): void;
+  /** Counts requests node's parser refuses as probes (a 'clientError' listener); returns its remover. */
+  watchServer(server: import('node:http').Server): () => void;
   stats(): DefenseStats;
 }
 

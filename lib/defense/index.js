@@ -4,8 +4,9 @@
 // all or nothing (429) → on to the tier pool and the shed controller (lib/gatekeeper).
 //
 // Per request: which limits apply (methods, tiers, routes: the gatekeeper's route matching) and their
-// keys and costs are worked out here; then one raw native call (`defend`, src/node/defense.rs) does
-// the lists, the ban lookup, the challenge, the limits and the strikes. Responses are watched at
+// keys and costs are worked out here; then one raw native call (`defendAndDecide`, src/node/defense.rs)
+// does the lists, the ban lookup, the challenge, the limits and the strikes, and the gate's decision
+// when the defense lets the request on. Responses are watched at
 // 'finish' for probe statuses (404/400/405 by default) when a probe rule exists.
 const native = require('../native');
 const { routedPath } = require('../adapters/routing');
@@ -25,6 +26,8 @@ const {
   result: R, verdictNames: VERDICT_NAMES, verdictStatus: VERDICT_STATUS, passErrors: PASS_ERRORS, flags: FLAGS, args: ARGS,
   maxPassLength: MAX_PASS_LENGTH,
 } = native.defenseConstants();
+/** The combined call's leading arguments: the gate's sel, header, key. */
+const GATE_ARGS = 3;
 const V = Object.freeze(Object.fromEntries(VERDICT_NAMES.map((n, i) => [n.toUpperCase().replace(/-/g, '_'), i])));
 
 const PROBE_DEFENSE = Symbol('tiergate.defense');
@@ -72,6 +75,7 @@ function cookieValue(header, name) {
 class Defense {
   #handle;
   #defend;
+  #both = null;
   #r;
   #limits;
   #args;
@@ -87,6 +91,8 @@ class Defense {
   #trustProxy;
   #warn;
   #warned = new Set();
+  /** The gate's verdict from the last combined check(), or -1 when the gate did not decide. */
+  gateVerdict = -1;
 
   /**
    * `cfg`: compileDefense's result; `ctx`: { routing, headers (rateLimitHeaders), headersOnSuccess,
@@ -115,7 +121,8 @@ class Defense {
     this.#defend = bound.defend;
     this.#r = bound.result;
     this.#limits = o.limits;
-    this.#args = new Array(ARGS + o.limits.length).fill(undefined);
+    // [sel, header, key] for the gate (the combined call), then defend's own arguments.
+    this.#args = new Array(GATE_ARGS + ARGS + o.limits.length).fill(undefined);
     this.#costs = o.limits.some((l) => l.costFn !== null || l.cost !== 1) ? new Float64Array(Math.max(1, o.limits.length)) : null;
     const policies = this.#handle.policies();
     this.policies = policies;
@@ -138,6 +145,16 @@ class Defense {
     this.bans = new Bans(this.#handle, this.#events);
   }
 
+  /**
+   * Decides the gate in the same native call from now on (src/node/defense.rs `bind_gate`): `check`
+   * then takes the gate's (sel, header, key) and leaves its verdict in `gateVerdict`.
+   */
+  bindGate(gateHandle) {
+    const bound = {};
+    this.#handle.bindGate(bound, gateHandle);
+    this.#both = bound.defendAndDecide;
+  }
+
   #warnOnce(name) {
     if (this.#warned.has(name)) return;
     this.#warned.add(name);
@@ -148,9 +165,11 @@ class Defense {
    * The defense's decision for one request: null to go on, `{ verdict, info, rejection }` to refuse,
    * `EXEMPT` (`.exempt`) to serve it without the tier pool and shedding, or a Promise of null or a
    * refusal (a shaper's delay). `tier`: its id, or -1 when unknown; `ip`: the client
-   * address as clientIp() gives it.
+   * address as clientIp() gives it. With `bindGate` and the gate's (sel, header, key), the gate
+   * decides in the same call when the defense lets the request on: its verdict is then in
+   * `gateVerdict` (-1 when it did not decide).
    */
-  check(req, res, tier, ip) {
+  check(req, res, tier, ip, sel, header, key) {
     const limits = this.#limits;
     const args = this.#args;
     const costs = this.#costs;
@@ -170,20 +189,32 @@ class Defense {
           k = true;
         }
       }
-      args[ARGS + i] = k;
+      args[GATE_ARGS + ARGS + i] = k;
       if (costs !== null) costs[i] = applies ? this.#costOf(l, req, i) : 0;
     }
-    let flags = 0;
+    let flags = this.exemptSkipsShedding ? FLAGS.EXEMPT_ENDS : 0;
     if (this.#skip !== null && this.#skip(req) === true) flags |= FLAGS.SKIP;
-    args[0] = flags;
-    args[1] = ip;
-    args[2] = this.#challenge === null ? undefined : this.#passOf(req);
-    args[3] = costs === null ? 1 : costs;
-    const verdict = this.#defend.apply(undefined, args);
+    args[3] = flags;
+    args[4] = ip;
+    args[5] = this.#challenge === null ? undefined : this.#passOf(req);
+    args[6] = costs === null ? 1 : costs;
+    let verdict;
+    if (this.#both !== null && sel !== undefined) {
+      args[0] = sel;
+      args[1] = header;
+      args[2] = key;
+      const code = this.#callBoth(args);
+      verdict = code & 15;
+      this.gateVerdict = (code >> 4) - 1;
+    } else {
+      verdict = this.#call(args);
+      this.gateVerdict = -1;
+    }
     const r = this.#r;
     if (r[R.EVENTS] > 0) this.#events.publish(this.#handle.takeEvents());
     if (verdict === V.PASS) {
-      if (this.probeStatuses !== null) {
+      // (A response that is not an emitter, as a harness may pass, is not watched.)
+      if (this.probeStatuses !== null && typeof res.on === 'function') {
         res[PROBE_DEFENSE] = this;
         res[PROBE_IP] = ip;
         res.on('finish', onFinish);
@@ -196,6 +227,31 @@ class Defense {
     }
     if (verdict === V.EXEMPT) return this.exemptSkipsShedding ? EXEMPT : null;
     return this.#refusal(verdict, req, ip);
+  }
+
+  // `defend` with the arguments in `a` (after the gate's three): spelled out for up to three limits
+  // (the common case; an array through apply costs more), through apply beyond.
+  #call(a) {
+    const d = this.#defend;
+    switch (a.length) {
+      case 7: return d(a[3], a[4], a[5], a[6]);
+      case 8: return d(a[3], a[4], a[5], a[6], a[7]);
+      case 9: return d(a[3], a[4], a[5], a[6], a[7], a[8]);
+      case 10: return d(a[3], a[4], a[5], a[6], a[7], a[8], a[9]);
+      default: return d.apply(undefined, a.slice(GATE_ARGS));
+    }
+  }
+
+  // `defendAndDecide` with all of `a`, the same way.
+  #callBoth(a) {
+    const d = this.#both;
+    switch (a.length) {
+      case 7: return d(a[0], a[1], a[2], a[3], a[4], a[5], a[6]);
+      case 8: return d(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]);
+      case 9: return d(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8]);
+      case 10: return d(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]);
+      default: return d.apply(undefined, a);
+    }
   }
 
   #costOf(l, req, i) {
@@ -363,6 +419,27 @@ class Defense {
   report(reqOrIp, kind = 'probe') {
     const ip = this.#ipOf(reqOrIp, 'report');
     this.#events.publish(call(() => this.#handle.report(ip, kind), 'report'));
+  }
+
+  /**
+   * Counts malformed requests (those node's HTTP parser refuses: they never reach a handler) as probes
+   * against the peer: a 'clientError' listener on `server` that also answers them as node does by
+   * default (400, or 431 for headers too large, then the socket is closed). Returns a function that
+   * removes the listener.
+   */
+  watchServer(server) {
+    if (server === null || typeof server !== 'object' || typeof server.on !== 'function') throw codedError(TypeError, CODES.INVALID_ARGUMENT, `watchServer: expected a node:http server, got ${typeName(server)}`);
+    const onClientError = (err, socket) => {
+      const ip = socket.remoteAddress;
+      if (typeof ip === 'string' && this.probeStatuses !== null) this.reportProbe(ip);
+      if (socket.writable && !socket.destroyed) {
+        const status = err && err.code === 'HPE_HEADER_OVERFLOW' ? '431 Request Header Fields Too Large' : '400 Bad Request';
+        socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\n\r\n`);
+      }
+      socket.destroy();
+    };
+    server.on('clientError', onClientError);
+    return () => server.off('clientError', onClientError);
   }
 
   /** Bans held, keys tracked, counters, and per limit its keys. */

@@ -191,6 +191,7 @@ class Gatekeeper {
   #needKey;
   #defense = null;
   #tierHeader = null;
+  #sel = 0;
   // Once per hook: a hook that throws on every request must not flood the log, nor hide another's.
   #hooksWarned = new Set();
   #warnHook(name, err) {
@@ -260,6 +261,7 @@ class Gatekeeper {
         trustProxy: o.trustProxy,
         warn: (name, err) => this.#warnHook(name, err),
       });
+      this.#defense.bindGate(this.#handle);
       // Limits scoped to tiers need the tier before the defense decides: the header's rule, natively.
       if (this.#defense.needsTier && o.tierHeader !== null) this.#tierHeader = new TierHeader(o.names, o.defaultTier, o.trustTierHeader, o.secrets);
     }
@@ -332,12 +334,17 @@ class Gatekeeper {
         }
       }
       const ip = clientIp(req, o.trustProxy, truncated);
-      const out = this.#defense.check(req, res, tier, ip);
+      // One native call for both: the defense, then the gate when the defense lets the request on.
+      const key = this.#gateKey(req, tier, truncated, ip);
+      const d = this.#defense;
+      const out = d.check(req, res, tier, ip, this.#sel, header, key);
       if (out !== null) {
         if (out.exempt === true) return null; // allow-listed or skipped, and exemptSkipsShedding
         if (typeof out.then !== 'function') return this.#refusedByDefense(out, req, tier, given);
+        // A shaper's delay: the gate decides when the slot comes (the loop's health then).
         return out.then((v) => (v === null ? this.#gate(req, res, tier, given, header, truncated, ip) : this.#refusedByDefense(v, req, tier, given)));
       }
+      if (d.gateVerdict >= 0) return this.#after(d.gateVerdict, req, res, given, key);
       return this.#gate(req, res, tier, given, header, truncated, ip);
     }
     return this.#gate(req, res, tier, given, header, truncated, undefined);
@@ -345,6 +352,12 @@ class Gatekeeper {
 
   // The tier pool and the shed controller: one native call. `ip`: the client address if known already.
   #gate(req, res, tier, given, header, truncated, ip) {
+    const key = this.#gateKey(req, tier, truncated, ip);
+    return this.#after(this.#decide(this.#sel, header, key), req, res, given, key);
+  }
+
+  // The gate's per-key identity for `decide`; its `sel` goes to this.#sel (no pair allocated).
+  #gateKey(req, tier, truncated, ip) {
     const o = this.#o;
     let sel = tier + 1;
     let key;
@@ -358,7 +371,12 @@ class Gatekeeper {
         sel |= SEL_KEY_IS_IP;
       }
     }
-    const verdict = this.#decide(sel, header, key);
+    this.#sel = sel;
+    return key;
+  }
+
+  // The gate decided `verdict`.
+  #after(verdict, req, res, given, key) {
     if (verdict === 0 && !this.#observe && !decisionChannel.hasSubscribers) return null;
     return this.#settle(verdict, req, res, given, key);
   }

@@ -6,6 +6,8 @@
 //! defines with the shared state as its data pointer: the client address and the keys are read into
 //! stack buffers and a scratch buffer reused across calls, the details go to a Float64Array (`result`)
 //! and the verdict comes back as a small integer. No allocation per request once warm.
+//! `bind_gate` defines `defendAndDecide`, the same with the gate's `decide` (src/node/gate.rs) run in
+//! the same call when the defense lets the request on: the gatekeeper crosses into Rust once.
 //!
 //! Keys: each limit's argument is `undefined` (the limit does not apply), `true` (count by the
 //! client address, masked to the limit's prefixes) or a string (a header's value, a function's
@@ -21,7 +23,7 @@ use crate::core::gate::IP_KEY_TAG;
 use crate::core::limit::{AlgorithmKind, LimitSet, LimitSpec, MAX_LIMITS, NEVER};
 use crate::core::names::named_enum;
 use crate::core::net::ipkey::{client_addr, ip_bin_key, ip_key, ip_key_of, parse_ip, IpKeyBuf, IpKeyConfig, BIN_KEY_LEN};
-use crate::node::gate::{invalid, read_bounded};
+use crate::node::gate::{decide_args, gate_now_ns, invalid, read_bounded, Bound as GateBound, GateHandle};
 use crate::node::ledger::MAX_KEY_BYTES;
 use crate::node::raw;
 use napi::bindgen_prelude::*;
@@ -62,6 +64,10 @@ const RESULT_LEN: usize = FIXED + 2 * MAX_LIMITS;
 const ARGS: usize = 4;
 /// `flags` bit: the user's `skip(req)` said so.
 const FLAG_SKIP: i32 = 1;
+/// `flags` bit (the combined call): an exempt request is served without the gate (`exemptSkipsShedding`).
+const FLAG_EXEMPT_ENDS: i32 = 2;
+/// The combined call's gate arguments, before the defense's.
+const GATE_ARGS: usize = 3;
 /// Client addresses longer than this are not addresses (`ipkey::MAX_INPUT_LEN` is 96).
 const MAX_IP_INPUT: usize = 128;
 
@@ -209,6 +215,14 @@ unsafe impl Sync for Bound {}
 #[napi]
 pub struct DefenseHandle {
     shared: Arc<Shared>,
+    /// What `bind` gave `defend` (its result buffer is the one JS reads), for `bind_gate`.
+    bound: Mutex<Option<Arc<Bound>>>,
+}
+
+/// The combined call's state: the defense's and the gate's, on the thread that bound both.
+struct Both {
+    defense: Arc<Bound>,
+    gate: Arc<GateBound>,
 }
 
 fn unix_ms() -> u64 {
@@ -317,7 +331,8 @@ impl DefenseHandle {
         }
         let ban_ip = prefixes(o.ipv4_prefix, o.ipv6_prefix, "ipv4Prefix/ipv6Prefix")?;
         let lists = lists(o.allow, o.deny)?;
-        Ok(DefenseHandle { shared: Arc::new(Shared { defense, lists: RwLock::new(Arc::new(lists)), signer, ip_cfgs, ban_ip, pending: Mutex::new(Vec::new()) }) })
+        let shared = Arc::new(Shared { defense, lists: RwLock::new(Arc::new(lists)), signer, ip_cfgs, ban_ip, pending: Mutex::new(Vec::new()) });
+        Ok(DefenseHandle { shared, bound: Mutex::new(None) })
     }
 
     /// Defines the hot-path function `defend` and the Float64Array `result` on `target`.
@@ -329,9 +344,24 @@ impl DefenseHandle {
         let (env, target) = (env.raw(), target.raw());
         unsafe {
             raw::define_f64_view(env, target, c"result", bound.out.get() as *mut f64, RESULT_LEN, &bound)?;
-            raw::define_fn(env, target, "defend", defend, bound)?;
+            raw::define_fn(env, target, "defend", defend, bound.clone())?;
         }
+        *self.bound.lock() = Some(bound);
         Ok(())
+    }
+
+    /// Defines `defendAndDecide(sel, header, key, flags, ip, pass, cost, key0, ..)` on `target`: the
+    /// defense and, when it lets the request on at once, the gate's decision in the same native call
+    /// (one crossing, one clock read for each). Returns `defense verdict | (gate verdict + 1) << 4`,
+    /// the high part 0 when the gate did not decide (a refusal, a shaper's delay, or an exempt request
+    /// with `FLAG_EXEMPT_ENDS`). Both results go to their `result` arrays. Call after both `bind`s.
+    #[napi(catch_unwind)]
+    pub fn bind_gate(&self, env: Env, target: Object, gate: &GateHandle) -> Result<()> {
+        let _panic = raw::throw_on_panic(&env, "DefenseHandle::bind_gate");
+        let (Some(defense), Some(gate)) = (self.bound.lock().clone(), gate.bound()) else {
+            return Err(invalid("bind_gate: bind the defense and the gate first"));
+        };
+        unsafe { raw::define_fn(env.raw(), target.raw(), "defendAndDecide", defend_and_decide, Arc::new(Both { defense, gate })) }
     }
 
     /// Replaces both lists at once (errors name the entry; nothing changes on an error).
@@ -558,6 +588,7 @@ pub fn defense_constants(env: Env) -> Result<Object<'static>> {
     bans.set("maxTracked", d.max_tracked)?;
     let mut flags = Object::new(&env)?;
     flags.set("SKIP", FLAG_SKIP)?;
+    flags.set("EXEMPT_ENDS", FLAG_EXEMPT_ENDS)?;
     let statuses: Vec<u32> = Verdict::ALL.iter().map(|v| u32::from(v.http_status())).collect();
     let mut o = Object::new(&env)?;
     o.set("result", freeze(result)?)?;
@@ -610,20 +641,60 @@ raw::guarded!(defend = "Defense.defend" => defend_unguarded);
 #[inline(always)]
 unsafe fn defend_unguarded(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
     let (argv, argc, data) = raw::args::<{ ARGS + MAX_LIMITS }>(env, info);
-    let bound = &*(data as *const Bound);
+    match defend_args(env, &*(data as *const Bound), &argv, argc, gate_now_ns()) {
+        Some((v, _)) => raw::int32(env, v as i32),
+        None => std::ptr::null_mut(),
+    }
+}
+
+raw::guarded!(defend_and_decide = "Defense.defendAndDecide" => defend_and_decide_unguarded);
+/// See `DefenseHandle::bind_gate`.
+#[inline(always)]
+unsafe fn defend_and_decide_unguarded(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    let (argv, argc, data) = raw::args::<{ GATE_ARGS + ARGS + MAX_LIMITS }>(env, info);
+    let both = &*(data as *const Both);
+    // One clock reading for both (the gate's clock, the one the limits and bans run on too).
+    let now_ns = gate_now_ns();
+    let Some((v, flags)) = defend_args(env, &both.defense, &argv[GATE_ARGS..], argc.saturating_sub(GATE_ARGS), now_ns) else {
+        return std::ptr::null_mut();
+    };
+    let out = &*both.defense.out.get();
+    let go = match v {
+        Verdict::Pass => out[R::DelayMs as usize] == 0.0,
+        Verdict::Exempt => flags & FLAG_EXEMPT_ENDS == 0,
+        _ => false,
+    };
+    if !go {
+        return raw::int32(env, v as i32);
+    }
+    match decide_args(env, &both.gate, &argv[..GATE_ARGS], GATE_ARGS, now_ns) {
+        Some(g) => raw::int32(env, v as i32 | ((g + 1) << 4)),
+        None => std::ptr::null_mut(),
+    }
+}
+
+/// `defend`'s work on its arguments `argv[..argc]`: the verdict and the flags, or `None` with an
+/// exception pending.
+#[inline(always)]
+unsafe fn defend_args(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value], argc: usize, now_ns: u64) -> Option<(Verdict, i32)> {
     let s = &*bound.shared;
     let n = s.defense.limits().len();
     if argc < ARGS + n {
-        return raw::throw_type_error(env, "defend: expected (flags, ip, pass, cost) and one key per limit");
+        raw::throw_type_error(env, "defend: expected (flags, ip, pass, cost) and one key per limit");
+        return None;
     }
     let flags = match raw::get_f64(env, argv[0]) {
         Some(f) if (0.0..256.0).contains(&f) && f.fract() == 0.0 => f as i32,
-        _ => return raw::throw_type_error(env, "defend: flags must be an integer 0..255"),
+        _ => {
+            raw::throw_type_error(env, "defend: flags must be an integer 0..255");
+            return None;
+        }
     };
     let mut ipbuf = [0u8; 256];
     let mut ipheap = Vec::new();
     let Some(ip_in) = raw::get_key(env, argv[1], &mut ipbuf, &mut ipheap) else {
-        return raw::throw_type_error(env, "defend: ip must be a string");
+        raw::throw_type_error(env, "defend: ip must be a string");
+        return None;
     };
     // Longer is not an address (`ipkey::MAX_INPUT_LEN`): cut, it still parses as none.
     let ip_in = &ip_in[..ip_in.len().min(MAX_IP_INPUT)];
@@ -635,19 +706,28 @@ unsafe fn defend_unguarded(env: sys::napi_env, info: sys::napi_callback_info) ->
                 costs[0] = c;
                 1
             }
-            None => return raw::throw_range_error(env, "defend: cost must be an integer 0..4294967295"),
+            None => {
+                raw::throw_range_error(env, "defend: cost must be an integer 0..4294967295");
+                return None;
+            }
         },
         None => match f64_array(env, argv[3]) {
             Some(a) if a.len() >= n => {
                 for (c, &v) in costs.iter_mut().zip(&a[..n]) {
                     match whole_cost(v) {
                         Some(v) => *c = v,
-                        None => return raw::throw_range_error(env, "defend: every cost must be an integer 0..4294967295"),
+                        None => {
+                            raw::throw_range_error(env, "defend: every cost must be an integer 0..4294967295");
+                            return None;
+                        }
                     }
                 }
                 n.max(1)
             }
-            _ => return raw::throw_type_error(env, "defend: cost must be a number or a Float64Array of one cost per limit"),
+            _ => {
+                raw::throw_type_error(env, "defend: cost must be a number or a Float64Array of one cost per limit");
+                return None;
+            }
         },
     };
     // Parsed once: the lists, the ban key and every limit's address key come from this.
@@ -656,7 +736,6 @@ unsafe fn defend_unguarded(env: sys::napi_env, info: sys::napi_callback_info) ->
     let ban_key = ip_key_of(ip, &s.ban_ip, &mut bkbuf);
     let out = &mut *bound.out.get();
     let sc = &mut *bound.scratch.get();
-    let now_ns = MonotonicClock.now_ns();
 
     // A pass first: a valid one clears the key's strikes, so the challenge below lets it on.
     out[R::Pass as usize] = 0.0;
@@ -674,7 +753,9 @@ unsafe fn defend_unguarded(env: sys::napi_env, info: sys::napi_callback_info) ->
 
     // Keys, one per limit, into the reused scratch buffer: (start, len), or None.
     sc.keys.clear();
-    let mut spans = [None::<(usize, usize)>; MAX_LIMITS];
+    // (start, len) per limit; NO_KEY where it does not apply. Compact: zeroed on every call.
+    const NO_KEY: (u32, u32) = (u32::MAX, 0);
+    let mut spans = [NO_KEY; MAX_LIMITS];
     let mut kstack = [0u8; 256];
     let mut kheap = Vec::new();
     for (i, span) in spans.iter_mut().enumerate().take(n) {
@@ -685,23 +766,32 @@ unsafe fn defend_unguarded(env: sys::napi_env, info: sys::napi_callback_info) ->
                 // Tagged binary (no one reads a limit's keys back): never equal to a given key's UTF-8.
                 let mut kb = [0u8; BIN_KEY_LEN];
                 let len = ip_bin_key(ip, &s.ip_cfgs[i], IP_KEY_TAG, &mut kb);
-                *span = Some((sc.keys.len(), len));
+                *span = (sc.keys.len() as u32, len as u32);
                 sc.keys.extend_from_slice(&kb[..len]);
             }
             _ => match raw::get_key(env, v, &mut kstack, &mut kheap) {
                 Some(k) if k.len() <= MAX_KEY_BYTES => {
                     let start = sc.keys.len();
                     sc.keys.extend_from_slice(k);
-                    *span = Some((start, k.len()));
+                    *span = (start as u32, k.len() as u32);
                 }
-                Some(k) => return raw::throw_range_error(env, &format!("defend: key {i} is {} bytes long; the limit is {MAX_KEY_BYTES}", k.len())),
-                None => return raw::throw_type_error(env, "defend: a key must be undefined, true or a string"),
+                Some(k) => {
+                    raw::throw_range_error(env, &format!("defend: key {i} is {} bytes long; the limit is {MAX_KEY_BYTES}", k.len()));
+                    return None;
+                }
+                None => {
+                    raw::throw_type_error(env, "defend: a key must be undefined, true or a string");
+                    return None;
+                }
             },
         }
     }
     let mut keys: [Option<&[u8]>; MAX_LIMITS] = [None; MAX_LIMITS];
     for i in 0..n {
-        keys[i] = spans[i].map(|(a, l)| &sc.keys[a..a + l]);
+        let (a, l) = spans[i];
+        if a != u32::MAX {
+            keys[i] = Some(&sc.keys[a as usize..(a + l) as usize]);
+        }
     }
     let (cost, per_limit) = if ncosts == 1 { (costs[0], &costs[..0]) } else { (1, &costs[..n]) };
     let req = Request { ip, skip: flags & FLAG_SKIP != 0, ban_key, limit_keys: &keys[..n], cost, costs: per_limit };
@@ -735,5 +825,5 @@ unsafe fn defend_unguarded(env: sys::napi_env, info: sys::napi_callback_info) ->
     } else {
         out[R::Events as usize] = 0.0;
     }
-    raw::int32(env, verdict as i32)
+    Some((verdict, flags))
 }

@@ -121,8 +121,8 @@ pub struct HealthInput {
     pub stalled: Option<bool>,
 }
 
-/// What the raw callback carries.
-struct Bound {
+/// What the raw callback carries (also the defense's combined call: src/node/defense.rs).
+pub(crate) struct Bound {
     gate: Arc<Gate>,
     out: Box<UnsafeCell<[f64; RESULT_LEN]>>,
     /// The loop of the thread that owns the function (only read on that thread).
@@ -139,6 +139,8 @@ pub struct GateHandle {
     loop_: *mut UvLoop,
     /// Keeps this thread's sampler running while the gate lives; `None` without a live sampler.
     guard: Option<SamplerGuard>,
+    /// What `bind` gave `decide`, for a defense that decides in the same call (`DefenseHandle::bind_gate`).
+    bound: parking_lot::Mutex<Option<Arc<Bound>>>,
 }
 
 pub(crate) fn invalid(msg: impl Into<String>) -> Error {
@@ -211,7 +213,7 @@ impl GateHandle {
         };
         let gate = Gate::new(ledger.inner.clone(), cfg, health).map_err(|e| invalid(format!("shed.{e}")))?;
         let loop_ = unsafe { event_loop(env.raw()) };
-        Ok(GateHandle { gate: Arc::new(gate), loop_, guard })
+        Ok(GateHandle { gate: Arc::new(gate), loop_, guard, bound: parking_lot::Mutex::new(None) })
     }
 
     /// Defines the hot-path function `decide` and the Float64Array `result` on `target`.
@@ -223,9 +225,15 @@ impl GateHandle {
         unsafe {
             let out = bound.out.get() as *mut f64;
             raw::define_f64_view(env, target, c"result", out, RESULT_LEN, &bound)?;
-            raw::define_fn(env, target, "decide", decide, bound)?;
+            raw::define_fn(env, target, "decide", decide, bound.clone())?;
         }
+        *self.bound.lock() = Some(bound);
         Ok(())
+    }
+
+    /// The state `decide` runs on (after `bind`).
+    pub(crate) fn bound(&self) -> Option<Arc<Bound>> {
+        self.bound.lock().clone()
     }
 
     #[napi(catch_unwind)]
@@ -417,7 +425,7 @@ pub fn mint_tier_token(env: Env, secret: Buffer, tier: String, expires_at_sec: f
 /// read the kernel's monotonic clock (vDSO `clock_gettime`), one time base for everything the gate
 /// does, and the same clock the ledger reads.
 #[inline(always)]
-fn gate_now_ns() -> u64 {
+pub(crate) fn gate_now_ns() -> u64 {
     MonotonicClock.now_ns()
 }
 
@@ -458,11 +466,24 @@ raw::guarded!(decide = "Gate.decide" => decide_unguarded);
 #[inline(always)]
 unsafe fn decide_unguarded(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
     let (argv, argc, data) = raw::args::<3>(env, info);
-    let bound = &*(data as *const Bound);
+    match decide_args(env, &*(data as *const Bound), &argv, argc, gate_now_ns()) {
+        Some(v) => raw::int32(env, v),
+        None => std::ptr::null_mut(),
+    }
+}
+
+/// `decide`'s work on its arguments `argv[..argc]` (at least 3 slots) at `now_ns` (the gate's clock,
+/// `gate_now_ns`, read by the caller: the defense's call shares its reading): the verdict, or `None`
+/// with an exception pending.
+#[inline(always)]
+pub(crate) unsafe fn decide_args(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value], argc: usize, now_ns: u64) -> Option<i32> {
     let gate = &bound.gate;
     let sel = match raw::get_f64(env, argv[0]) {
         Some(n) if argc >= 1 && (0.0..65536.0).contains(&n) && n.fract() == 0.0 => n as i32,
-        _ => return raw::throw_type_error(env, "decide: sel must be an integer 0..65535"),
+        _ => {
+            raw::throw_type_error(env, "decide: sel must be an integer 0..65535");
+            return None;
+        }
     };
     let tier = match sel & SEL_TIER_MASK {
         0 => None,
@@ -482,13 +503,16 @@ unsafe fn decide_unguarded(env: sys::napi_env, info: sys::napi_callback_info) ->
             // A client IP (from a socket or a trusted X-Forwarded-For) is the request's doing, not the
             // caller's: any length is fine, an unparsable one maps to the shared invalid-IP key.
             Some(k) if k.len() <= MAX_KEY_BYTES || sel & SEL_KEY_IS_IP != 0 => Some((k, sel & SEL_KEY_IS_IP != 0)),
-            Some(k) => return raw::throw_range_error(env, &format!("key is {} bytes long; the limit is {MAX_KEY_BYTES}", k.len())),
+            Some(k) => {
+                raw::throw_range_error(env, &format!("key is {} bytes long; the limit is {MAX_KEY_BYTES}", k.len()));
+                return None;
+            }
             None => None,
         }
     } else {
         None
     };
-    let d = gate.decide(tier, header, key, gate_now_ns(), || idle_ns(bound.loop_), current_turn_age_ms, unix_now_sec);
+    let d = gate.decide(tier, header, key, now_ns, || idle_ns(bound.loop_), current_turn_age_ms, unix_now_sec);
     write_result(&mut *bound.out.get(), &d);
-    raw::int32(env, d.verdict as i32)
+    Some(d.verdict as i32)
 }
