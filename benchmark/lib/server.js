@@ -11,7 +11,9 @@
 //     workKind: 'pbkdf2' | 'sha256-chain',
 //     record: boolean }          // keep a lag timeline and the first rejection time (overload runs)
 //
-// Routes: GET /work (CPU-bound), GET /hello (hello world). Commands (IPC, {id, cmd}):
+// Routes: GET /work (CPU-bound), GET /hello (hello world); Express also serves a list and a detail
+// endpoint, GET /api/items and GET /api/items/:id, each the same CPU-bound work as /work, or none when
+// workIters is 0 (the crawler scenario and the HTTP cost runs of bench:defense). Commands (IPC, {id, cmd}):
 //   window-start  reset the lag histogram and timeline;   window-end  -> lag figures for the window
 //   guard-stats   -> the protection's stats() if it has one;   cpu -> process.cpuUsage();   exit
 const http = require('node:http');
@@ -120,6 +122,9 @@ function buildExpress(express) {
   }
   app.get('/work', (req, res) => res.send(work(workIters, workKind)));
   app.get('/hello', (req, res) => res.send('hello world'));
+  const item = (req, res) => res.send(workIters > 0 ? work(workIters, workKind) : 'item');
+  app.get('/api/items', item);
+  app.get('/api/items/:id', item);
   return http.createServer(app);
 }
 

@@ -1,0 +1,156 @@
+'use strict';
+// Plays a schedule of requests (crawl-traffic.js) against a server, open loop: each request leaves
+// when it is due whether or not earlier ones were answered (as lib/openloop.js does, whose rules it
+// follows: latency from the actual send, timeouts from the scheduled time, bounded in count, time
+// and requests in flight). The generator plays a reverse proxy on loopback: every request goes over
+// its pool of keep-alive connections and carries the client's address in X-Forwarded-For, which the
+// server trusts for one hop (trustProxy: 1), so one host simulates thousands of client addresses.
+//
+//   const r = await playSchedule({ port, events, classes, timeoutMs: 2000 });
+//   r.classes[i] -> { name, sent, ok, statuses: { '429': n, timeout: n }, latencies (ms, sorted),
+//                     okAt: [{ scheduled, latency }] }
+//   r.timeline   -> [{ t (s), goodput: { name: req/s }, sent: { name: n }, refused: { name: n } }]
+const http = require('node:http');
+const { nowAbs, percentile } = require('./openloop');
+
+async function playSchedule({ host = '127.0.0.1', port, events, classes, timeoutMs = 2000, maxOutstanding = 4096, bucketMs = 250, agent: given, headers: extra = {} }) {
+  const agent = given || new http.Agent({ keepAlive: true, maxSockets: 512, maxFreeSockets: 512 });
+  const durationMs = events.length ? events[events.length - 1].t : 0;
+  const nBuckets = Math.ceil((durationMs + timeoutMs + 500) / bucketMs) + 1;
+  const per = classes.map((name) => ({
+    name,
+    sent: 0,
+    ok: 0,
+    statuses: {},
+    okScheduled: [],
+    okLatency: [],
+    bOk: new Uint32Array(nBuckets),
+    bSent: new Uint32Array(nBuckets),
+    bRefused: new Uint32Array(nBuckets),
+  }));
+  const genLags = [];
+  const inflight = new Set();
+  let outstanding = 0;
+  let issued = 0;
+  let finished = 0;
+  let sending = true;
+  let resolveDone;
+  const done = new Promise((r) => (resolveDone = r));
+  const maybeDone = () => {
+    if (!sending && finished === issued) resolveDone();
+  };
+  const start = nowAbs() + 5;
+  const bucketOf = (t) => Math.min(nBuckets - 1, Math.max(0, Math.floor((t - start) / bucketMs)));
+
+  function fire(ev, now) {
+    const c = per[ev.cls];
+    const scheduled = start + ev.t;
+    c.sent++;
+    c.bSent[bucketOf(scheduled)]++;
+    issued++;
+    genLags.push(now - scheduled);
+    if (outstanding >= maxOutstanding) {
+      c.statuses.overflow = (c.statuses.overflow || 0) + 1;
+      finished++;
+      return;
+    }
+    outstanding++;
+    let settled = false;
+    const settle = (status) => {
+      if (settled) return;
+      settled = true;
+      outstanding--;
+      finished++;
+      inflight.delete(req);
+      const end = nowAbs();
+      if (status >= 200 && status < 300) {
+        c.ok++;
+        c.okScheduled.push(ev.t);
+        c.okLatency.push(end - now);
+        c.bOk[bucketOf(end)]++;
+      } else {
+        c.statuses[status] = (c.statuses[status] || 0) + 1;
+        c.bRefused[bucketOf(end)]++;
+      }
+      maybeDone();
+    };
+    const req = http.request({ host, port, path: ev.path, agent, headers: { ...extra, 'x-forwarded-for': ev.ip } }, (res) => {
+      res.on('error', (err) => settle(`error:${err.code || err.message}`));
+      res.on('end', () => settle(res.statusCode));
+      res.resume();
+    });
+    req.deadline = scheduled + timeoutMs;
+    req.settle = settle;
+    inflight.add(req);
+    req.on('error', (err) => settle(`error:${err.code || err.message}`));
+    req.end();
+  }
+
+  const sweeper = setInterval(() => {
+    const now = nowAbs();
+    for (const req of inflight) {
+      if (req.deadline <= now) {
+        req.settle('timeout');
+        req.destroy();
+      }
+    }
+  }, Math.min(50, timeoutMs / 4));
+
+  await new Promise((resolve) => {
+    function tick() {
+      const now = nowAbs();
+      while (issued < events.length && start + events[issued].t <= now) fire(events[issued], now);
+      if (issued >= events.length) return resolve();
+      setTimeout(tick, 1);
+    }
+    setTimeout(tick, Math.max(0, start - nowAbs()));
+  });
+  sending = false;
+  maybeDone();
+  const drain = setTimeout(() => {
+    for (const req of inflight) {
+      req.settle('timeout');
+      req.destroy();
+    }
+  }, timeoutMs + 500);
+  await done;
+  clearTimeout(drain);
+  clearInterval(sweeper);
+  if (!given) agent.destroy();
+
+  const lastBucket = bucketOf(nowAbs());
+  const timeline = [];
+  for (let b = 0; b <= lastBucket; b++) {
+    const row = { t: (b * bucketMs) / 1000, goodput: {}, sent: {}, refused: {} };
+    for (const c of per) {
+      row.goodput[c.name] = (c.bOk[b] * 1000) / bucketMs;
+      row.sent[c.name] = c.bSent[b];
+      row.refused[c.name] = c.bRefused[b];
+    }
+    timeline.push(row);
+  }
+  genLags.sort((a, b) => a - b);
+  return {
+    start,
+    bucketMs,
+    genLag: { p50: percentile(genLags, 50), p99: percentile(genLags, 99), max: genLags.length ? genLags[genLags.length - 1] : NaN },
+    classes: per.map((c) => ({ name: c.name, sent: c.sent, ok: c.ok, statuses: c.statuses, okScheduled: c.okScheduled, okLatency: c.okLatency })),
+    timeline,
+  };
+}
+
+/**
+ * One class's figures over requests scheduled in [fromMs, toMs): sent, served (2xx), share served,
+ * p50/p99 latency of the served. `sentIn` counts from the schedule itself.
+ */
+function classWindow(events, cls, result, fromMs, toMs) {
+  let sent = 0;
+  for (const ev of events) if (ev.cls === cls && ev.t >= fromMs && ev.t < toMs) sent++;
+  const c = result.classes[cls];
+  const lat = [];
+  for (let i = 0; i < c.okScheduled.length; i++) if (c.okScheduled[i] >= fromMs && c.okScheduled[i] < toMs) lat.push(c.okLatency[i]);
+  lat.sort((a, b) => a - b);
+  return { sent, ok: lat.length, servedPct: sent ? (100 * lat.length) / sent : NaN, p50: percentile(lat, 50), p99: percentile(lat, 99), perSec: (lat.length * 1000) / Math.max(1, toMs - fromMs) };
+}
+
+module.exports = { playSchedule, classWindow };

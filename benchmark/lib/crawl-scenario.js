@@ -1,0 +1,125 @@
+'use strict';
+// The crawler incident of bench:defense (part 3): the configurations and one run of each.
+//
+// The server (server.js, Express, a child process) serves GET /api/items and /api/items/:id, each
+// `workIters` of CPU-bound work; its capacity C (req/s) is measured first with a closed-loop probe,
+// as bench:overload does. Every rate below is a multiple of C, so the scenario scales to the machine.
+//
+// Configurations (tiergate in all three; the generator is the proxy, trustProxy: 1):
+// - `baseline`: the protected server with legitimate users only (their p99 without the crawler);
+// - `before`: a global limit only (the one tier's pool: `global` x C req/s), legitimate users and
+//   both crawlers;
+// - `after`: the same global limit, plus per-IP and per-/24 limits (exact sliding windows) and the
+//   ban rule "3 rate-limit refusals within 1 minute ban for 5 minutes".
+// Shedding is off in all three, so the only difference between before and after is the defense.
+const http = require('node:http');
+const { startServer, lagPerBucket } = require('./scenario');
+const { warmPool } = require('./openloop');
+const { crawlSchedule, CLASSES, LEGIT, ROTATING, SUBNET } = require('./crawl-traffic');
+const { playSchedule, classWindow } = require('./crawl-load');
+const { sampleCpu, cpuShare } = require('./proc-cpu');
+
+/** The scenario's shape, in multiples of the measured capacity C where it is a rate. */
+const DEFAULTS = Object.freeze({
+  seconds: 24, // the whole run
+  crawlStartSec: 4, // legitimate users only before
+  userRate: 0.3, // req/s per legitimate user (a page every ~3 s)
+  legit: 0.2, // all legitimate users together: 0.2 C (so users = 0.2 C / userRate)
+  crawl: 1.2, // the rotating crawler: 1.2 C in all
+  crawlIps: 100, // ... over this many addresses
+  subnet: 0.2, // the /24 crawler: 0.2 C in all, over 254 addresses
+  global: 0.8, // the global limit: 0.8 C (refusals cost CPU too: at 0.9 C the server saturated)
+  perIp: Object.freeze({ limit: 10, windowMs: 10_000 }),
+  perSubnet: Object.freeze({ limit: 30, windowMs: 10_000 }),
+  timeoutMs: 2000,
+});
+
+/** The global limit only: one tier whose pool refills at `global` x C (a burst of 0.2 s of it). */
+function globalLimit(cap, s) {
+  const rate = Math.round(s.global * cap);
+  return { tiers: [{ name: 'standard', capacity: Math.max(10, Math.round(0.2 * rate)), refillPerSec: rate }], trustProxy: 1, shed: false };
+}
+
+/** The global limit plus per-IP and per-/24 limits and the ban rule. */
+function layered(cap, s) {
+  return {
+    ...globalLimit(cap, s),
+    limits: [
+      { name: 'per-ip', by: 'ip', algorithm: 'sliding-window', limit: s.perIp.limit, windowMs: s.perIp.windowMs },
+      { name: 'per-subnet', by: { prefix: { v4: 24, v6: 48 } }, algorithm: 'sliding-window', limit: s.perSubnet.limit, windowMs: s.perSubnet.windowMs },
+    ],
+    bans: { rules: [{ name: 'rate-limited', on: 'rate-limited', threshold: 3, windowMs: 60_000, banMs: 300_000 }] },
+  };
+}
+
+function configurations(cap, s) {
+  return [
+    { id: 'baseline', title: 'no crawler (per-IP + per-/24 limits + bans)', options: layered(cap, s), crawler: false },
+    { id: 'before', title: `before: global limit only (${Math.round(s.global * cap)} req/s)`, options: globalLimit(cap, s), crawler: true },
+    { id: 'after', title: 'after: global + per-IP + per-/24 limits + bans', options: layered(cap, s), crawler: true },
+  ];
+}
+
+/** The schedule of a configuration (the same seed, so before and after see the same requests). */
+function scheduleFor(cap, s, withCrawler) {
+  const users = Math.max(50, Math.min(5000, Math.round((s.legit * cap) / s.userRate)));
+  return {
+    users,
+    events: crawlSchedule({
+      durationMs: s.seconds * 1000,
+      crawlStartMs: s.crawlStartSec * 1000,
+      users,
+      userRate: s.userRate,
+      crawlIps: s.crawlIps,
+      crawlRate: withCrawler ? s.crawl * cap : 0,
+      subnetRate: withCrawler ? s.subnet * cap : 0,
+    }),
+  };
+}
+
+/** Runs one configuration: its own server process, warm connections, the schedule, the figures. */
+async function runCrawlConfig(cfg, { cap, workIters, workKind, s }) {
+  const srv = await startServer({ framework: 'express', protection: 'tiergate', options: cfg.options, workIters, workKind, record: true });
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 512, maxFreeSockets: 512 });
+  try {
+    await warmPool(agent, { port: srv.port, path: '/hello', connections: 128 });
+    const { users, events } = scheduleFor(cap, s, cfg.crawler);
+    await srv.windowStart();
+    const cpu = sampleCpu(srv.pid, 100);
+    const load = await playSchedule({ port: srv.port, events, classes: CLASSES, timeoutMs: s.timeoutMs, agent });
+    const cpuSamples = cpu.stop();
+    const server = await srv.windowEnd();
+    const stats = await srv.guardStats().catch(() => null);
+    const lag = lagPerBucket(server.samples, load.start, load.bucketMs, load.timeline.length);
+    load.timeline.forEach((row, b) => {
+      row.serverLagMs = lag[b];
+      const a = load.start + b * load.bucketMs;
+      const share = cpuSamples.available ? cpuShare(cpuSamples.samples, a, a + load.bucketMs) : null;
+      row.serverCpuPct = share === null ? 0 : 100 * share;
+    });
+    const crawlAt = s.crawlStartSec * 1000;
+    const endAt = s.seconds * 1000;
+    const onsetEnd = crawlAt + 10_000;
+    const win = (cls, a, b) => classWindow(events, cls, load, a, b);
+    const cpuIn = (a, b) => (cpuSamples.available ? cpuShare(cpuSamples.samples, load.start + a, load.start + b) : null);
+    return {
+      cfg,
+      users,
+      load,
+      stats,
+      lag: server.lag,
+      figures: {
+        legit: { crawl: win(LEGIT, crawlAt, endAt), onset: win(LEGIT, crawlAt, onsetEnd), steady: win(LEGIT, onsetEnd, endAt), statuses: load.classes[LEGIT].statuses },
+        rotating: { onset: win(ROTATING, crawlAt, onsetEnd), steady: win(ROTATING, onsetEnd, endAt), statuses: load.classes[ROTATING].statuses },
+        subnet: { onset: win(SUBNET, crawlAt, onsetEnd), steady: win(SUBNET, onsetEnd, endAt), statuses: load.classes[SUBNET].statuses },
+        cpu: { crawl: cpuIn(crawlAt, endAt), steady: cpuIn(onsetEnd, endAt), before: cpuIn(0, crawlAt) },
+        genLag: load.genLag,
+      },
+    };
+  } finally {
+    agent.destroy();
+    await srv.stop();
+  }
+}
+
+module.exports = { DEFAULTS, configurations, globalLimit, layered, scheduleFor, runCrawlConfig };
