@@ -6,7 +6,7 @@
 // One file per component (./gatekeeper.js, ./queue.js, ./lag.js, ./ledger.js, ./leases.js). A new
 // component (abuse defense) adds its file and one entry in SOURCES below: its families from its
 // stats, read once per scrape through oncePerScrape.
-const { requireOptional } = require('../service/optional');
+const { requireOptional } = require('../optional');
 const { buildingOptions } = require('../errors');
 const { onlyKnown, typeName, isObject } = require('../options');
 const { oncePerScrape } = require('./family');
@@ -41,7 +41,7 @@ function waitBuckets(v) {
 }
 
 function registryOption(r) {
-  if (r === undefined) return requireOptional('prom-client', 'tiergate: metrics()').register;
+  if (r === undefined) return requireOptional('prom-client', 'metrics()').register;
   if (!isObject(r) || typeof r.registerMetric !== 'function' || typeof r.removeSingleMetric !== 'function' || typeof r.metrics !== 'function') {
     throw new TypeError(`metrics: options.registry must be a prom-client Registry, got ${typeName(r)}`);
   }
