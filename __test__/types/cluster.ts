@@ -19,7 +19,7 @@ const mw = gatekeeper({ tiers: [{ name: 'paid', capacity: 1e9, refillPerSec: 1e9
 void mw;
 c.check('login', 'user-1').then((d) => d.allowed);
 void c.bans?.ban('203.0.113.9', { durationMs: 60_000, reason: 'abuse' });
-c.bans?.onRemote((e) => e.op);
+void c.bans?.table.size;
 const s: ClusterStats = c.stats();
 void s.fallbackDecisions;
 void c.close();

@@ -11,7 +11,8 @@
 const { Quota, QUOTA_CODE, QUOTA_CODE_NAMES: CODE_NAMES } = require('../quota/engine');
 const { LeaseDriver, DRIVER_DEFAULTS } = require('../quota/driver');
 const { RedisStore } = require('./redis-store');
-const { BanChannel } = require('./bans');
+const { BanChannel, BanCache } = require('./bans');
+const { DefenseTable } = require('./defense-table');
 const { typeName, isObject, onlyKnown } = require('../options');
 const { buildingOptions } = require('../errors');
 
@@ -105,9 +106,25 @@ class Cluster {
     return this.#store;
   }
 
-  /** The ban channel (null with `bans: false`): `ban(target, { durationMs, reason })`, `lift`, `setLists`, `onRemote`. */
+  /** The ban channel (null with `bans: false`): `ban(target, { durationMs, reason })`, `lift`, `setLists`. */
   get bans() {
     return this.#bans;
+  }
+
+  /**
+   * Makes a gatekeeper's abuse defense this cluster's ban table (the gatekeeper calls it): its bans
+   * and lists are shared, and the cluster step no longer keeps bans of its own. One defense per cluster.
+   */
+  useDefense(defense) {
+    if (this.#bans === null) return;
+    if (!(this.#bans.table instanceof BanCache)) throw new TypeError('gatekeeper: options.cluster already shares its bans with another gatekeeper\'s defense; give each gatekeeper its own cluster()');
+    this.#bans.useTable(new DefenseTable(defense));
+  }
+
+  // The exact-key ban cache the cluster step reads, or null (no bans, or the defense enforces them).
+  get #cache() {
+    const b = this.#bans;
+    return b !== null && b.table instanceof BanCache ? b.table : null;
   }
 
   /** The id of a named limit (for `spend` with a number: the fastest). */
@@ -132,20 +149,21 @@ class Cluster {
 
   /** Whether the gatekeeper needs a request's key for this cluster. */
   get needsKey() {
-    if (this.#bans !== null) return true;
+    if (this.#cache !== null) return true;
     for (const t of this.#tiers.values()) if (t.key >= 0) return true;
     return false;
   }
 
   /**
    * The gatekeeper's cluster step for an admitted request of `tier` (a name) and `key` (or undefined):
-   * the ban cache, then the tier's per-key limit, then its budget. null: admit; else `{ code, limit:
+   * the ban cache (unless the defense holds the bans: it refused banned clients already), then the tier's per-key limit, then its budget. null: admit; else `{ code, limit:
    * 'ban' | 'key' | 'budget', retryAfterMs }` (code BANNED, or a quota refusal code), or a Promise of
    * either when a key waits for its first lease.
    */
   gate(tier, key, cost) {
-    if (this.#bans !== null && key !== undefined) {
-      const b = this.#bans.cache.get(key);
+    const cache = this.#cache;
+    if (cache !== null && key !== undefined) {
+      const b = cache.get(key);
       if (b !== null) return { code: BANNED, limit: 'ban', reason: 'BANNED', retryAfterMs: b.until - Date.now(), capacity: 0 };
     }
     const t = this.#tiers.get(tier);
@@ -172,7 +190,7 @@ class Cluster {
 
   /** The driver's stats (lib/quota/driver.js) and the ban channel's: published, received, held. */
   stats() {
-    const bans = this.#bans === null ? null : { ...this.#bans.stats, held: this.#bans.cache.size };
+    const bans = this.#bans === null ? null : { ...this.#bans.stats, held: this.#bans.table.size };
     return { ...this.#driver.stats(), bans };
   }
 

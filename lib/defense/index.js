@@ -388,6 +388,17 @@ class Defense {
     listsArg(lists);
     const cur = this.lists();
     call(() => this.#handle.setLists(lists.allow === undefined ? cur.allow : lists.allow.slice(), lists.deny === undefined ? cur.deny : lists.deny.slice()), 'setLists');
+    const share = this.#events.share;
+    if (share !== null) share({ kind: 'lists', ...this.lists() });
+  }
+
+  /**
+   * Hands every ban event (see ./bans.js) and every lists change (`{ kind: 'lists', allow, deny }`)
+   * to `fn`: cluster mode's ban channel, the one consumer (lib/cluster/defense-table.js).
+   */
+  share(fn) {
+    if (this.#events.share !== null) throw codedError(TypeError, CODES.INVALID_OPTION, 'this abuse defense already shares its bans with a cluster');
+    this.#events.share = fn;
   }
 
   #ipOf(reqOrIp, at) {

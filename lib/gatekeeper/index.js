@@ -262,7 +262,6 @@ class Gatekeeper {
       retryMinSec: o.retryAfter.minSec,
       retryMaxSec: o.retryAfter.maxSec,
     });
-    this.#needKey = o.perKeyByTier.some(Boolean) || o.onDecision !== null || (o.cluster !== null && o.cluster.needsKey);
     this.#observe = o.onDecision !== null || o.rateLimitHeadersOnSuccess;
     if (o.defense !== null) {
       this.#defense = new Defense(o.defense, {
@@ -276,6 +275,9 @@ class Gatekeeper {
       // Limits scoped to tiers need the tier before the defense decides: the header's rule, natively.
       if (this.#defense.needsTier && o.tierHeader !== null) this.#tierHeader = new TierHeader(o.names, o.defaultTier, o.trustTierHeader, o.secrets);
     }
+    // One ban table per process: with the defense, cluster bans are its bans (CIDR, escalation, lists).
+    if (o.cluster !== null && this.#defense !== null) o.cluster.useDefense(this.#defense);
+    this.#needKey = o.perKeyByTier.some(Boolean) || o.onDecision !== null || (o.cluster !== null && o.cluster.needsKey);
   }
 
   /** The abuse defense (limits, lists, bans, challenge passes), or null without any of its options. */
