@@ -145,7 +145,10 @@ export interface DefenseStats {
   expired: number;
   evicted: number;
   refused: number;
-  limits: Array<{ name: string; keys: number; maxKeys: number }>;
+  /** Per limit: keys held, its bound, and the requests it refused (429). */
+  limits: Array<{ name: string; keys: number; maxKeys: number; refused: number }>;
+  /** Requests refused by the deny list, by a ban, answered with a challenge, refused by a full shaper. */
+  refusals: { denyListed: number; banned: number; challenged: number; shaperFull: number };
   shaperWaiting: number;
 }
 

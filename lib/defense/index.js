@@ -93,6 +93,9 @@ class Defense {
   #warned = new Set();
   /** The gate's verdict from the last combined check(), or -1 when the gate did not decide. */
   gateVerdict = -1;
+  // Requests refused, counted on the refusal path only (for metrics and the dashboard): nothing per admit.
+  #refused = { denyListed: 0, banned: 0, challenged: 0, shaperFull: 0 };
+  #limitRefused;
 
   /**
    * `cfg`: compileDefense's result; `ctx`: { routing, headers (rateLimitHeaders), headersOnSuccess,
@@ -121,6 +124,7 @@ class Defense {
     this.#defend = bound.defend;
     this.#r = bound.result;
     this.#limits = o.limits;
+    this.#limitRefused = new Array(o.limits.length).fill(0);
     // [sel, header, key] for the gate (the combined call), then defend's own arguments.
     this.#args = new Array(GATE_ARGS + ARGS + o.limits.length).fill(undefined);
     this.#costs = o.limits.some((l) => l.costFn !== null || l.cost !== 1) ? new Float64Array(Math.max(1, o.limits.length)) : null;
@@ -314,6 +318,7 @@ class Defense {
   #delay(delayMs, res) {
     const p = this.#shaper === null ? null : this.#shaper.delay(delayMs);
     if (p === null) {
+      this.#refused.shaperFull++;
       const info = { verdict: 'shaper-full', status: 503, limitName: null, retryAfterMs: delayMs };
       return { verdict: 'shaper-full', info, rejection: this.#responder.shaperFull(delayMs) };
     }
@@ -325,8 +330,11 @@ class Defense {
     const name = VERDICT_NAMES[verdict];
     const info = { verdict: name, status: VERDICT_STATUS[verdict], key: ip, limitName: null, retryAfterMs: 0, banned: null };
     let rejection;
-    if (verdict === V.DENY_LISTED) rejection = this.#responder.denyListed();
-    else if (verdict === V.BANNED) {
+    if (verdict === V.DENY_LISTED) {
+      this.#refused.denyListed++;
+      rejection = this.#responder.denyListed();
+    } else if (verdict === V.BANNED) {
+      this.#refused.banned++;
       const left = r[R.BAN_LEFT_MS];
       info.retryAfterMs = left;
       info.banned = { byCidr: r[R.BY_CIDR] === 1, permanent: left === Infinity };
@@ -334,6 +342,7 @@ class Defense {
     } else if (verdict === V.RATE_LIMITED) {
       const evaluated = r[R.EVALUATED];
       const t = this.#tightest(evaluated);
+      this.#limitRefused[t]++;
       info.limitName = this.policies[t].name;
       info.limit = this.policies[t].quota;
       info.retryAfterMs = r[R.RETRY_AFTER_MS];
@@ -342,6 +351,7 @@ class Defense {
       rejection = this.#responder.rateLimited(t, info.retryAfterMs);
       this.#headers.write(rejection.headers, evaluated, t, this.#remainingOf, this.#resetOf);
     } else {
+      this.#refused.challenged++;
       rejection = this.#challenged(req, info);
     }
     if (r[R.PASS] >= 2) info.pass = PASS_ERRORS[r[R.PASS] - 2];
@@ -453,10 +463,14 @@ class Defense {
     return () => server.off('clientError', onClientError);
   }
 
-  /** Bans held, keys tracked, counters, and per limit its keys. */
+  /**
+   * Bans held, keys tracked, the ban table's counters, per limit its keys and the requests it refused,
+   * `refusals` (requests refused by the deny list, a ban, a challenge, a full shaper), shaperWaiting.
+   */
   stats() {
     const s = this.#handle.stats();
-    return { ...s, shaperWaiting: this.#shaper === null ? 0 : this.#shaper.size };
+    for (let i = 0; i < s.limits.length; i++) s.limits[i].refused = this.#limitRefused[i];
+    return { ...s, refusals: { ...this.#refused }, shaperWaiting: this.#shaper === null ? 0 : this.#shaper.size };
   }
 }
 

@@ -285,6 +285,11 @@ class Gatekeeper {
     return this.#defense;
   }
 
+  /** The cluster mode (options.cluster), or null. */
+  get cluster() {
+    return this.#o.cluster;
+  }
+
   /** Tier names, highest priority first. */
   get tiers() {
     return this.#o.names;
@@ -625,6 +630,7 @@ function expose(target, gk) {
   Object.defineProperty(target, 'ledger', { get: () => gk.ledger });
   Object.defineProperty(target, 'tiers', { get: () => gk.tiers });
   Object.defineProperty(target, 'defense', { get: () => gk.defense });
+  Object.defineProperty(target, 'cluster', { get: () => gk.cluster });
   return target;
 }
 
