@@ -24,3 +24,7 @@ const s: ClusterStats = c.stats();
 void s.fallbackDecisions;
 void c.close();
 void other.close();
+// A gatekeeper limit funded from the cluster's leases: the numbers are the cluster's limit of that name.
+const shared = cluster({ redis, limits: [{ name: 'search', algorithm: 'sliding-window', limit: 100, windowMs: 60_000 }] });
+void gatekeeper({ cluster: shared, limits: [{ name: 'search', by: 'ip', routes: ['/search'], cluster: true }], bans: {} });
+void shared.close();

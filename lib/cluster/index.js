@@ -156,16 +156,46 @@ class Cluster {
 
   /**
    * The gatekeeper's cluster step for an admitted request of `tier` (a name) and `key` (or undefined):
-   * the ban cache (unless the defense holds the bans: it refused banned clients already), then the tier's per-key limit, then its budget. null: admit; else `{ code, limit:
-   * 'ban' | 'key' | 'budget', retryAfterMs }` (code BANNED, or a quota refusal code), or a Promise of
+   * the ban cache (unless the defense holds the bans: it refused banned clients already), then the
+   * gatekeeper's cluster limits that apply (`named`: lib/defense's clusterStep, or null), then the tier's per-key limit, then its budget. null: admit; else `{ code, limit:
+   * 'ban' | 'named' | 'key' | 'budget', retryAfterMs }` (code BANNED, or a quota refusal code; 'named'
+   * with `index` and `name`), or a Promise of
    * either when a key waits for its first lease.
    */
-  gate(tier, key, cost) {
+  gate(tier, key, cost, named) {
     const cache = this.#cache;
     if (cache !== null && key !== undefined) {
       const b = cache.get(key);
       if (b !== null) return { code: BANNED, limit: 'ban', reason: 'BANNED', retryAfterMs: b.until - Date.now(), capacity: 0 };
     }
+    if (named !== undefined && named !== null && named.any) return this.#named(named, 0, tier, key, cost);
+    return this.#tierSteps(tier, key, cost);
+  }
+
+  // The gatekeeper's cluster limits (`limits: [{ ..., cluster: true }]`), in order, then the tier's.
+  // `s`: { ids, keys, costs } (lib/defense clusterStep); a key waiting for its lease copies what is
+  // left, since the gatekeeper refills `s` for the next request meanwhile.
+  #named(s, from, tier, key, cost) {
+    for (let i = from; i < s.ids.length; i++) {
+      const k = s.keys[i];
+      if (k === undefined) continue;
+      const r = this.#driver.spend(s.ids[i], k, s.costs[i]);
+      if (typeof r === 'number') {
+        if (r >= NEED_LEASE) return this.#namedRefusal(s.ids[i], i, r, this.#driver.result[0]);
+        continue;
+      }
+      const rest = { ids: s.ids, keys: s.keys.slice(), costs: s.costs.slice() };
+      return r.then((d) => (d.code >= NEED_LEASE ? this.#namedRefusal(rest.ids[i], i, d.code, d.retryAfterMs) : this.#named(rest, i + 1, tier, key, cost)));
+    }
+    return this.#tierSteps(tier, key, cost);
+  }
+
+  #namedRefusal(id, index, code, retryAfterMs) {
+    const spec = this.#driver.quota.limits[id];
+    return { code, limit: 'named', index, name: spec.name, reason: CODE_NAMES[code], retryAfterMs, capacity: spec.algorithm === 'token-bucket' ? spec.burst : spec.limit };
+  }
+
+  #tierSteps(tier, key, cost) {
     const t = this.#tiers.get(tier);
     if (t === undefined) return null;
     if (t.key >= 0 && key !== undefined) return this.#step(t, t.key, key, cost, 'key');
