@@ -130,3 +130,16 @@ test('cluster limits (cluster: true): need options.cluster with a limit of the n
     await c.close();
   }
 });
+
+test('a cluster shares its bans with one gatekeeper\'s defense', async () => {
+  const { cluster } = require('../..');
+  const c = cluster({ redis: 'redis://127.0.0.1:1', limits: [{ name: 'other', rate: 1, burst: 1 }] });
+  try {
+    gatekeeper({ shed: false, cluster: c, bans: {} });
+    throwsWith({ cluster: c, bans: {} }, INVALID, /options\.cluster already shares its bans with another gatekeeper's defense/, TypeError);
+    // Without a defense, a second gatekeeper may use the cluster's limits (its bans are the defense's: docs/cluster.md).
+    gatekeeper({ shed: false, cluster: c });
+  } finally {
+    await c.close();
+  }
+});
