@@ -140,7 +140,7 @@ test('metrics() options: errors name the option, with their codes', () => {
   const registry = new prom.Registry();
   const cases = [
     [() => t.metrics(), TypeError, 'ERR_TIERGATE_INVALID_OPTION', /metrics: options must be an object/],
-    [() => t.metrics({ registry }), TypeError, 'ERR_TIERGATE_INVALID_OPTION', /must name at least one of gatekeeper, queue, lag, ledger, leases$/],
+    [() => t.metrics({ registry }), TypeError, 'ERR_TIERGATE_INVALID_OPTION', /must name at least one of gatekeeper, queue, lag, ledger, leases, cluster$/],
     [() => t.metrics({ leases: {}, registry }), TypeError, 'ERR_TIERGATE_INVALID_OPTION', /metrics: options\.leases must be a LeaseDriver, got object/],
     [() => t.metrics({ gatekeeper: {}, registry }), TypeError, 'ERR_TIERGATE_INVALID_OPTION', /metrics: options\.gatekeeper must be a gatekeeper/],
     [() => t.metrics({ queue: () => {}, registry }), TypeError, 'ERR_TIERGATE_INVALID_OPTION', /metrics: options\.queue must be a concurrency gate/],

@@ -1,7 +1,7 @@
 'use strict';
 // The library dashboard in a real browser, mounted in a real Express app (a child process) under a
 // bounded overload: sign-in is refused without the token, the tier table and chart show background
-// shed while critical is served, every page renders without console errors, at 1280 and 360 px, in
+// shed while critical is served, a probe flood's ban shows in the bans chart, every page renders without console errors, at 1280 and 360 px, in
 // light and dark themes; screenshots are saved and non-empty.
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -106,6 +106,23 @@ test('library dashboard under overload: background shed while critical is served
   assert.ok(critical[1].some((v) => v > 0), 'the critical chart has no admitted point');
   assert.ok(critical[2].every((v) => v === 0 || v === null), 'the critical chart shows sheds');
   for (const id of ['chart-controller', 'chart-lag', 'chart-elu', 'chart-queue', 'chart-wait', 'chart-inflight']) assert.ok(await page.$(`#${id} canvas`), id);
+
+  // A probe flood from one client gets it banned: the bans series shows a ban in force.
+  // (Background, the probes' tier, may still be shed as the loop recovers: a 503 is no probe; bounded.)
+  const probes = [];
+  for (let i = 0; i < 400 && probes.length < 4; i++) {
+    const st = (await request(port, { path: `/missing/${i}`, headers: { 'x-forwarded-for': '198.51.100.9' } })).status;
+    if (st === 503) await new Promise((r) => setTimeout(r, 25));
+    else probes.push(st);
+  }
+  assert.deepEqual(probes, [404, 404, 404, 403]);
+  await page.waitForFunction(() => {
+    const el = document.querySelector('#chart-bans');
+    // Series: active, added /s, refused /s (the fourth probe was refused by the ban).
+    return el !== null && typeof el.tgChart === 'function' && el.tgChart()[1].some((v) => v >= 1) && el.tgChart()[3].some((v) => v > 0);
+  }, null, { timeout: 10_000 });
+  assert.ok(await page.$('#chart-bans canvas'), 'the bans chart is drawn');
+  assert.ok(await screenshot(page, 'live-bans') > 0);
   assert.ok(await screenshot(page, 'live-light') > 0);
 
   // Dark theme, chosen from the keyboard.

@@ -113,3 +113,33 @@ test('a gatekeeper without defense options has no defense; the operator calls ch
   // A failed setLists changed nothing.
   assert.deepEqual(d.lists(), { allow: [], deny: [] });
 });
+
+test('cluster limits (cluster: true): need options.cluster with a limit of the name; numbers stay in the cluster', async () => {
+  const { cluster } = require('../..');
+  throwsWith({ limits: [{ name: 'api', cluster: true }] }, INVALID, /^gatekeeper: options\.limits\[0\]\.cluster: a cluster limit needs options\.cluster/, TypeError);
+  throwsWith({ limits: [{ name: 'api', cluster: 'yes' }] }, INVALID, /limits\[0\]\.cluster must be a boolean/, TypeError);
+  throwsWith({ limits: [{ name: 'api', cluster: true, limit: 5 }] }, INVALID, /limits\[0\]\.limit: a cluster limit takes its algorithm and numbers from options\.cluster's limit "api"; leave limit out/, TypeError);
+  throwsWith({ limits: [{ name: 'api', cluster: true, by: { prefix: { v4: 24 } } }] }, INVALID, /limits\[0\]\.by: a cluster limit counts by 'ip'/, TypeError);
+  throwsWith({ limits: [{ name: 'api', cluster: true, cost: -1 }] }, INVALID, /limits\[0\]\.cost/);
+  throwsWith({ limits: [ok, { name: 'l', cluster: true }] }, INVALID, /limits\[1\]\.name "l" is a duplicate of limits\[0\]\.name/);
+  // A cluster (its Redis never contacted: construction does no I/O) without a limit of that name.
+  const c = cluster({ redis: 'redis://127.0.0.1:1', limits: [{ name: 'other', rate: 1, burst: 1 }], bans: false });
+  try {
+    throwsWith({ cluster: c, limits: [{ name: 'api', cluster: true }] }, INVALID, /limits\[0\] is a cluster limit, but options\.cluster has no limit named "api"/, RangeError);
+  } finally {
+    await c.close();
+  }
+});
+
+test('a cluster shares its bans with one gatekeeper\'s defense', async () => {
+  const { cluster } = require('../..');
+  const c = cluster({ redis: 'redis://127.0.0.1:1', limits: [{ name: 'other', rate: 1, burst: 1 }] });
+  try {
+    gatekeeper({ shed: false, cluster: c, bans: {} });
+    throwsWith({ cluster: c, bans: {} }, INVALID, /options\.cluster already shares its bans with another gatekeeper's defense/, TypeError);
+    // Without a defense, a second gatekeeper may use the cluster's limits (its bans are the defense's: docs/cluster.md).
+    gatekeeper({ shed: false, cluster: c });
+  } finally {
+    await c.close();
+  }
+});

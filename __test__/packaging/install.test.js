@@ -205,7 +205,7 @@ test('installed from the tarballs offline with no cargo: the install script take
   assert.match(ok(bin, ['--help'], dir).stdout, /usage: tiergate serve/);
   const serve = run(bin, ['serve', '--port', '0', '--data', path.join(dir, 'data')], dir, { TIERGATE_ADMIN_TOKEN: 'a-token-of-enough-length' });
   assert.equal(serve.status, 1, serve.stdout + serve.stderr);
-  assert.match(serve.stderr, /ERR_TIERGATE_MISSING_DEPENDENCY: the embedded store of `tiergate serve` needs the package "better-sqlite3": npm install better-sqlite3/);
+  assert.match(serve.stderr, /ERR_TIERGATE_MISSING_DEPENDENCY: tiergate: the embedded store of `tiergate serve` needs the package "better-sqlite3": npm install better-sqlite3/);
 
   if (!fs.existsSync(tsc)) {
     t.diagnostic('typescript is not installed: types not checked');

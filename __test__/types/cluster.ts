@@ -19,8 +19,12 @@ const mw = gatekeeper({ tiers: [{ name: 'paid', capacity: 1e9, refillPerSec: 1e9
 void mw;
 c.check('login', 'user-1').then((d) => d.allowed);
 void c.bans?.ban('203.0.113.9', { durationMs: 60_000, reason: 'abuse' });
-c.bans?.onRemote((e) => e.op);
+void c.bans?.table.size;
 const s: ClusterStats = c.stats();
 void s.fallbackDecisions;
 void c.close();
 void other.close();
+// A gatekeeper limit funded from the cluster's leases: the numbers are the cluster's limit of that name.
+const shared = cluster({ redis, limits: [{ name: 'search', algorithm: 'sliding-window', limit: 100, windowMs: 60_000 }] });
+void gatekeeper({ cluster: shared, limits: [{ name: 'search', by: 'ip', routes: ['/search'], cluster: true }], bans: {} });
+void shared.close();

@@ -1,44 +1,77 @@
 'use strict';
 // Bans and allow/deny lists shared across processes: Redis pub/sub carries each change to every
-// process, which applies it to a local cache (BanCache) that requests read from memory. A hash
+// process, which applies it to its one local ban table; requests read that table from memory. A hash
 // (`<prefix>:{bans}`) keeps the current bans and lists, so that a process that starts (or
 // resubscribes after Redis comes back) loads what it missed.
 //
-// Events, as published (JSON): { op: 'ban', target, durationMs | null (permanent), reason? }
-// | { op: 'lift', target } | { op: 'lists', allow: string[], deny: string[] }, each with `origin`
-// (the publishing channel's id). Durations, not instants, cross: each process ends a ban by its own
-// clock from when it heard of it. A channel ignores its own events (it applied them when it
-// published them).
+// Events, as published (JSON): { op: 'ban', target, cidr, durationMs | null (permanent), reason,
+// source, offense } | { op: 'lift', target } | { op: 'lists', allow: string[], deny: string[] }, each
+// with `origin` (the publishing channel's id). Durations, not instants, cross: each process ends a ban
+// by its own clock from when it heard of it. A channel ignores its own events.
 //
-// Connecting another ban table (the gatekeeper's defense): `channel.onRemote(fn)` hands it every
-// event from another process; feed its own changes to `channel.ban/lift/setLists`. While `fn` runs,
-// `channel.applying` is true and publishing is a no-op, so a table that reports the remote change it
-// just applied as its own does not echo it back.
+// The table is BanCache below (exact keys: the gatekeeper's cluster step reads it) or, when the
+// gatekeeper has the abuse defense, the defense's own table (./defense-table.js: CIDR prefixes,
+// escalation, lists). A table has ban(target, { durationMs, reason }), lift(target), setLists(lists),
+// apply(event) for a remote event, `size`, and connect(report): it reports every change made in
+// this process to `report(event)`, which publishes it. While a remote event is applied, reports are
+// dropped, so that a table that reports what it just applied does not echo it back.
 const { randomBytes } = require('node:crypto');
 const { typeName } = require('../options');
 
 const MAX_BANS = 100_000;
 
+function checkBan(target, durationMs) {
+  if (typeof target !== 'string' || target === '') throw new TypeError(`ban: target must be a non-empty string, got ${typeName(target)}`);
+  if (durationMs !== null && !(Number.isFinite(durationMs) && durationMs > 0)) throw new RangeError(`ban: durationMs must be a finite number > 0 or null, got ${durationMs}`);
+}
+
 /** Exact-target bans in memory, with expiry by this process's clock; bounded (soonest-ending go first). */
 class BanCache {
   #bans = new Map(); // target -> { until (ms, Infinity: permanent), reason }
   #max;
+  #report = () => {};
   lists = { allow: [], deny: [] };
 
   constructor(max = MAX_BANS) {
     this.#max = max;
   }
 
-  ban(target, durationMs, reason) {
+  connect(report) {
+    this.#report = report;
+  }
+
+  ban(target, { durationMs = null, reason = '' } = {}) {
+    checkBan(target, durationMs);
+    this.#set(target, durationMs, reason);
+    this.#report({ op: 'ban', target, cidr: false, durationMs, reason, source: 'operator', offense: 0 });
+  }
+
+  lift(target) {
+    if (typeof target !== 'string' || target === '') throw new TypeError(`lift: target must be a non-empty string, got ${typeName(target)}`);
+    this.#bans.delete(target);
+    this.#report({ op: 'lift', target, cidr: false });
+  }
+
+  setLists({ allow = [], deny = [] } = {}) {
+    if (!Array.isArray(allow) || !Array.isArray(deny)) throw new TypeError('setLists: allow and deny must be arrays of strings');
+    this.lists = { allow: allow.map(String), deny: deny.map(String) };
+    this.#report({ op: 'lists', allow: this.lists.allow, deny: this.lists.deny });
+  }
+
+  /** A remote event. A CIDR ban cannot match an exact key: it is not held here. */
+  apply(e) {
+    if (e.op === 'ban') {
+      if (e.cidr !== true) this.#set(e.target, e.durationMs, e.reason);
+    } else if (e.op === 'lift') this.#bans.delete(e.target);
+    else this.lists = { allow: e.allow.map(String), deny: e.deny.map(String) };
+  }
+
+  #set(target, durationMs, reason) {
     const until = durationMs === null ? Infinity : Date.now() + durationMs;
     const had = this.#bans.get(target);
     if (had !== undefined && had.until >= until) return;
     if (had === undefined && this.#bans.size >= this.#max) this.#evict();
     this.#bans.set(target, { until, reason: reason || '' });
-  }
-
-  lift(target) {
-    return this.#bans.delete(target);
   }
 
   /** The ban on `target` now: `{ until, reason }` or null. */
@@ -74,24 +107,50 @@ class BanCache {
   }
 }
 
+/** A remote event in a shape a table can apply, or null. */
+function wellFormed(e) {
+  if (e === null || typeof e !== 'object') return null;
+  if (e.op === 'ban' && typeof e.target === 'string' && e.target !== '') {
+    const d = e.durationMs === null ? null : Number(e.durationMs);
+    if (d !== null && !(Number.isFinite(d) && d >= 0)) return null;
+    const offense = Number.isInteger(e.offense) && e.offense >= 0 ? e.offense : 0;
+    return { op: 'ban', target: e.target, cidr: e.cidr === true, durationMs: d, reason: typeof e.reason === 'string' ? e.reason : '', source: e.source === 'rule' ? 'rule' : 'operator', offense };
+  }
+  if (e.op === 'lift' && typeof e.target === 'string' && e.target !== '') return { op: 'lift', target: e.target, cidr: e.cidr === true };
+  if (e.op === 'lists' && Array.isArray(e.allow) && Array.isArray(e.deny)) return { op: 'lists', allow: e.allow.map(String), deny: e.deny.map(String) };
+  return null;
+}
+
 class BanChannel {
   #client;
   #sub;
   #channel;
   #hash;
-  #listeners = [];
   #started = null;
-  /** True while remote events are handed to listeners. */
-  applying = false;
+  #applying = false;
+  #sent = null;
+  #table = null;
   id = randomBytes(6).toString('hex');
-  cache = new BanCache();
-  stats = { published: 0, received: 0, publishErrors: 0 };
+  stats = { published: 0, received: 0, publishErrors: 0, applyErrors: 0 };
 
   /** `client`: an ioredis client (Redis or Cluster); `prefix`: the store's key prefix. */
   constructor(client, prefix) {
     this.#client = client;
     this.#channel = `${prefix}:bans`;
     this.#hash = `${prefix}:{bans}`;
+    this.useTable(new BanCache());
+  }
+
+  /** The local table (a BanCache unless useTable gave another). */
+  get table() {
+    return this.#table;
+  }
+
+  /** Makes `table` the one this process enforces; what the channel holds is loaded into it. */
+  useTable(table) {
+    this.#table = table;
+    table.connect((e) => this.#share(e));
+    if (this.#started !== null) this.#started.then(() => this.#load()).catch(() => {});
   }
 
   /** Subscribes and loads the current bans; resolves when both are done. */
@@ -121,9 +180,9 @@ class BanChannel {
       } catch {
         continue;
       }
+      if (e === null || typeof e !== 'object') continue;
       if (field === 'lists') this.#apply({ op: 'lists', allow: e.allow, deny: e.deny });
-      else if (e.until === null) this.#apply({ op: 'ban', target: e.target, durationMs: null, reason: e.reason });
-      else if (e.until > now) this.#apply({ op: 'ban', target: e.target, durationMs: e.until - now, reason: e.reason });
+      else if (e.until === null || e.until > now) this.#apply({ ...e, op: 'ban', durationMs: e.until === null ? null : e.until - now });
     }
   }
 
@@ -139,64 +198,63 @@ class BanChannel {
     this.#apply(e);
   }
 
-  #apply(e) {
-    if (e.op === 'ban' && typeof e.target === 'string') this.cache.ban(e.target, e.durationMs === null ? null : Math.max(0, Number(e.durationMs) || 0), e.reason);
-    else if (e.op === 'lift' && typeof e.target === 'string') this.cache.lift(e.target);
-    else if (e.op === 'lists' && Array.isArray(e.allow) && Array.isArray(e.deny)) this.cache.lists = { allow: e.allow.map(String), deny: e.deny.map(String) };
-    else return;
-    this.applying = true;
+  #apply(raw) {
+    const e = wellFormed(raw);
+    if (e === null) return;
+    this.#applying = true;
     try {
-      for (const fn of this.#listeners) {
-        try {
-          fn(e);
-        } catch (err) {
-          process.emitWarning(`tiergate: a cluster ban listener threw: ${err && err.stack ? err.stack : err}`, 'TiergateWarning');
-        }
-      }
+      this.#table.apply(e);
+    } catch (err) {
+      // A record the table refuses (a full table, a prefix it cannot parse): counted, once warned.
+      if (this.stats.applyErrors++ === 0) process.emitWarning(`tiergate: a shared ban change was not applied: ${err && err.message}`, 'TiergateWarning');
     } finally {
-      this.applying = false;
+      this.#applying = false;
     }
   }
 
-  /** Calls `fn(event)` for every change made by another process (and for what `start` loads). */
-  onRemote(fn) {
-    if (typeof fn !== 'function') throw new TypeError(`onRemote: listener must be a function, got ${typeName(fn)}`);
-    this.#listeners.push(fn);
-  }
-
-  #publish(e, record) {
-    if (this.applying) return Promise.resolve();
+  // A change the table made in this process: to the hash and to every other process.
+  #share(e) {
+    if (this.#applying) return;
     const text = JSON.stringify({ ...e, origin: this.id });
     this.stats.published++;
-    const persist = record === undefined ? this.#client.hdel(this.#hash, e.target) : this.#client.hset(this.#hash, e.op === 'lists' ? 'lists' : e.target, JSON.stringify(record));
-    return Promise.all([persist, this.#client.publish(this.#channel, text)]).then(
+    const persist = e.op === 'lift'
+      ? this.#client.hdel(this.#hash, e.target)
+      : e.op === 'lists'
+        ? this.#client.hset(this.#hash, 'lists', JSON.stringify({ allow: e.allow, deny: e.deny }))
+        : this.#client.hset(this.#hash, e.target, JSON.stringify({ target: e.target, cidr: e.cidr, until: e.durationMs === null ? null : Date.now() + e.durationMs, reason: e.reason, source: e.source, offense: e.offense }));
+    const sent = Promise.all([persist, this.#client.publish(this.#channel, text)]).then(
       () => undefined,
       () => {
         this.stats.publishErrors++;
       },
     );
+    if (this.#sent !== null) this.#sent.push(sent);
+  }
+
+  // Runs an operator change on the table; resolves when what it reported is published.
+  #via(fn) {
+    const sent = [];
+    this.#sent = sent;
+    try {
+      fn();
+    } finally {
+      this.#sent = null;
+    }
+    return Promise.all(sent).then(() => undefined);
   }
 
   /** Bans `target` here at once and in every process (`durationMs` null: until lifted). */
   ban(target, { durationMs = null, reason = '' } = {}) {
-    if (typeof target !== 'string' || target === '') throw new TypeError(`ban: target must be a non-empty string, got ${typeName(target)}`);
-    if (durationMs !== null && !(Number.isFinite(durationMs) && durationMs > 0)) throw new RangeError(`ban: durationMs must be a finite number > 0 or null, got ${durationMs}`);
-    this.cache.ban(target, durationMs, reason);
-    return this.#publish({ op: 'ban', target, durationMs, reason }, { target, until: durationMs === null ? null : Date.now() + durationMs, reason });
+    return this.#via(() => this.#table.ban(target, { durationMs, reason }));
   }
 
   lift(target) {
-    if (typeof target !== 'string' || target === '') throw new TypeError(`lift: target must be a non-empty string, got ${typeName(target)}`);
-    this.cache.lift(target);
-    return this.#publish({ op: 'lift', target });
+    return this.#via(() => this.#table.lift(target));
   }
 
-  /** Replaces the allow and deny lists everywhere (entries as the receiving table parses them). */
-  setLists({ allow = [], deny = [] } = {}) {
-    if (!Array.isArray(allow) || !Array.isArray(deny)) throw new TypeError('setLists: allow and deny must be arrays of strings');
-    this.cache.lists = { allow: allow.map(String), deny: deny.map(String) };
-    const e = { op: 'lists', allow: this.cache.lists.allow, deny: this.cache.lists.deny };
-    return this.#publish(e, { allow: e.allow, deny: e.deny });
+  /** Replaces the allow and deny lists everywhere. */
+  setLists(lists = {}) {
+    return this.#via(() => this.#table.setLists(lists));
   }
 
   async close() {

@@ -44,25 +44,37 @@ export interface ClusterOptions {
 export interface ClusterBanEvent {
   op: 'ban' | 'lift' | 'lists';
   target?: string;
+  /** A CIDR prefix (the defense's table matches it; the exact-key cache does not hold it). */
+  cidr?: boolean;
   durationMs?: number | null;
   reason?: string;
+  source?: 'rule' | 'operator';
+  offense?: number;
   allow?: string[];
   deny?: string[];
 }
 
+/** What a process enforces: the exact-key cache, or (with the gatekeeper's defense) the defense's table. */
+export interface ClusterBanTable {
+  readonly size: number;
+  connect(report: (event: ClusterBanEvent) => void): void;
+  ban(target: string, options?: { durationMs?: number | null; reason?: string }): void;
+  lift(target: string): void;
+  setLists(lists: { allow?: string[]; deny?: string[] }): void;
+  apply(event: ClusterBanEvent): void;
+}
+
 export declare class BanChannel {
   readonly id: string;
-  /** True while remote events are handed to `onRemote` listeners (publishing is then a no-op). */
-  readonly applying: boolean;
-  readonly cache: { get(target: string): { until: number; reason: string } | null; readonly size: number; lists: { allow: string[]; deny: string[] } };
-  readonly stats: { published: number; received: number; publishErrors: number };
+  /** The table this process enforces (a gatekeeper with the abuse defense makes it the defense's). */
+  readonly table: ClusterBanTable;
+  readonly stats: { published: number; received: number; publishErrors: number; applyErrors: number };
   start(): Promise<void>;
+  useTable(table: ClusterBanTable): void;
   /** Bans `target` here at once and in every process (durationMs null: until lifted). */
   ban(target: string, options?: { durationMs?: number | null; reason?: string }): Promise<void>;
   lift(target: string): Promise<void>;
   setLists(lists: { allow?: string[]; deny?: string[] }): Promise<void>;
-  /** Every change made by another process. */
-  onRemote(fn: (event: ClusterBanEvent) => void): void;
   close(): Promise<void>;
 }
 
@@ -76,7 +88,7 @@ export declare class RedisStore implements LeaseStore {
 }
 
 export interface ClusterStats extends LeaseDriverStats {
-  bans: { published: number; received: number; publishErrors: number; held: number } | null;
+  bans: { published: number; received: number; publishErrors: number; applyErrors: number; held: number } | null;
 }
 
 export declare class Cluster {
@@ -88,6 +100,8 @@ export declare class Cluster {
   readonly bans: BanChannel | null;
   readonly tierNames: string[];
   readonly needsKey: boolean;
+  /** A gatekeeper with both calls it: its abuse defense becomes this cluster's ban table. */
+  useDefense(defense: unknown): void;
   limitId(name: string): number;
   spend(limit: string | number, key: string, cost?: number): QuotaCode | Promise<QuotaDecision>;
   check(limit: string | number, key: string, cost?: number): Promise<{ allowed: boolean; code: QuotaCode; reason: string; retryAfterMs: number }>;

@@ -11,7 +11,8 @@
 const { Quota, QUOTA_CODE, QUOTA_CODE_NAMES: CODE_NAMES } = require('../quota/engine');
 const { LeaseDriver, DRIVER_DEFAULTS } = require('../quota/driver');
 const { RedisStore } = require('./redis-store');
-const { BanChannel } = require('./bans');
+const { BanChannel, BanCache } = require('./bans');
+const { DefenseTable } = require('./defense-table');
 const { typeName, isObject, onlyKnown } = require('../options');
 const { buildingOptions } = require('../errors');
 
@@ -105,9 +106,25 @@ class Cluster {
     return this.#store;
   }
 
-  /** The ban channel (null with `bans: false`): `ban(target, { durationMs, reason })`, `lift`, `setLists`, `onRemote`. */
+  /** The ban channel (null with `bans: false`): `ban(target, { durationMs, reason })`, `lift`, `setLists`. */
   get bans() {
     return this.#bans;
+  }
+
+  /**
+   * Makes a gatekeeper's abuse defense this cluster's ban table (the gatekeeper calls it): its bans
+   * and lists are shared, and the cluster step no longer keeps bans of its own. One defense per cluster.
+   */
+  useDefense(defense) {
+    if (this.#bans === null) return;
+    if (!(this.#bans.table instanceof BanCache)) throw new TypeError('gatekeeper: options.cluster already shares its bans with another gatekeeper\'s defense; give each gatekeeper its own cluster()');
+    this.#bans.useTable(new DefenseTable(defense));
+  }
+
+  // The exact-key ban cache the cluster step reads, or null (no bans, or the defense enforces them).
+  get #cache() {
+    const b = this.#bans;
+    return b !== null && b.table instanceof BanCache ? b.table : null;
   }
 
   /** The id of a named limit (for `spend` with a number: the fastest). */
@@ -132,22 +149,53 @@ class Cluster {
 
   /** Whether the gatekeeper needs a request's key for this cluster. */
   get needsKey() {
-    if (this.#bans !== null) return true;
+    if (this.#cache !== null) return true;
     for (const t of this.#tiers.values()) if (t.key >= 0) return true;
     return false;
   }
 
   /**
    * The gatekeeper's cluster step for an admitted request of `tier` (a name) and `key` (or undefined):
-   * the ban cache, then the tier's per-key limit, then its budget. null: admit; else `{ code, limit:
-   * 'ban' | 'key' | 'budget', retryAfterMs }` (code BANNED, or a quota refusal code), or a Promise of
+   * the ban cache (unless the defense holds the bans: it refused banned clients already), then the
+   * gatekeeper's cluster limits that apply (`named`: lib/defense's clusterStep, or null), then the tier's per-key limit, then its budget. null: admit; else `{ code, limit:
+   * 'ban' | 'named' | 'key' | 'budget', retryAfterMs }` (code BANNED, or a quota refusal code; 'named'
+   * with `index` and `name`), or a Promise of
    * either when a key waits for its first lease.
    */
-  gate(tier, key, cost) {
-    if (this.#bans !== null && key !== undefined) {
-      const b = this.#bans.cache.get(key);
+  gate(tier, key, cost, named) {
+    const cache = this.#cache;
+    if (cache !== null && key !== undefined) {
+      const b = cache.get(key);
       if (b !== null) return { code: BANNED, limit: 'ban', reason: 'BANNED', retryAfterMs: b.until - Date.now(), capacity: 0 };
     }
+    if (named !== undefined && named !== null && named.any) return this.#named(named, 0, tier, key, cost);
+    return this.#tierSteps(tier, key, cost);
+  }
+
+  // The gatekeeper's cluster limits (`limits: [{ ..., cluster: true }]`), in order, then the tier's.
+  // `s`: { ids, keys, costs } (lib/defense clusterStep); a key waiting for its lease copies what is
+  // left, since the gatekeeper refills `s` for the next request meanwhile.
+  #named(s, from, tier, key, cost) {
+    for (let i = from; i < s.ids.length; i++) {
+      const k = s.keys[i];
+      if (k === undefined) continue;
+      const r = this.#driver.spend(s.ids[i], k, s.costs[i]);
+      if (typeof r === 'number') {
+        if (r >= NEED_LEASE) return this.#namedRefusal(s.ids[i], i, r, this.#driver.result[0]);
+        continue;
+      }
+      const rest = { ids: s.ids, keys: s.keys.slice(), costs: s.costs.slice() };
+      return r.then((d) => (d.code >= NEED_LEASE ? this.#namedRefusal(rest.ids[i], i, d.code, d.retryAfterMs) : this.#named(rest, i + 1, tier, key, cost)));
+    }
+    return this.#tierSteps(tier, key, cost);
+  }
+
+  #namedRefusal(id, index, code, retryAfterMs) {
+    const spec = this.#driver.quota.limits[id];
+    return { code, limit: 'named', index, name: spec.name, reason: CODE_NAMES[code], retryAfterMs, capacity: spec.algorithm === 'token-bucket' ? spec.burst : spec.limit };
+  }
+
+  #tierSteps(tier, key, cost) {
     const t = this.#tiers.get(tier);
     if (t === undefined) return null;
     if (t.key >= 0 && key !== undefined) return this.#step(t, t.key, key, cost, 'key');
@@ -172,7 +220,7 @@ class Cluster {
 
   /** The driver's stats (lib/quota/driver.js) and the ban channel's: published, received, held. */
   stats() {
-    const bans = this.#bans === null ? null : { ...this.#bans.stats, held: this.#bans.cache.size };
+    const bans = this.#bans === null ? null : { ...this.#bans.stats, held: this.#bans.table.size };
     return { ...this.#driver.stats(), bans };
   }
 

@@ -1,18 +1,11 @@
 'use strict';
 // The Redis connection: the user's own ioredis client (standalone or Cluster), or one made from a URL.
 // ioredis is an optional peer dependency, loaded only here and only when a URL is given.
-const { CODES, codedError } = require('../errors');
+const { requireOptional } = require('../optional');
 const { typeName } = require('../options');
 
 function loadIoredis() {
-  try {
-    return require('ioredis');
-  } catch (err) {
-    if (err && err.code === 'MODULE_NOT_FOUND' && /'ioredis'/.test(err.message)) {
-      throw codedError(Error, CODES.MISSING_DEPENDENCY, 'tiergate: cluster mode over a Redis URL needs the ioredis package: npm install ioredis (or pass your own client as redis)');
-    }
-    throw err;
-  }
+  return requireOptional('ioredis', 'cluster mode over a Redis URL', 'or pass your own client as redis');
 }
 
 /** An ioredis-like client: has `call`, `publish` and `duplicate` (Redis and Cluster both do). */

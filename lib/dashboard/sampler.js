@@ -3,11 +3,10 @@
 // turned into per-second rates), kept in a bounded ring (the last `historySec` seconds) and pushed to
 // every open stream. One unref'd timer; nothing runs per request.
 //
-// Each section reads one component; a new component (abuse defense's bans, cluster mode's leases)
-// adds an entry to SECTIONS that returns { value, raw } (raw: the counters the next sample's rates
-// are taken against), or undefined when absent. The page draws `bans` when a sample has it:
-// { active, added, refused } (bans in force, and bans added and requests refused by a ban per
-// second); from the abuse defense's stats that is { active: bans, added: rate(added), refused: rate(refused) }.
+// Each section reads one component and returns { value, raw } (raw: the counters the next sample's
+// rates are taken against), or undefined when absent. `bans` (the gatekeeper's abuse defense) is
+// { active, added, refused }: bans in force, bans added per second, and requests refused per second
+// by a ban or the deny list; the page draws it when a sample has it.
 
 /** Per-second rate of a counter between two readings; a counter that went down was reset. */
 function rate(now, before, dt) {
@@ -47,6 +46,14 @@ const SECTIONS = {
       tiers[name] = { queued: t.queued, dispatched: rate(t.admitted, p && p.admitted, dt), refused: rate(refused, p && p.refused, dt), waitP99Ms: t.waitMs.p99, waitMaxMs: t.waitMs.max };
     }
     return { value: { inFlight: s.inFlight, limit: s.limit, queued: s.queued, maxQueue: s.maxQueue, standing: s.standing, tiers }, raw };
+  },
+  bans(c, prev, dt) {
+    const d = c.gatekeeper ? c.gatekeeper.defense : null;
+    if (!d) return undefined;
+    const s = d.stats();
+    const p = prev && prev.raw.bans;
+    const raw = { added: s.added, refused: s.refusals.banned + s.refusals.denyListed };
+    return { value: { active: s.bans, added: rate(raw.added, p && p.added, dt), refused: rate(raw.refused, p && p.refused, dt) }, raw };
   },
 };
 

@@ -54,11 +54,14 @@ class BanEvents {
     this.onBan = onBan;
     this.warn = warn;
     this.timer = null;
+    /** The cluster's ban channel when the gatekeeper has one (lib/cluster/defense-table.js). */
+    this.share = null;
   }
 
   publish(events) {
     if (events.length === 0) return;
     for (const e of eventsOut(events)) {
+      if (this.share !== null) this.share(e);
       if (this.onBan !== null) {
         try {
           this.onBan(e);

@@ -40,6 +40,23 @@ export interface LimitOptions {
   cost?: number | ((req: IncomingMessage) => number);
   /** A shaper's waiting requests at most. Default 1000. */
   maxQueued?: number;
+  cluster?: false;
+}
+
+/**
+ * A limit funded from cluster mode's leases: the gatekeeper's `cluster` has a limit of this name,
+ * which gives the algorithm and numbers (token bucket, fixed or sliding window). See docs/cluster.md.
+ */
+export interface ClusterLimitOptions {
+  name: string;
+  cluster: true;
+  /** 'ip' (the gatekeeper's prefixes), a header or a function; not a prefix of its own. */
+  by?: 'ip' | { header: string } | ((req: IncomingMessage) => string | number | undefined | null);
+  routes?: LimitRoute[];
+  methods?: string | string[];
+  tiers?: string | string[];
+  /** Whole number >= 1 (or a function of the request; 0 skips the limit for that request). Default 1. */
+  cost?: number | ((req: IncomingMessage) => number);
 }
 
 export interface StrikeRule {
@@ -115,7 +132,7 @@ export interface BanEvent {
 }
 
 export interface DefenseOptions {
-  limits?: LimitOptions[];
+  limits?: Array<LimitOptions | ClusterLimitOptions>;
   allow?: string[];
   deny?: string[];
   bans?: BanOptions;
@@ -145,7 +162,12 @@ export interface DefenseStats {
   expired: number;
   evicted: number;
   refused: number;
-  limits: Array<{ name: string; keys: number; maxKeys: number }>;
+  /** Per limit: keys held, its bound, and the requests it refused (429). */
+  limits: Array<{ name: string; keys: number; maxKeys: number; refused: number }>;
+  /** Requests refused by the deny list, by a ban, answered with a challenge, refused by a full shaper. */
+  refusals: { denyListed: number; banned: number; challenged: number; shaperFull: number };
+  /** Per cluster limit (`cluster: true`): the requests the cluster refused (429). */
+  clusterLimits: Array<{ name: string; refused: number }>;
   shaperWaiting: number;
 }
 

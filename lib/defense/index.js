@@ -32,6 +32,8 @@ const V = Object.freeze(Object.fromEntries(VERDICT_NAMES.map((n, i) => [n.toUppe
 
 const PROBE_DEFENSE = Symbol('tiergate.defense');
 const PROBE_IP = Symbol('tiergate.defense.ip');
+/** On a request a shaper delays: its cluster limits' keys and costs, as they were at check(). */
+const CLUSTER_STEP = Symbol('tiergate.defense.clusterStep');
 
 /** Counts a probe status at the response's end (one shared listener: no closure per request). */
 function onFinish() {
@@ -93,6 +95,17 @@ class Defense {
   #warned = new Set();
   /** The gate's verdict from the last combined check(), or -1 when the gate did not decide. */
   gateVerdict = -1;
+  // Requests refused, counted on the refusal path only (for metrics and the dashboard): nothing per admit.
+  #refused = { denyListed: 0, banned: 0, challenged: 0, shaperFull: 0 };
+  #limitRefused;
+  #clusterLimits;
+  #clusterRefused;
+  /**
+   * The cluster limits' part of the request check() passed (lib/cluster `gate` spends it after the
+   * gate admits): per cluster limit its engine id, and this request's key (undefined: it does not
+   * apply) and cost; `any`: some applies. Filled in place per request; null without cluster limits.
+   */
+  clusterStep = null;
 
   /**
    * `cfg`: compileDefense's result; `ctx`: { routing, headers (rateLimitHeaders), headersOnSuccess,
@@ -121,12 +134,15 @@ class Defense {
     this.#defend = bound.defend;
     this.#r = bound.result;
     this.#limits = o.limits;
+    this.#limitRefused = new Array(o.limits.length).fill(0);
+    this.#clusterLimits = o.clusterLimits;
+    this.#clusterRefused = new Array(o.clusterLimits.length).fill(0);
     // [sel, header, key] for the gate (the combined call), then defend's own arguments.
     this.#args = new Array(GATE_ARGS + ARGS + o.limits.length).fill(undefined);
     this.#costs = o.limits.some((l) => l.costFn !== null || l.cost !== 1) ? new Float64Array(Math.max(1, o.limits.length)) : null;
     const policies = this.#handle.policies();
     this.policies = policies;
-    this.#responder = new DefenseResponder(o.limits.map((l) => l.name));
+    this.#responder = new DefenseResponder([...o.limits, ...o.clusterLimits].map((l) => l.name));
     this.#headers = new LimitHeaders(ctx.headers, policies);
     this.headersOnSuccess = ctx.headersOnSuccess;
     this.#challenge = c;
@@ -141,7 +157,7 @@ class Defense {
     const shapers = o.limits.filter((l) => l.shaper);
     this.#shaper = shapers.length ? new Shaper(shapers.reduce((a, l) => a + l.maxQueued, 0)) : null;
     /** Some limit is scoped to tiers: the gatekeeper resolves the tier before calling check(). */
-    this.needsTier = o.limits.some((l) => l.tiers !== null);
+    this.needsTier = o.limits.some((l) => l.tiers !== null) || o.clusterLimits.some((l) => l.tiers !== null);
     this.bans = new Bans(this.#handle, this.#events);
   }
 
@@ -153,6 +169,25 @@ class Defense {
     const bound = {};
     this.#handle.bindGate(bound, gateHandle);
     this.#both = bound.defendAndDecide;
+  }
+
+  /**
+   * Funds the cluster limits (`cluster: true`) from `cluster`'s leases: each names a limit of the
+   * cluster. Throws naming the limit when the cluster has none of that name.
+   */
+  bindCluster(cluster) {
+    const n = this.#clusterLimits.length;
+    if (n === 0) return;
+    const ids = new Int32Array(n);
+    this.#clusterLimits.forEach((l, i) => {
+      if (l.name.startsWith('tier:')) throw new RangeError(`${l.at}.name: "tier:..." names are the cluster's tier limits; give the limit another name`);
+      try {
+        ids[i] = cluster.limitId(l.name);
+      } catch {
+        throw new RangeError(`${l.at} is a cluster limit, but options.cluster has no limit named ${JSON.stringify(l.name)} (add it to cluster({ limits }))`);
+      }
+    });
+    this.clusterStep = { ids, keys: new Array(n).fill(undefined), costs: new Float64Array(n), any: false };
   }
 
   #warnOnce(name) {
@@ -212,6 +247,7 @@ class Defense {
     }
     const r = this.#r;
     if (r[R.EVENTS] > 0) this.#events.publish(this.#handle.takeEvents());
+    if (this.clusterStep !== null) this.#clusterKeys(req, tier, ip, verdict === V.PASS, path);
     if (verdict === V.PASS) {
       // (A response that is not an emitter, as a harness may pass, is not watched.)
       if (this.probeStatuses !== null && typeof res.on === 'function') {
@@ -222,11 +258,58 @@ class Defense {
       const evaluated = r[R.EVALUATED];
       if (evaluated !== 0) this.#admitted(req, res, evaluated);
       const delay = r[R.DELAY_MS];
-      if (delay > 0) return this.#delay(delay, res);
+      if (delay > 0) {
+        // The gate decides when the slot comes, after other requests have refilled clusterStep.
+        const cs = this.clusterStep;
+        if (cs !== null && cs.any) req[CLUSTER_STEP] = { ids: cs.ids, keys: cs.keys.slice(), costs: cs.costs.slice(), any: true };
+        return this.#delay(delay, res);
+      }
       return null;
     }
     if (verdict === V.EXEMPT) return this.exemptSkipsShedding ? EXEMPT : null;
     return this.#refusal(verdict, req, ip);
+  }
+
+  // The cluster limits that apply to this request (only when the defense lets it on), their keys and costs.
+  #clusterKeys(req, tier, ip, pass, path) {
+    const cs = this.clusterStep;
+    const limits = this.#clusterLimits;
+    cs.any = false;
+    for (let i = 0; i < limits.length; i++) {
+      const l = limits[i];
+      let applies = pass && (l.methods === null || l.methods.includes(req.method)) && (l.tiers === null || l.tiers.includes(tier));
+      if (applies && l.routes !== null) {
+        if (path === undefined) path = routedPath(req.originalUrl || req.url, this.#routing);
+        applies = path !== null && matchPath(l.routes, req.method, path, this.#folded) >= 0;
+      }
+      let k;
+      if (applies) {
+        k = keyArg(l.by, req);
+        if (k === UNUSABLE) {
+          this.#warnOnce(`${l.at.replace(/^gatekeeper: options\./, '')}.by`);
+          k = true;
+        }
+        // The client address as bans and local limits key it (the gatekeeper's prefixes).
+        if (k === true) k = typeof ip === 'string' ? this.#handle.banKey(ip) : 'unknown';
+        const c = l.costFn === null ? l.cost : this.#costOf(l, req, i);
+        cs.costs[i] = c;
+        if (c === 0) k = undefined;
+        else cs.any = true;
+      }
+      cs.keys[i] = k;
+    }
+  }
+
+  /**
+   * The 429 for cluster limit `i` refused by the cluster (`retryAfterMs`), counted as a refusal and
+   * as a rate-limit strike against the client (the ban rules see it as a local limit's refusal).
+   */
+  clusterRefusal(i, retryAfterMs, ip, capacity) {
+    this.#clusterRefused[i]++;
+    if (typeof ip === 'string') this.#events.publish(this.#handle.report(ip, 'rate-limited'));
+    const name = this.#clusterLimits[i].name;
+    const info = { verdict: 'rate-limited', status: 429, key: ip, limitName: name, limit: capacity, remaining: 0, retryAfterMs, resetMs: retryAfterMs, banned: null };
+    return { verdict: 'rate-limited', info, rejection: this.#responder.rateLimited(this.#limits.length + i, retryAfterMs) };
   }
 
   // `defend` with the arguments in `a` (after the gate's three): spelled out for up to three limits
@@ -314,6 +397,7 @@ class Defense {
   #delay(delayMs, res) {
     const p = this.#shaper === null ? null : this.#shaper.delay(delayMs);
     if (p === null) {
+      this.#refused.shaperFull++;
       const info = { verdict: 'shaper-full', status: 503, limitName: null, retryAfterMs: delayMs };
       return { verdict: 'shaper-full', info, rejection: this.#responder.shaperFull(delayMs) };
     }
@@ -325,8 +409,11 @@ class Defense {
     const name = VERDICT_NAMES[verdict];
     const info = { verdict: name, status: VERDICT_STATUS[verdict], key: ip, limitName: null, retryAfterMs: 0, banned: null };
     let rejection;
-    if (verdict === V.DENY_LISTED) rejection = this.#responder.denyListed();
-    else if (verdict === V.BANNED) {
+    if (verdict === V.DENY_LISTED) {
+      this.#refused.denyListed++;
+      rejection = this.#responder.denyListed();
+    } else if (verdict === V.BANNED) {
+      this.#refused.banned++;
       const left = r[R.BAN_LEFT_MS];
       info.retryAfterMs = left;
       info.banned = { byCidr: r[R.BY_CIDR] === 1, permanent: left === Infinity };
@@ -334,6 +421,7 @@ class Defense {
     } else if (verdict === V.RATE_LIMITED) {
       const evaluated = r[R.EVALUATED];
       const t = this.#tightest(evaluated);
+      this.#limitRefused[t]++;
       info.limitName = this.policies[t].name;
       info.limit = this.policies[t].quota;
       info.retryAfterMs = r[R.RETRY_AFTER_MS];
@@ -342,6 +430,7 @@ class Defense {
       rejection = this.#responder.rateLimited(t, info.retryAfterMs);
       this.#headers.write(rejection.headers, evaluated, t, this.#remainingOf, this.#resetOf);
     } else {
+      this.#refused.challenged++;
       rejection = this.#challenged(req, info);
     }
     if (r[R.PASS] >= 2) info.pass = PASS_ERRORS[r[R.PASS] - 2];
@@ -388,6 +477,17 @@ class Defense {
     listsArg(lists);
     const cur = this.lists();
     call(() => this.#handle.setLists(lists.allow === undefined ? cur.allow : lists.allow.slice(), lists.deny === undefined ? cur.deny : lists.deny.slice()), 'setLists');
+    const share = this.#events.share;
+    if (share !== null) share({ kind: 'lists', ...this.lists() });
+  }
+
+  /**
+   * Hands every ban event (see ./bans.js) and every lists change (`{ kind: 'lists', allow, deny }`)
+   * to `fn`: cluster mode's ban channel, the one consumer (lib/cluster/defense-table.js).
+   */
+  share(fn) {
+    if (this.#events.share !== null) throw codedError(TypeError, CODES.INVALID_OPTION, 'this abuse defense already shares its bans with a cluster');
+    this.#events.share = fn;
   }
 
   #ipOf(reqOrIp, at) {
@@ -442,11 +542,17 @@ class Defense {
     return () => server.off('clientError', onClientError);
   }
 
-  /** Bans held, keys tracked, counters, and per limit its keys. */
+  /**
+   * Bans held, keys tracked, the ban table's counters, per limit its keys and the requests it refused,
+   * per cluster limit (`clusterLimits`) the requests the cluster refused,
+   * `refusals` (requests refused by the deny list, a ban, a challenge, a full shaper), shaperWaiting.
+   */
   stats() {
     const s = this.#handle.stats();
-    return { ...s, shaperWaiting: this.#shaper === null ? 0 : this.#shaper.size };
+    for (let i = 0; i < s.limits.length; i++) s.limits[i].refused = this.#limitRefused[i];
+    const clusterLimits = this.#clusterLimits.map((l, i) => ({ name: l.name, refused: this.#clusterRefused[i] }));
+    return { ...s, clusterLimits, refusals: { ...this.#refused }, shaperWaiting: this.#shaper === null ? 0 : this.#shaper.size };
   }
 }
 
-module.exports = { Defense, compileDefense, DEFENSE_OPTIONS, BAN_CHANNEL, RateLimitInfo, cookieValue };
+module.exports = { Defense, compileDefense, DEFENSE_OPTIONS, BAN_CHANNEL, RateLimitInfo, cookieValue, CLUSTER_STEP };

@@ -15,7 +15,9 @@ const { banDefaults: BAN_DEFAULTS, algorithms: ALGORITHMS, strikeKinds: STRIKE_K
 /** The gatekeeper options this file reads. */
 const DEFENSE_OPTIONS = ['limits', 'allow', 'deny', 'bans', 'challenge', 'skip', 'onBan', 'exemptSkipsShedding'];
 
-const LIMIT_FIELDS = new Set(['name', 'algorithm', 'limit', 'windowMs', 'burst', 'maxDelayMs', 'maxKeys', 'by', 'routes', 'methods', 'tiers', 'cost', 'maxQueued']);
+const LIMIT_FIELDS = new Set(['name', 'algorithm', 'limit', 'windowMs', 'burst', 'maxDelayMs', 'maxKeys', 'by', 'routes', 'methods', 'tiers', 'cost', 'maxQueued', 'cluster']);
+/** What a cluster-wide limit takes from the gatekeeper: where it applies and what it counts; its numbers are the cluster's. */
+const NUMBER_FIELDS = ['algorithm', 'limit', 'windowMs', 'burst', 'maxDelayMs', 'maxKeys', 'maxQueued'];
 const BAN_FIELDS = new Set(['rules', 'escalation', 'maxBans', 'maxTracked', 'probeStatuses']);
 const RULE_FIELDS = new Set(['name', 'on', 'threshold', 'windowMs', 'banMs']);
 const ESCALATION_FIELDS = new Set(['factor', 'maxBanMs', 'memoryMs', 'permanentAfter', 'jitter']);
@@ -37,22 +39,8 @@ function stringList(v, at) {
   return v.slice();
 }
 
-function compileLimit(l, i, tierIds, ipPrefixes) {
-  const at = `gatekeeper: options.limits[${i}]`;
-  if (!isObject(l)) throw new TypeError(`${at} must be an object { name, limit, windowMs, ... }, got ${typeName(l)}`);
-  onlyKnown(l, LIMIT_FIELDS, at);
-  if (typeof l.name !== 'string' || l.name === '') throw new TypeError(`${at}.name must be a non-empty string, got ${typeName(l.name)}`);
-  // The name is a structured-field string in RateLimit headers: printable ASCII without quotes.
-  if (!/^[\x20-\x21\x23-\x5b\x5d-\x7e]{1,64}$/.test(l.name)) throw new RangeError(`${at}.name must be 1-64 printable ASCII characters without " or \\, got ${JSON.stringify(l.name)}`);
-  const algorithm = l.algorithm === undefined ? 'fixed-window' : l.algorithm;
-  if (!ALGORITHMS.includes(algorithm)) throw new RangeError(`${at}.algorithm must be one of ${ALGORITHMS.map((a) => `'${a}'`).join(', ')}, got ${JSON.stringify(algorithm)}`);
-  for (const k of ['limit', 'windowMs']) {
-    if (typeof l[k] !== 'number') throw new TypeError(`${at}.${k} must be a number, got ${typeName(l[k])}`);
-  }
-  for (const k of ['burst', 'maxDelayMs', 'maxKeys']) {
-    if (l[k] !== undefined && typeof l[k] !== 'number') throw new TypeError(`${at}.${k} must be a number, got ${typeName(l[k])}`);
-  }
-  const by = compileBy(l.by, `${at}.by`, ipPrefixes);
+/** A limit's tiers (ids, or null: every tier) and its cost (a number, or a function of the request). */
+function scopeOf(l, at, tierIds) {
   let tiers = null;
   if (l.tiers !== undefined) {
     const list = Array.isArray(l.tiers) ? l.tiers : [l.tiers];
@@ -67,6 +55,57 @@ function compileLimit(l, i, tierIds, ipPrefixes) {
   let costFn = null;
   if (typeof l.cost === 'function') costFn = l.cost;
   else if (l.cost !== undefined) cost = finite(l.cost, `${at}.cost`, { max: 0xffffffff, integer: true });
+  return { tiers, cost, costFn };
+}
+
+/**
+ * A limit funded from cluster mode's leases (`cluster: true`): the gatekeeper's `options.cluster` holds
+ * a limit of the same name with its algorithm and numbers (token bucket, fixed or sliding window), so
+ * they are declared once; this says where it applies and what it counts. Counted by the client
+ * address (the gatekeeper's prefixes), a header or a function; not by a custom prefix.
+ */
+function compileClusterLimit(l, at, tierIds, ipPrefixes) {
+  for (const k of NUMBER_FIELDS) {
+    if (l[k] !== undefined) throw new TypeError(`${at}.${k}: a cluster limit takes its algorithm and numbers from options.cluster's limit "${l.name}"; leave ${k} out`);
+  }
+  const by = compileBy(l.by, `${at}.by`, ipPrefixes);
+  if (by.kind === 'ip' && l.by !== undefined && l.by !== 'ip') throw new TypeError(`${at}.by: a cluster limit counts by 'ip' (the gatekeeper's prefixes), a header or a function, not by a prefix of its own`);
+  const { tiers, cost, costFn } = scopeOf(l, at, tierIds);
+  if (costFn === null && cost === 0) throw new RangeError(`${at}.cost must be at least 1 for a cluster limit`);
+  return {
+    cluster: true,
+    at,
+    name: l.name,
+    by,
+    routes: l.routes === undefined ? null : compileScope(l.routes, `${at}.routes`),
+    methods: l.methods === undefined ? null : compileMethods(l.methods, `${at}.methods`),
+    tiers,
+    cost,
+    costFn,
+  };
+}
+
+function compileLimit(l, i, tierIds, ipPrefixes) {
+  const at = `gatekeeper: options.limits[${i}]`;
+  if (!isObject(l)) throw new TypeError(`${at} must be an object { name, limit, windowMs, ... }, got ${typeName(l)}`);
+  onlyKnown(l, LIMIT_FIELDS, at);
+  if (typeof l.name !== 'string' || l.name === '') throw new TypeError(`${at}.name must be a non-empty string, got ${typeName(l.name)}`);
+  // The name is a structured-field string in RateLimit headers: printable ASCII without quotes.
+  if (!/^[\x20-\x21\x23-\x5b\x5d-\x7e]{1,64}$/.test(l.name)) throw new RangeError(`${at}.name must be 1-64 printable ASCII characters without " or \\, got ${JSON.stringify(l.name)}`);
+  if (l.cluster !== undefined && l.cluster !== false) {
+    if (l.cluster !== true) throw new TypeError(`${at}.cluster must be a boolean, got ${typeName(l.cluster)}`);
+    return compileClusterLimit(l, at, tierIds, ipPrefixes);
+  }
+  const algorithm = l.algorithm === undefined ? 'fixed-window' : l.algorithm;
+  if (!ALGORITHMS.includes(algorithm)) throw new RangeError(`${at}.algorithm must be one of ${ALGORITHMS.map((a) => `'${a}'`).join(', ')}, got ${JSON.stringify(algorithm)}`);
+  for (const k of ['limit', 'windowMs']) {
+    if (typeof l[k] !== 'number') throw new TypeError(`${at}.${k} must be a number, got ${typeName(l[k])}`);
+  }
+  for (const k of ['burst', 'maxDelayMs', 'maxKeys']) {
+    if (l[k] !== undefined && typeof l[k] !== 'number') throw new TypeError(`${at}.${k} must be a number, got ${typeName(l[k])}`);
+  }
+  const by = compileBy(l.by, `${at}.by`, ipPrefixes);
+  const { tiers, cost, costFn } = scopeOf(l, at, tierIds);
   const shaper = algorithm === 'gcra' && l.maxDelayMs !== undefined && l.maxDelayMs > 0;
   const maxQueued = l.maxQueued === undefined ? DEFAULT_MAX_QUEUED : finite(l.maxQueued, `${at}.maxQueued`, { min: 1, max: 1e7, integer: true });
   if (l.maxQueued !== undefined && !shaper) throw new TypeError(`${at}.maxQueued applies to a shaper only (algorithm 'gcra' with maxDelayMs > 0)`);
@@ -183,7 +222,15 @@ function compileDefense(options, tierIds, ipPrefixes) {
   const limitsOpt = options.limits === undefined ? [] : options.limits;
   if (!Array.isArray(limitsOpt)) throw new TypeError(`gatekeeper: options.limits must be an array of limits, got ${typeName(limitsOpt)}`);
   if (limitsOpt.length > MAX_LIMITS) throw new RangeError(`gatekeeper: options.limits must list at most ${MAX_LIMITS} limits, got ${limitsOpt.length}`);
-  const limits = limitsOpt.map((l, i) => compileLimit(l, i, tierIds, ipPrefixes));
+  const all = limitsOpt.map((l, i) => compileLimit(l, i, tierIds, ipPrefixes));
+  const first = new Map();
+  for (const [i, l] of all.entries()) {
+    if (first.has(l.name)) throw new RangeError(`gatekeeper: options.limits[${i}].name ${JSON.stringify(l.name)} is a duplicate of limits[${first.get(l.name)}].name`);
+    first.set(l.name, i);
+  }
+  // Local limits are decided natively; cluster limits after the gate admits, from leases.
+  const limits = all.filter((l) => l.cluster !== true);
+  const clusterLimits = all.filter((l) => l.cluster === true);
   const challenge = compileChallenge(options.challenge);
   const bans = compileBans(options.bans);
   if (challenge !== null && !bans.native.rules.some((r) => r.threshold > challenge.afterStrikes)) {
@@ -191,6 +238,7 @@ function compileDefense(options, tierIds, ipPrefixes) {
   }
   return {
     limits,
+    clusterLimits,
     allow: stringList(options.allow, 'gatekeeper: options.allow'),
     deny: stringList(options.deny, 'gatekeeper: options.deny'),
     bans,

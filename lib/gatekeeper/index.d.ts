@@ -214,6 +214,8 @@ export declare class Gatekeeper {
   readonly ledger: Ledger;
   /** The abuse defense, or null without any of its options. */
   readonly defense: Defense | null;
+  /** The cluster mode it was given (options.cluster), or null. */
+  readonly cluster: Cluster | null;
   /** The guard contract: null to proceed, or the rejection to send (a promise of either while a shaper delays). */
   admit(req: IncomingMessage, res: ServerResponse): Rejection | null | Promise<Rejection | null>;
   stats(): GatekeeperStats;
@@ -226,6 +228,7 @@ export declare class Gatekeeper {
 export interface GateControls {
   readonly gatekeeper: Gatekeeper;
   readonly defense: Defense | null;
+  readonly cluster: Cluster | null;
   readonly ledger: Ledger;
   readonly tiers: readonly string[];
   stats(): GatekeeperStats;

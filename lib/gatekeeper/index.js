@@ -17,7 +17,7 @@ const { compileRoutes, compileRouteConfig, matchRoute } = require('../adapters/r
 const { checkTrustProxy, clientIp, headersTruncated } = require('../adapters/client');
 const { compileKey, usableKey } = require('./key');
 const { TierHeader, TIER_NAME, TIER_NAME_RULE, checkTierName, tierHeaderOption, tierSecretOption, secretBuffer } = require('./tier-header');
-const { Defense, compileDefense, DEFENSE_OPTIONS, BAN_CHANNEL } = require('../defense');
+const { Defense, compileDefense, DEFENSE_OPTIONS, BAN_CHANNEL, CLUSTER_STEP } = require('../defense');
 const { MODES: RATE_LIMIT_HEADER_MODES } = require('../defense/headers');
 const { DIALECTS } = require('../adapters/routing');
 const { Responder } = require('./respond');
@@ -262,7 +262,6 @@ class Gatekeeper {
       retryMinSec: o.retryAfter.minSec,
       retryMaxSec: o.retryAfter.maxSec,
     });
-    this.#needKey = o.perKeyByTier.some(Boolean) || o.onDecision !== null || (o.cluster !== null && o.cluster.needsKey);
     this.#observe = o.onDecision !== null || o.rateLimitHeadersOnSuccess;
     if (o.defense !== null) {
       this.#defense = new Defense(o.defense, {
@@ -276,11 +275,25 @@ class Gatekeeper {
       // Limits scoped to tiers need the tier before the defense decides: the header's rule, natively.
       if (this.#defense.needsTier && o.tierHeader !== null) this.#tierHeader = new TierHeader(o.names, o.defaultTier, o.trustTierHeader, o.secrets);
     }
+    if (o.defense !== null && o.defense.clusterLimits.length > 0 && o.cluster === null) {
+      throw new TypeError(`${o.defense.clusterLimits[0].at}.cluster: a cluster limit needs options.cluster (tiergate.cluster({ limits }) with a limit of that name)`);
+    }
+    if (o.cluster !== null && this.#defense !== null) {
+      // One ban table per process: with the defense, cluster bans are its bans (CIDR, escalation, lists).
+      o.cluster.useDefense(this.#defense);
+      this.#defense.bindCluster(o.cluster);
+    }
+    this.#needKey = o.perKeyByTier.some(Boolean) || o.onDecision !== null || (o.cluster !== null && o.cluster.needsKey);
   }
 
   /** The abuse defense (limits, lists, bans, challenge passes), or null without any of its options. */
   get defense() {
     return this.#defense;
+  }
+
+  /** The cluster mode (options.cluster), or null. */
+  get cluster() {
+    return this.#o.cluster;
   }
 
   /** Tier names, highest priority first. */
@@ -398,7 +411,9 @@ class Gatekeeper {
   #clusterStep(req, res, given, key) {
     const o = this.#o;
     const tier = this.#result[R.TIER];
-    const d = o.cluster.gate(o.names[tier], key, o.cost);
+    const dfn = this.#defense;
+    const named = dfn === null ? null : req[CLUSTER_STEP] || dfn.clusterStep;
+    const d = o.cluster.gate(o.names[tier], key, o.cost, named);
     if (d === null) return this.#observe || decisionChannel.hasSubscribers ? this.#settle(0, req, res, given, key) : null;
     if (typeof d.then !== 'function') return this.#clusterRefused(d, tier, req, given, key);
     const r = this.#result.slice(); // the result array is the next request's by the time the store answers
@@ -410,6 +425,13 @@ class Gatekeeper {
 
   #clusterRefused(d, tier, req, given, key, r = this.#result) {
     const o = this.#o;
+    if (d.limit === 'named') {
+      const ip = clientIp(req, o.trustProxy, headersTruncated(req));
+      const out = this.#defense.clusterRefusal(d.index, d.retryAfterMs, ip, d.capacity);
+      out.info.cause = 'cluster';
+      out.info.cluster = { limit: d.name, reason: d.reason };
+      return this.#refusedByDefense(out, req, tier, given);
+    }
     const rejection = clusterRejection(this.#responder, d, tier, o.names[tier]);
     const hooked = o.onReject !== null || o.onDecision !== null || decisionChannel.hasSubscribers;
     if (hooked || o.respond !== null) {
@@ -623,6 +645,7 @@ function expose(target, gk) {
   Object.defineProperty(target, 'ledger', { get: () => gk.ledger });
   Object.defineProperty(target, 'tiers', { get: () => gk.tiers });
   Object.defineProperty(target, 'defense', { get: () => gk.defense });
+  Object.defineProperty(target, 'cluster', { get: () => gk.cluster });
   return target;
 }
 

@@ -6,11 +6,12 @@ const { Gatekeeper } = require('../gatekeeper');
 const { Ledger } = require('../ledger');
 const { LagMonitor } = require('../lag');
 const { LeaseDriver } = require('../quota/driver');
+const { Cluster } = require('../cluster');
 const { typeName, isObject } = require('../options');
 
-/** What statusRoute() and dashboard() observe; metrics() also takes a lease driver. */
+/** What statusRoute() and dashboard() observe; metrics() also takes a lease driver and a cluster. */
 const FIELDS = ['gatekeeper', 'queue', 'lag', 'ledger'];
-const METRICS_FIELDS = [...FIELDS, 'leases'];
+const METRICS_FIELDS = [...FIELDS, 'leases', 'cluster'];
 
 function gatekeeperOf(v, at) {
   if (v instanceof Gatekeeper) return v;
@@ -25,7 +26,7 @@ function queueOf(v, at) {
 }
 
 /**
- * `{ gatekeeper?, queue?, lag?, ledger?, leases? }` from the options (other keys are the caller's own); the
+ * `{ gatekeeper?, queue?, lag?, ledger?, leases?, cluster? }` from the options (other keys are the caller's own); the
  * ledger defaults to the gatekeeper's. `at`: the caller's name for messages ("metrics: options").
  */
 function components(options, at, fields = FIELDS) {
@@ -41,10 +42,17 @@ function components(options, at, fields = FIELDS) {
     if (!(options.ledger instanceof Ledger)) throw new TypeError(`${at}.ledger must be a Ledger, got ${typeName(options.ledger)}`);
     c.ledger = options.ledger;
   } else if (c.gatekeeper !== undefined) c.ledger = c.gatekeeper.ledger;
+  if (fields.includes('cluster')) {
+    // The cluster: given, or the gatekeeper's; its lease driver is the `leases` unless one is given.
+    if (options.cluster !== undefined) {
+      if (!(options.cluster instanceof Cluster)) throw new TypeError(`${at}.cluster must be made by tiergate.cluster(), got ${typeName(options.cluster)}`);
+      c.cluster = options.cluster;
+    } else if (c.gatekeeper !== undefined && c.gatekeeper.cluster !== null) c.cluster = c.gatekeeper.cluster;
+  }
   if (fields.includes('leases') && options.leases !== undefined) {
     if (!(options.leases instanceof LeaseDriver)) throw new TypeError(`${at}.leases must be a LeaseDriver, got ${typeName(options.leases)}`);
     c.leases = options.leases;
-  }
+  } else if (c.cluster !== undefined) c.leases = c.cluster.driver;
   if (Object.keys(c).length === 0) throw new TypeError(`${at} must name at least one of ${fields.join(', ')}`);
   return c;
 }

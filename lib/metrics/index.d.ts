@@ -27,8 +27,10 @@ export interface PromRegistry {
 }
 
 export interface MetricsOptions extends ObservedComponents {
-  /** Cluster mode's lease driver: its decisions, store health and traffic. */
+  /** Cluster mode's lease driver: its decisions, store health and traffic. Default: the cluster's. */
   leases?: LeaseDriver;
+  /** Cluster mode: its ban channel's families, and its lease driver's. Default: the gatekeeper's. */
+  cluster?: import('../cluster').Cluster;
   /** Default: prom-client's default registry (prom-client must then be installed). */
   registry?: PromRegistry;
   /** Bounds of tiergate_queue_wait_seconds, seconds, ascending. Default WAIT_BUCKETS. */

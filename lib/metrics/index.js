@@ -3,10 +3,11 @@
 // component given, registered on the application's registry or prom-client's default one. Every
 // value is read from the components' stats() when the registry is scraped; nothing runs per request.
 //
-// One file per component (./gatekeeper.js, ./queue.js, ./lag.js, ./ledger.js, ./leases.js). A new
-// component (abuse defense) adds its file and one entry in SOURCES below: its families from its
-// stats, read once per scrape through oncePerScrape.
-const { requireOptional } = require('../service/optional');
+// One file per component (./gatekeeper.js, ./queue.js, ./lag.js, ./ledger.js, ./leases.js, the
+// gatekeeper's abuse defense ./defense.js, cluster mode's ban channel ./cluster.js). A new component
+// adds its file and one entry in SOURCES below: its families from its stats, read once per scrape
+// through oncePerScrape.
+const { requireOptional } = require('../optional');
 const { buildingOptions } = require('../errors');
 const { onlyKnown, typeName, isObject } = require('../options');
 const { oncePerScrape } = require('./family');
@@ -16,9 +17,11 @@ const { queueFamilies, WAIT_BUCKETS } = require('./queue');
 const { lagFamilies } = require('./lag');
 const { ledgerFamilies } = require('./ledger');
 const { leaseFamilies } = require('./leases');
+const { defenseFamilies } = require('./defense');
+const { clusterFamilies } = require('./cluster');
 const { statusRoute, health } = require('./status');
 
-const OPTIONS = new Set(['gatekeeper', 'queue', 'lag', 'ledger', 'leases', 'registry', 'waitBuckets']);
+const OPTIONS = new Set(['gatekeeper', 'queue', 'lag', 'ledger', 'leases', 'cluster', 'registry', 'waitBuckets']);
 
 /** Each source: the families of one component, given the components (c) and the options (o). */
 const SOURCES = [
@@ -27,6 +30,8 @@ const SOURCES = [
   (c) => (c.lag ? lagFamilies(oncePerScrape(() => c.lag.stats())) : []),
   (c) => (c.ledger ? ledgerFamilies(oncePerScrape(() => c.ledger.snapshot())) : []),
   (c) => (c.leases ? leaseFamilies(oncePerScrape(() => c.leases.stats())) : []),
+  (c) => (c.gatekeeper && c.gatekeeper.defense ? defenseFamilies(oncePerScrape(() => c.gatekeeper.defense.stats())) : []),
+  (c) => (c.cluster ? clusterFamilies(oncePerScrape(() => c.cluster.stats())) : []),
 ];
 
 function waitBuckets(v) {
@@ -41,7 +46,7 @@ function waitBuckets(v) {
 }
 
 function registryOption(r) {
-  if (r === undefined) return requireOptional('prom-client', 'tiergate: metrics()').register;
+  if (r === undefined) return requireOptional('prom-client', 'metrics()').register;
   if (!isObject(r) || typeof r.registerMetric !== 'function' || typeof r.removeSingleMetric !== 'function' || typeof r.metrics !== 'function') {
     throw new TypeError(`metrics: options.registry must be a prom-client Registry, got ${typeName(r)}`);
   }
@@ -49,7 +54,8 @@ function registryOption(r) {
 }
 
 /**
- * Registers tiergate's families: `metrics({ gatekeeper?, queue?, lag?, ledger?, leases?, registry?, waitBuckets? })`.
+ * Registers tiergate's families: `metrics({ gatekeeper?, queue?, lag?, ledger?, leases?, cluster?, registry?, waitBuckets? })`.
+ * The gatekeeper's defense and cluster (and that cluster's lease driver) come with it.
  * Returns `{ registry, names, handler(req, res), unregister() }`.
  */
 function metrics(options) {

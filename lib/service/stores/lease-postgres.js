@@ -3,7 +3,7 @@
 // one transaction: each (limit, key) row is locked (SELECT … FOR UPDATE, in one lock order so that
 // two batches cannot deadlock), advanced to the database's clock, granted from and written back
 // before the commit, so a grant is debited before the driver sees it.
-const { requireOptional } = require('../optional');
+const { requireOptional } = require('../../optional');
 const rules = require('../../quota/store-rules');
 const { migrate, NOW_MS } = require('./postgres');
 const { forgetAt } = require('./lease-sqlite');

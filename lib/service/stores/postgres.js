@@ -4,7 +4,7 @@
 // database's clock and writes the state back before any answer goes out, so instances never
 // over-admit and a crash loses no quota. Migrations run under an advisory lock, so instances that
 // start together apply each version once.
-const { requireOptional } = require('../optional');
+const { requireOptional } = require('../../optional');
 const { migrations } = require('../migrations');
 const { HttpError } = require('../http');
 const rows = require('./rows');

@@ -6,7 +6,7 @@
 // may lose the last transactions (docs/service.md, "Durability").
 const fs = require('node:fs');
 const path = require('node:path');
-const { requireOptional } = require('../optional');
+const { requireOptional } = require('../../optional');
 const { migrations } = require('../migrations');
 const rows = require('./rows');
 

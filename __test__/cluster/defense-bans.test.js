@@ -1,0 +1,100 @@
+'use strict';
+// Cluster bans through the abuse defense's ban table, on a real redis-server: several processes
+// behind gatekeepers with `cluster` and a probe rule. A ban a rule makes in one process is enforced
+// by the others within 100 ms, with its expiry; CIDR bans, permanent bans, operator lifts and the
+// allow/deny lists reach every process; nothing echoes back; a late process loads what it missed.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const { needRedis, redisServer } = require('../helpers/redis');
+const { startNode, startNodes } = require('../helpers/cluster-nodes');
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const PROBES = 5;
+const BAN_MS = 600_000;
+const CFG = {
+  // The cluster carries no tier limits here: only its ban channel is under test.
+  cluster: { storeTimeoutMs: 200, limits: [{ name: 'unused', rate: 1, burst: 1 }] },
+  defense: { bans: { rules: [{ name: 'probe', on: 'probe', threshold: PROBES, windowMs: 60_000, banMs: BAN_MS }] } },
+};
+
+test('cluster mode with the abuse defense: one ban table per process, shared over Redis', { timeout: 120_000 }, async (t) => {
+  if (!needRedis(t)) return;
+  const redis = await redisServer();
+  let nodes = [];
+  t.after(async () => {
+    await Promise.all(nodes.map((n) => n.close()));
+    await redis.stop();
+  });
+  nodes = await startNodes(3, { url: redis.url, ...CFG });
+  const published = () => Promise.all(nodes.map(async (n) => (await n.call('stats')).bans.published));
+
+  await t.test('a probe-flood ban in one process is enforced (403) by the others within 100 ms, with its expiry', async () => {
+    let best = Infinity;
+    let ip;
+    for (let trial = 0; trial < 3 && best > 100; trial++) {
+      ip = `198.51.100.${10 + trial}`;
+      const watching = nodes.slice(1).map((n) => n.call('until403', { key: 'k', tier: 'paid', ip, timeoutMs: 5000 }));
+      await sleep(20);
+      const flood = await nodes[0].call('probe', { n: PROBES + 2, ip, tier: 'paid' });
+      assert.equal(flood.statuses[404], PROBES, `banned after ${PROBES} probes: ${JSON.stringify(flood.statuses)}`);
+      assert.equal(flood.statuses[403], 2);
+      const at = await nodes[0].call('defense', { op: 'bannedAt', target: ip });
+      assert.ok(at !== null, 'the rule banned the prober in the first process');
+      const seen = await Promise.all(watching);
+      assert.ok(seen.every((s) => s !== null), 'every other process refuses the banned client');
+      best = Math.min(best, Math.max(...seen.map((s) => s - at)));
+    }
+    t.diagnostic(`a rule's ban enforced by both other processes within ${best} ms`);
+    assert.ok(best <= 100, `enforced everywhere within ${best} ms`);
+    const [here, there] = await Promise.all([nodes[0].call('defense', { op: 'get', target: ip }), nodes[2].call('defense', { op: 'get', target: ip })]);
+    assert.equal(there.source, 'rule');
+    assert.equal(there.cidr, false);
+    assert.ok(there.until !== null && Math.abs(there.until - here.until) < 5000, `the expiry crossed: ${here.until} here, ${there.until} there`);
+  });
+
+  await t.test('an operator lift in one process propagates; a permanent ban stays permanent', async () => {
+    const ip = '198.51.100.50';
+    await nodes[1].call('defense', { op: 'ban', target: ip });
+    const seen = await Promise.all([0, 2].map((i) => nodes[i].call('until403', { key: 'k', tier: 'paid', ip, timeoutMs: 5000 })));
+    assert.ok(seen.every((s) => s !== null), 'the operator ban is enforced everywhere');
+    assert.equal((await nodes[2].call('defense', { op: 'get', target: ip })).until, null, 'permanent there too');
+    assert.equal(await nodes[0].call('defense', { op: 'lift', target: ip }), true);
+    const served = await Promise.all([1, 2].map((i) => nodes[i].call('until403', { key: 'k', tier: 'paid', ip, timeoutMs: 5000, status: 200 })));
+    assert.ok(served.every((s) => s !== null), 'the lift is applied everywhere');
+    for (const n of nodes) assert.equal(await n.call('defense', { op: 'get', target: ip }), null);
+  });
+
+  await t.test('CIDR bans and the deny list reach every process, matched as prefixes', async () => {
+    await nodes[2].call('defense', { op: 'ban', target: '203.0.113.0/24', durationMs: 60_000 });
+    await nodes[0].call('defense', { op: 'setLists', lists: { deny: ['192.0.2.0/24'] } });
+    for (const i of [0, 1]) assert.ok((await nodes[i].call('until403', { key: 'k', tier: 'paid', ip: '203.0.113.77', timeoutMs: 5000 })) !== null, `node ${i} refuses an address inside the banned prefix`);
+    for (const i of [1, 2]) {
+      assert.ok((await nodes[i].call('until403', { key: 'k', tier: 'paid', ip: '192.0.2.5', timeoutMs: 5000 })) !== null, `node ${i} refuses a denied address`);
+      assert.deepEqual((await nodes[i].call('defense', { op: 'lists' })).deny, ['192.0.2.0/24']);
+    }
+    assert.equal(await nodes[1].call('status', { ip: '203.0.114.1', tier: 'paid' }), 200, 'outside the prefix: served');
+  });
+
+  await t.test('no echo: each process published only the changes made in it', async () => {
+    // node 0: the rule's bans (one per trial above, at least one) and the lists, and the lift; node 1: its
+    // operator ban; node 2: the CIDR ban. Remote changes applied to a table are not published again.
+    const [p0, p1, p2] = await published();
+    assert.ok(p0 >= 3 && p0 <= 5, `node 0 published ${p0}`);
+    assert.equal(p1, 1);
+    assert.equal(p2, 1);
+  });
+
+  await t.test('a process that starts late loads the shared bans and lists into its defense', async () => {
+    const late = startNode({ url: redis.url, ...CFG });
+    nodes.push(late);
+    await late.ready;
+    let s = 0;
+    for (let i = 0; i < 100 && s !== 403; i++) {
+      s = await late.call('status', { ip: '203.0.113.9', tier: 'paid' });
+      if (s !== 403) await sleep(20);
+    }
+    assert.equal(s, 403, 'the CIDR ban is in force in the late process');
+    assert.equal(await late.call('status', { ip: '192.0.2.99', tier: 'paid' }), 403, 'and the deny list');
+    assert.equal((await late.call('defense', { op: 'get', target: '203.0.113.0/24' })).cidr, true);
+  });
+});
