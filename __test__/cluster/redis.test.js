@@ -136,8 +136,8 @@ test('cluster mode on one redis-server', { timeout: 120_000 }, async (t) => {
     for (const s of stats) {
       assert.ok(s.fallbackDecisions > 0, 'fallback decisions are counted');
       assert.ok(s.decisions.storeDown > 0, 'closed-tier refusals are counted');
-      // A spend waits for the store at most storeTimeoutMs (plus a loaded loop's timer lateness).
-      assert.ok(s.maxWaitMs <= STORE_TIMEOUT_MS + 200, `longest wait ${s.maxWaitMs} ms`);
+      // A spend waits for the store at most storeTimeoutMs, plus how late that process's timers ran.
+      assert.ok(s.maxWaitMs <= STORE_TIMEOUT_MS + 100 + s.timerLatenessMs, `longest wait ${s.maxWaitMs} ms (timers up to ${s.timerLatenessMs} ms late)`);
     }
     // Exact again: a new key of limit 100, 4 x 100 at once.
     const before = await timeouts(nodes);
