@@ -10,8 +10,6 @@ const { requireOptional } = require('../optional');
 const { migrations } = require('../migrations');
 const rows = require('./rows');
 
-// WAL pages between automatic checkpoints (4 KiB each: the WAL stays under ~40 MiB).
-const WAL_CHECKPOINT_PAGES = 10_000;
 // Activity rows deleted per pruning transaction.
 const PRUNE_ROWS = 2000;
 // Activity rows per multi-row INSERT (5 parameters each, well under SQLite's 32,766).
@@ -37,10 +35,6 @@ function openDatabase(file) {
   const db = new Database(file);
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = NORMAL');
-  // A checkpoint (the only fsync in this mode) blocks the event loop: every WAL_CHECKPOINT_PAGES
-  // rather than SQLite's 1000, so a row written many times in between is copied back once.
-  db.pragma(`wal_autocheckpoint = ${WAL_CHECKPOINT_PAGES}`);
-  db.pragma(`journal_size_limit = ${WAL_CHECKPOINT_PAGES * 4096}`);
   db.pragma('busy_timeout = 5000');
   return db;
 }
