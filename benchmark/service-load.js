@@ -9,7 +9,10 @@
 // Reports decisions/s (all, and the hot client's), p50/p99 (ms) and the hot client's allowed checks
 // against its limit over the run (burst + rate × elapsed): never above it. Median and range over
 // --runs (default 5) of --seconds each (default 5).
-//   node benchmark/service-load.js [--runs N] [--seconds S] [--connections C] [--only name,name]
+// The load generator runs in --processes (default 1) processes of its own; --ceiling measures it
+// against a trivial server instead (its own ceiling on this machine: the targets' figures mean
+// something only well below it).
+//   node benchmark/service-load.js [--runs N] [--seconds S] [--connections C] [--processes P] [--only name,name] [--ceiling]
 const path = require('node:path');
 const fs = require('node:fs');
 const { spawn } = require('node:child_process');
@@ -25,6 +28,7 @@ const RUNS = Number(arg('runs', 5));
 const SECONDS = Number(arg('seconds', 5));
 const CONNECTIONS = Number(arg('connections', 550));
 const ONLY = arg('only', null)?.split(',');
+const PROCESSES = Number(arg('processes', 1));
 const COLD = 10_000;
 const HOT = { clientKey: 'hot', algorithm: 'token_bucket', requestsPerSecond: 1000, burstSize: 1000 };
 const cold = (i) => ({ clientKey: `cold-${i}`, algorithm: 'sliding_window', maxRequests: 100, windowSeconds: 60 });
@@ -95,7 +99,27 @@ function referenceTarget(database) {
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
 const fmt = (xs, digits = 0) => `${median(xs).toFixed(digits)} (${Math.min(...xs).toFixed(digits)}–${Math.max(...xs).toFixed(digits)})`;
 
+/** A node:http server that answers every check with a fixed 200 JSON body, in its own process. */
+function trivialTarget() {
+  let child;
+  let url;
+  const code = `const http = require('node:http'); const body = '{"allowed":true,"clientKey":"x","algorithm":"token_bucket","limit":1000,"remaining":999,"resetAt":"2026-01-01T00:00:00.000Z"}';
+    const s = http.createServer((req, res) => { req.resume(); req.on('end', () => { res.writeHead(200, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': body.length }); res.end(body); }); });
+    s.listen(0, '127.0.0.1', () => console.log('listening on http://127.0.0.1:' + s.address().port));`;
+  return {
+    name: 'trivial node:http server (the generator\'s ceiling)',
+    async start() {
+      child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
+      url = await new Promise((resolve) => child.stdout.on('data', (d) => { const m = /listening on (\S+)/.exec(String(d)); if (m) resolve(m[1]); }));
+    },
+    urls: () => [url],
+    async reset() { return Date.now(); },
+    async stop() { child.kill('SIGTERM'); },
+  };
+}
+
 async function main() {
+  if (process.argv.includes('--ceiling')) return ceiling();
   const skip = pgMissing();
   let pg = null;
   const targets = [serviceTarget('tiergate serve, embedded SQLite', { instances: 1 })];
@@ -119,8 +143,10 @@ async function main() {
     for (let run = 0; run < RUNS; run++) {
       for (const t of chosen) {
         const since = await t.reset();
-        const r = await checkLoad({ urls: t.urls(), connections: CONNECTIONS, durationMs: SECONDS * 1000, coldKeys: COLD });
-        const elapsed = (Date.now() - since) / 1000;
+        const r = await checkLoad({ urls: t.urls(), connections: CONNECTIONS, durationMs: SECONDS * 1000, coldKeys: COLD, processes: PROCESSES });
+        // The bucket is full at the reset and no check comes before startedAtMs: nothing can be
+        // allowed beyond the burst plus the refill up to the last answer.
+        const elapsed = (r.endedAtMs - Math.max(since, r.startedAtMs)) / 1000;
         r.hotLimit = Math.floor(HOT.burstSize + HOT.requestsPerSecond * elapsed);
         results.get(t.name).push(r);
         process.stderr.write(`run ${run + 1}/${RUNS} ${t.name}: ${r.perSec.toFixed(0)}/s, hot ${r.hot.perSec.toFixed(0)}/s, p99 ${r.p99.toFixed(1)} ms, hot allowed ${r.hot.allowed} ≤ ${r.hotLimit}, errors ${r.errors}\n`);
@@ -147,6 +173,22 @@ async function main() {
       console.log(`- ${name}: ${(median(rs.map((r) => r.hot.perSec)) / refHot).toFixed(1)}× the decisions/s, p99 ${(median(rs.map((r) => r.p99)) / refP99).toFixed(2)}× the reference's`);
     }
   }
+}
+
+async function ceiling() {
+  const t = trivialTarget();
+  await t.start();
+  const rs = [];
+  try {
+    for (let run = 0; run < RUNS; run++) {
+      const r = await checkLoad({ urls: t.urls(), connections: CONNECTIONS, durationMs: SECONDS * 1000, coldKeys: COLD, processes: PROCESSES });
+      rs.push(r);
+      process.stderr.write(`run ${run + 1}/${RUNS}: ${r.perSec.toFixed(0)}/s, p50 ${r.p50.toFixed(1)} ms, p99 ${r.p99.toFixed(1)} ms, errors ${r.errors}\n`);
+    }
+  } finally {
+    await t.stop();
+  }
+  console.log(`\n${t.name}, ${CONNECTIONS} connections, ${PROCESSES} generator process(es), ${SECONDS} s × ${RUNS} runs: ${fmt(rs.map((r) => r.perSec))} answers/s, p50 ${fmt(rs.map((r) => r.p50), 1)} ms, p99 ${fmt(rs.map((r) => r.p99), 1)} ms`);
 }
 
 main().catch((err) => { console.error(err); process.exit(1); });

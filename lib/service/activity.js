@@ -14,6 +14,7 @@ class ActivityWriter {
     this.dropped = 0;
     this.written = 0;
     this.writing = null;
+    this.pruning = null;
     this.flushTimer = setInterval(() => this.flush().catch(() => {}), flushMs).unref();
     this.pruneTimer = setInterval(() => this.prune().catch(() => {}), pruneMs).unref();
   }
@@ -44,8 +45,12 @@ class ActivityWriter {
     return this.writing;
   }
 
-  async prune() {
-    await this.store.prune({ now: Date.now(), ...this.retention });
+  /** Applies retention; a prune still running (a store may prune in steps) is not started twice. */
+  prune() {
+    if (!this.pruning) {
+      this.pruning = this.store.prune({ now: Date.now(), ...this.retention }).finally(() => { this.pruning = null; });
+    }
+    return this.pruning;
   }
 
   stop() {

@@ -21,10 +21,13 @@ function requestId(req) {
   return typeof given === 'string' && SAFE_ID.test(given) ? given : randomUUID();
 }
 
+/** Sends `body` as JSON; `headers` (a fresh object of the caller's) gets the framing headers added. */
 function sendJson(res, status, body, headers) {
   const text = JSON.stringify(body);
-  // One writeHead with every header: cheaper on the check's path than a setHeader each.
-  const all = headers ? { ...headers } : {};
+  // One writeHead with every header: cheaper on the check's path than a setHeader each (and, when
+  // nothing was set before, node takes the object as it is).
+  const all = headers || {};
+  if (res.idInHead) all['X-Request-ID'] = res.requestId;
   all['Content-Type'] = 'application/json; charset=utf-8';
   all['Content-Length'] = Buffer.byteLength(text);
   res.writeHead(status, all);
@@ -71,7 +74,7 @@ function readJson(req, limit) {
     req.on('end', () => {
       if (done) return;
       done = true;
-      const text = Buffer.concat(chunks).toString('utf8');
+      const text = (chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)).toString('utf8');
       if (text.trim() === '') { reject(new HttpError(400, 'VALIDATION_ERROR', 'the body must be a JSON object, got nothing')); return; }
       try {
         resolve(JSON.parse(text));

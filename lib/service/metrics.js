@@ -5,7 +5,7 @@
 class ServiceMetrics {
   constructor() {
     this.decisions = { allowed: 0, denied: 0, banned: 0, not_found: 0 };
-    this.responses = new Map(); // "route|status" → count
+    this.responses = new Map(); // route → Map status → count (no key string per response)
     this.startedAt = Date.now();
   }
 
@@ -14,8 +14,9 @@ class ServiceMetrics {
   }
 
   response(route, status) {
-    const id = `${route}|${status}`;
-    this.responses.set(id, (this.responses.get(id) || 0) + 1);
+    let byStatus = this.responses.get(route);
+    if (!byStatus) this.responses.set(route, (byStatus = new Map()));
+    byStatus.set(status, (byStatus.get(status) || 0) + 1);
   }
 
   render({ activity, storeKind, storeLatencyMs, inFlight }) {
@@ -27,7 +28,7 @@ class ServiceMetrics {
     metric('tiergate_service_decisions_total', 'counter', 'Checks decided, by result.',
       Object.entries(this.decisions).map(([k, v]) => [`{result="${k}"}`, v]));
     metric('tiergate_service_http_responses_total', 'counter', 'HTTP responses, by route and status.',
-      [...this.responses].map(([id, v]) => { const [route, status] = id.split('|'); return [`{route="${route}",status="${status}"}`, v]; }));
+      [...this.responses].flatMap(([route, byStatus]) => [...byStatus].map(([status, v]) => [`{route="${route}",status="${status}"}`, v])));
     metric('tiergate_service_requests_in_flight', 'gauge', 'HTTP requests being handled.', [['', inFlight]]);
     metric('tiergate_service_activity_buffered', 'gauge', 'Activity records waiting to be written.', [['', activity.buffer.length]]);
     metric('tiergate_service_activity_written_total', 'counter', 'Activity records written to the store.', [['', activity.written]]);

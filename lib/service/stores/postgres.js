@@ -74,7 +74,7 @@ class PostgresStore {
     try {
       client = await this.pool.connect();
     } catch (err) {
-      throw unavailable(err);
+      throw Object.assign(unavailable(err), { noConnection: true });
     }
     try {
       await client.query('BEGIN');
@@ -108,10 +108,47 @@ class PostgresStore {
   }
 
   /**
-   * One transaction per client of the batch, run side by side (bounded by the pool). A client whose
-   * transaction failed gets its Error in the map; the others keep their (committed) outcomes.
+   * The whole batch in one transaction: its clients' rows locked by one SELECT … FOR UPDATE (in key
+   * order, so that instances locking overlapping batches wait for each other rather than deadlock),
+   * their states written back by one UPDATE: four round trips per batch, not per client.
+   */
+  async decideAll(batch) {
+    const keys = [...batch.keys()].sort();
+    return this.tx(async (c) => {
+      const { rows: found } = await c.query(`SELECT c.*, b.created_at AS ban_created_at, b.reason AS ban_reason, b.expires_at AS ban_expires_at,
+          floor(${NOW_MS})::float8 AS now_ms
+        FROM clients c LEFT JOIN bans b ON b.client_key = c.client_key AND (b.expires_at IS NULL OR b.expires_at > ${NOW_MS})
+        WHERE c.client_key = ANY($1::text[]) ORDER BY c.client_key FOR UPDATE OF c`, [keys]);
+      const byKey = new Map(found.map((r) => [r.client_key, r]));
+      const out = new Map();
+      const changed = [];
+      const states = [];
+      for (const key of keys) {
+        const row = byKey.get(key);
+        const { outcome, state } = rows.decideRow(row, batch.get(key), row ? row.now_ms : Date.now());
+        if (state !== null) { changed.push(key); states.push(state); }
+        out.set(key, outcome);
+      }
+      if (changed.length) {
+        await c.query('UPDATE clients AS c SET state = u.state FROM unnest($1::text[], $2::text[]) AS u(k, state) WHERE c.client_key = u.k', [changed, states]);
+      }
+      return out;
+    });
+  }
+
+  /**
+   * One transaction for the batch; if it fails (nothing of it committed), one transaction per client,
+   * run side by side (bounded by the pool), so that a client whose transaction fails gets its Error in
+   * the map and the others their committed outcomes.
    */
   async decideBatch(batch) {
+    if (batch.size > 1) {
+      try {
+        return await this.decideAll(batch);
+      } catch (err) {
+        if (err.noConnection) throw err; // no connection for one transaction: none for one per client either
+      }
+    }
     const keys = [...batch.keys()];
     const settled = await Promise.allSettled(keys.map((k) => this.decideOne(k, batch.get(k))));
     return new Map(keys.map((k, i) => [k, settled[i].status === 'fulfilled' ? settled[i].value : settled[i].reason]));

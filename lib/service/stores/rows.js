@@ -64,26 +64,30 @@ function currentState(row, now) {
 }
 
 /** Activity records summed per client and per bucket of each resolution. */
+const RESOLUTION_LIST = Object.values(RESOLUTIONS);
+
 function aggregate(records) {
   const clients = new Map();
-  const buckets = new Map();
+  const buckets = [];
+  // Per resolution, a Map keyed by the bucket's start (a number: no key string per record).
+  const byStart = RESOLUTION_LIST.map(() => new Map());
   for (const r of records) {
     let c = clients.get(r.clientKey);
     if (!c) clients.set(r.clientKey, (c = { clientKey: r.clientKey, total: 0, allowed: 0, denied: 0, lastAt: 0 }));
     c.total++;
     if (r.allowed) c.allowed++; else c.denied++;
     if (r.at > c.lastAt) c.lastAt = r.at;
-    for (const resolution of Object.values(RESOLUTIONS)) {
+    for (let i = 0; i < RESOLUTION_LIST.length; i++) {
+      const resolution = RESOLUTION_LIST[i];
       const start = r.at - (r.at % resolution);
-      const id = `${resolution}:${start}`;
-      let b = buckets.get(id);
-      if (!b) buckets.set(id, (b = { resolution, start, incoming: 0, allowed: 0, denied: 0, responseMsSum: 0 }));
+      let b = byStart[i].get(start);
+      if (!b) { byStart[i].set(start, (b = { resolution, start, incoming: 0, allowed: 0, denied: 0, responseMsSum: 0 })); buckets.push(b); }
       b.incoming++;
       if (r.allowed) b.allowed++; else b.denied++;
       b.responseMsSum += r.responseMs;
     }
   }
-  return { clients: [...clients.values()], buckets: [...buckets.values()] };
+  return { clients: [...clients.values()], buckets };
 }
 
 function activityOf(row) {
