@@ -41,7 +41,7 @@ export interface ClusterOptions {
   batchSize?: number;
 }
 
-export interface BanEvent {
+export interface ClusterBanEvent {
   op: 'ban' | 'lift' | 'lists';
   target?: string;
   durationMs?: number | null;
@@ -62,7 +62,7 @@ export declare class BanChannel {
   lift(target: string): Promise<void>;
   setLists(lists: { allow?: string[]; deny?: string[] }): Promise<void>;
   /** Every change made by another process. */
-  onRemote(fn: (event: BanEvent) => void): void;
+  onRemote(fn: (event: ClusterBanEvent) => void): void;
   close(): Promise<void>;
 }
 
