@@ -256,6 +256,34 @@ test('memory stays bounded under a flood of unique addresses', () => {
   assert.equal(counts.get(200), 30_000);
 });
 
+// The ban key (text, as an operator writes it) is made only when a refusal needs it for its strike,
+// when no ban is held and there is no challenge: the strikes must still land on that key.
+test('three rate-limit refusals ban the client by the key an operator writes, IPv4 and IPv6', async () => {
+  const events = [];
+  const app = await FRAMEWORKS['node:http']({
+    shed: false,
+    trustProxy: true,
+    limits: [{ name: 'one', algorithm: 'sliding-window', limit: 1, windowMs: MIN }],
+    onBan: (e) => events.push(e),
+  });
+  try {
+    for (const ip of ['198.51.100.7', '2001:db8:1:2::5']) {
+      const from = () => request(app.port, { path: '/hello', headers: { 'x-forwarded-for': ip } });
+      assert.equal(app.defense.bans.list().length, 0, 'no ban held: the key is made at the refusal');
+      assert.equal((await from()).status, 200);
+      for (let i = 0; i < 3; i++) assert.equal((await from()).status, 429);
+      assert.equal((await from()).status, 403, 'the third refusal banned');
+      const ban = app.defense.bans.get(ip); // keyed as requests are (IPv6 by its /56)
+      assert.ok(ban !== null, `banned: ${ip}`);
+      assert.equal(ban.reason, 'rate-limit', 'the default rule');
+      assert.equal(events.at(-1).ban.target, app.defense.clientKey(ip));
+      app.defense.bans.remove(ip);
+    }
+  } finally {
+    await app.stop();
+  }
+});
+
 test('defense refusals reach onReject, onDecision, respond and the decision channel', async () => {
   const rejected = [];
   const decided = [];

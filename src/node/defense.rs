@@ -732,14 +732,20 @@ unsafe fn defend_args(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value
     };
     // Parsed once: the lists, the ban key and every limit's address key come from this.
     let ip = client_addr(ip_in);
+    // The ban key is text (what an operator writes in `bans.add`), so making it costs: it is made
+    // up front only when something before the limits reads it (a pass, a ban held, the challenge).
+    // Otherwise only a refusal needs it, for its strike, and it is made then (below). (A ban added
+    // while this request runs may miss it by key, as if the request had come first.)
+    let pass_given = raw::type_of(env, argv[2]) == sys::ValueType::napi_string;
+    let eager = pass_given || s.defense.challenge_after().is_some() || s.defense.bans().len() > 0;
     let mut bkbuf = IpKeyBuf::default();
-    let ban_key = ip_key_of(ip, &s.ban_ip, &mut bkbuf);
+    let ban_key: &[u8] = if eager { ip_key_of(ip, &s.ban_ip, &mut bkbuf) } else { &[] };
     let out = &mut *bound.out.get();
     let sc = &mut *bound.scratch.get();
 
     // A pass first: a valid one clears the key's strikes, so the challenge below lets it on.
     out[R::Pass as usize] = 0.0;
-    if raw::type_of(env, argv[2]) == sys::ValueType::napi_string {
+    if pass_given {
         let mut pbuf = [0u8; MAX_PASS_LEN + 8];
         let code = match (&s.signer, read_bounded(env, argv[2], &mut pbuf)) {
             (Some(signer), Some(len)) if len <= MAX_PASS_LEN => match s.defense.honour_pass(signer, &pbuf[..len], ban_key, now_ns, unix_ms()) {
@@ -799,6 +805,12 @@ unsafe fn defend_args(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value
         let lists = s.lists.read();
         s.defense.decide(&lists.access, &req, now_ns, &mut sc.outcome, &mut sc.events)
     };
+    if verdict == Verdict::RateLimited && !eager {
+        // The strike the chain counts for a refusal with a ban key (core/defense/chain.rs), counted
+        // here with the key made now.
+        let mut late = IpKeyBuf::default();
+        s.defense.report(ip_key_of(ip, &s.ban_ip, &mut late), StrikeKind::RateLimited, now_ns, &mut sc.events);
+    }
     let d = &sc.outcome.limits;
     out[R::Verdict as usize] = f64::from(verdict as u8);
     out[R::RefusedBy as usize] = d.refused_by.map_or(-1.0, |i| i as f64);

@@ -34,10 +34,42 @@ impl SlidingWindow {
         SlidingWindow { limit, window_ns }
     }
 
-    /// Index of the first unit still counted at `now`.
+    /// Index of the first unit still counted at `now`. The expired units are at the front and every
+    /// admission drains them, so there are usually none or a few: a galloping search from the front
+    /// (1, 2, 4, .. then binary within the last step) touches the ring's head only, where a binary
+    /// search over the whole ring would take a cache miss per step on a long one.
     #[inline]
     fn first_live(&self, s: &SlidingState, now_ns: u64) -> usize {
-        s.ring.partition_point(|&t| t.saturating_add(self.window_ns) <= now_ns)
+        let w = self.window_ns;
+        let expired = |i: usize| s.ring[i].saturating_add(w) <= now_ns;
+        let n = s.ring.len();
+        if n == 0 || !expired(0) {
+            return 0;
+        }
+        // expired(lo) holds; find hi with !expired(hi) (or n), doubling the step.
+        let (mut lo, mut step) = (0usize, 1usize);
+        let mut hi = loop {
+            let at = lo + step;
+            if at >= n {
+                break n;
+            }
+            if !expired(at) {
+                break at;
+            }
+            lo = at;
+            step *= 2;
+        };
+        // Binary search in (lo, hi]: the first index that is not expired.
+        lo += 1;
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if expired(mid) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
     }
 }
 
@@ -70,7 +102,9 @@ impl Algorithm for SlidingWindow {
 
     fn commit(&self, s: &mut SlidingState, cost: u32, now_ns: u64) {
         let first = self.first_live(s, now_ns);
-        s.ring.drain(..first);
+        if first > 0 {
+            s.ring.drain(..first);
+        }
         let len = s.ring.len();
         let cost = cost as usize;
         debug_assert!(len + cost <= self.limit as usize);
@@ -80,7 +114,11 @@ impl Algorithm for SlidingWindow {
         }
         // Keep the ring ordered even if this thread's reading is behind the last one stored.
         let t = s.ring.back().map_or(now_ns, |&b| b.max(now_ns));
-        s.ring.extend(std::iter::repeat_n(t, cost));
+        if cost == 1 {
+            s.ring.push_back(t); // the usual cost: no iterator
+        } else {
+            s.ring.extend(std::iter::repeat_n(t, cost));
+        }
     }
 
     fn is_idle(&self, s: &SlidingState, now_ns: u64) -> bool {
@@ -181,6 +219,19 @@ mod tests {
                 let first = log.partition_point(|e| e.0 + w <= end);
                 let n: u64 = log[first..=i].iter().map(|e| u64::from(e.1)).sum();
                 assert!(n <= u64::from(limit), "seed {seed}: {n} in the window ending {end}");
+            }
+        }
+    }
+
+    /// The galloping search finds what a plain partition point finds, for every split of the ring.
+    #[test]
+    fn first_live_matches_a_binary_search_for_every_split() {
+        let a = SlidingWindow::new(64, 100);
+        for len in 0..=64u64 {
+            let s = SlidingState { ring: (0..len).map(|i| i * 3).collect() };
+            for now in 0..(len * 3 + 200) {
+                let want = s.ring.partition_point(|&t| t + 100 <= now);
+                assert_eq!(a.first_live(&s, now), want, "len {len} now {now}");
             }
         }
     }

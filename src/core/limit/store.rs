@@ -21,10 +21,48 @@ const EVICT_SCAN: usize = 32;
 /// Entries checked for idleness on every insert of a new key.
 const SWEEP: usize = 2;
 
+/// Keys up to this long live in the entry itself (an address key is 7 or 19 bytes; many user ids
+/// fit): comparing a probed key then reads the entry's own cache line, not a second allocation.
+const INLINE_KEY: usize = 22;
+
+/// A stored key: inline when short, else on the heap. 24 bytes either way.
+enum StoredKey {
+    Inline { len: u8, buf: [u8; INLINE_KEY] },
+    Heap(Box<[u8]>),
+}
+
+impl StoredKey {
+    fn new(key: &[u8]) -> StoredKey {
+        if key.len() <= INLINE_KEY {
+            let mut buf = [0u8; INLINE_KEY];
+            buf[..key.len()].copy_from_slice(key);
+            StoredKey::Inline { len: key.len() as u8, buf }
+        } else {
+            StoredKey::Heap(key.into())
+        }
+    }
+
+    #[inline]
+    fn bytes(&self) -> &[u8] {
+        match self {
+            StoredKey::Inline { len, buf } => &buf[..*len as usize],
+            StoredKey::Heap(b) => b,
+        }
+    }
+
+    /// Heap bytes held (for `memory_bytes`).
+    fn heap_len(&self) -> usize {
+        match self {
+            StoredKey::Inline { .. } => 0,
+            StoredKey::Heap(b) => b.len(),
+        }
+    }
+}
+
 pub(crate) struct Entry<S> {
     hash: u64,
     touched_ns: u64,
-    key: Box<[u8]>,
+    key: StoredKey,
     state: S,
 }
 
@@ -47,7 +85,7 @@ impl<S> Shard<S> {
         self.table
             .find(hash, |&i| {
                 let e = &entries[i as usize];
-                e.hash == hash && *e.key == *key
+                e.hash == hash && e.key.bytes() == key
             })
             .map(|&i| i as usize)
     }
@@ -112,7 +150,7 @@ impl<S> Shard<S> {
             // Grow by doubling, never past the cap.
             self.entries.reserve_exact(idx.max(8).min(self.cap - idx));
         }
-        self.entries.push(Entry { hash, touched_ns: now_ns, key: key.into(), state });
+        self.entries.push(Entry { hash, touched_ns: now_ns, key: StoredKey::new(key), state });
         let entries = &self.entries;
         self.table.insert_unique(hash, idx as u32, |&i| entries[i as usize].hash);
         idx
@@ -202,7 +240,8 @@ impl<S> Store<S> {
     }
 
     /// Bytes the store holds now: its entries' vectors (allocated, not just used), its tables (an
-    /// index and a control byte per bucket, about 8/7 buckets per slot), the keys' heap copies and the
+    /// index and a control byte per bucket, about 8/7 buckets per slot), the heap copies of keys too
+    /// long to sit inline, and the
     /// states' heap (`state_heap`). Divided by `len()`, the "bytes per key" a benchmark reports.
     pub fn memory_bytes(&self, state_heap: impl Fn(&S) -> usize) -> usize {
         let mut total = std::mem::size_of::<Self>();
@@ -211,7 +250,7 @@ impl<S> Store<S> {
             total += std::mem::size_of::<Padded<Mutex<Shard<S>>>>();
             total += s.entries.capacity() * std::mem::size_of::<Entry<S>>();
             total += s.table.capacity() * 8 / 7 * (std::mem::size_of::<u32>() + 1);
-            total += s.entries.iter().map(|e| e.key.len() + state_heap(&e.state)).sum::<usize>();
+            total += s.entries.iter().map(|e| e.key.heap_len() + state_heap(&e.state)).sum::<usize>();
         }
         total
     }
@@ -227,6 +266,22 @@ mod tests {
             *v += 1;
             *v
         })
+    }
+
+    /// Keys around the inline size, and long ones, are told apart exactly (no prefix or padding match).
+    #[test]
+    fn short_and_long_keys_are_distinct() {
+        let s: Store<u32> = Store::new(1000);
+        let keys: Vec<Vec<u8>> = (0..=3 * INLINE_KEY).map(|n| vec![b'k'; n]).collect();
+        for (i, k) in keys.iter().enumerate() {
+            for _ in 0..=i {
+                bump(&s, k, 0);
+            }
+        }
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(s.get(k, |v| v.copied()), Some(i as u32 + 1), "len {i}");
+        }
+        assert_eq!(std::mem::size_of::<StoredKey>(), 24);
     }
 
     #[test]

@@ -64,8 +64,50 @@ impl IpKeyBuf {
     }
 }
 
+/// A plain dotted quad (`a.b.c.d`, each 0..=255 in 1-3 digits, no leading zero), the socket peer's
+/// usual form, parsed on the bytes; `None` for anything else, which the general path then reads.
+/// Accepts only what `Ipv4Addr::from_str` accepts, with the same value.
+#[inline]
+fn dotted_quad(input: &[u8]) -> Option<Ipv4Addr> {
+    if !(7..=15).contains(&input.len()) {
+        return None;
+    }
+    let mut octets = [0u8; 4];
+    let mut part = 0usize;
+    let (mut value, mut digits) = (0u32, 0u32);
+    for &b in input {
+        match b {
+            b'0'..=b'9' => {
+                // A leading zero ("01") is refused by the std parser: leave it to it.
+                if digits == 1 && value == 0 {
+                    return None;
+                }
+                value = value * 10 + u32::from(b - b'0');
+                digits += 1;
+                if digits > 3 || value > 255 {
+                    return None;
+                }
+            }
+            b'.' if digits > 0 && part < 3 => {
+                octets[part] = value as u8;
+                part += 1;
+                (value, digits) = (0, 0);
+            }
+            _ => return None,
+        }
+    }
+    if part != 3 || digits == 0 {
+        return None;
+    }
+    octets[3] = value as u8;
+    Some(Ipv4Addr::from(octets))
+}
+
 /// Parses `input` as an IP address with its decoration removed; `None` when it is not one.
 pub fn parse_ip(input: &[u8]) -> Option<IpAddr> {
+    if let Some(v4) = dotted_quad(input) {
+        return Some(IpAddr::V4(v4));
+    }
     if input.len() > MAX_INPUT_LEN {
         return None;
     }
@@ -223,6 +265,34 @@ pub fn ip_bin_key(ip: Option<IpAddr>, cfg: &IpKeyConfig, tag: u8, out: &mut [u8;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The byte-level dotted-quad path agrees with the std parser on every input it accepts, and
+    /// parse_ip's answer is the general path's answer for edge cases and random byte strings.
+    #[test]
+    fn the_dotted_quad_fast_path_agrees_with_the_std_parser() {
+        let edges = [
+            "1.2.3.4", "0.0.0.0", "255.255.255.255", "256.1.1.1", "01.2.3.4", "1.2.3.04", "1.2.3", "1.2.3.4.5", "1..2.3", ".1.2.3",
+            "1.2.3.", "1.2.3.4 ", " 1.2.3.4", "1.2.3.4:80", "1000.2.3.4", "10.0.0.255", "100.200.250.255", "1.2.3.a", "1.2.3.-4",
+        ];
+        let mut rng = crate::core::defense::rng::SplitMix64::new(5);
+        let alphabet = b"0123456789.:a ";
+        let mut inputs: Vec<Vec<u8>> = edges.iter().map(|s| s.as_bytes().to_vec()).collect();
+        for _ in 0..200_000 {
+            let n = 1 + rng.below(16) as usize;
+            inputs.push((0..n).map(|_| alphabet[rng.below(alphabet.len() as u64) as usize]).collect());
+        }
+        for i in &inputs {
+            let std = std::str::from_utf8(i).ok().and_then(|s| s.parse::<Ipv4Addr>().ok());
+            if let Some(fast) = dotted_quad(i) {
+                assert_eq!(Some(fast), std, "{:?}", String::from_utf8_lossy(i));
+            } else if i.iter().all(|b| b.is_ascii_digit() || *b == b'.') {
+                assert_eq!(std, None, "the fast path must take every plain quad: {:?}", String::from_utf8_lossy(i));
+            }
+        }
+        assert_eq!(parse_ip(b"203.0.113.7"), Some(IpAddr::V4(Ipv4Addr::new(203, 0, 113, 7))));
+        assert_eq!(parse_ip(b" 203.0.113.7 "), Some(IpAddr::V4(Ipv4Addr::new(203, 0, 113, 7))));
+        assert_eq!(parse_ip(b"01.2.3.4"), None);
+    }
 
     fn key(input: &str, cfg: IpKeyConfig) -> String {
         let mut b = IpKeyBuf::default();
