@@ -66,10 +66,10 @@ test('cluster mode on one redis-server', { timeout: 120_000 }, async (t) => {
     assert.ok(requests < 200, `${requests} lease requests for 2000 decisions`);
   });
 
-  await t.test('a 5 s soak of hot and cold keys in 4 processes: no window admits above the limit; a hot window falls short by less than the bound', async (t) => {
+  await t.test('a 20 s soak of hot and cold keys in 4 processes: no window admits above the limit; a hot window falls short by less than the bound', async (t) => {
     const keys = ['hot-a', 'hot-b', 'cold-1', 'cold-2', 'cold-3', 'cold-4'];
     const weights = [40, 40, 1, 1, 1, 1];
-    await Promise.all(nodes.map((n) => n.call('mixed', { ms: 5000, concurrency: 6, max: 20_000, keys, weights, tier: 'soak' })));
+    await Promise.all(nodes.map((n) => n.call('mixed', { ms: 20_000, concurrency: 6, max: 80_000, keys, weights, tier: 'soak' })));
     const per = new Map(); // "key second" -> admitted over the 4 processes
     for (const m of await Promise.all(nodes.map((n) => n.call('admittedAt')))) {
       for (const [k, v] of Object.entries(m)) if (k.split(' ')[0].startsWith('hot-') || k.split(' ')[0].startsWith('cold-')) per.set(k, (per.get(k) || 0) + v);
@@ -77,7 +77,7 @@ test('cluster mode on one redis-server', { timeout: 120_000 }, async (t) => {
     const hot = [...per].filter(([k]) => k.startsWith('hot-')).map(([, v]) => v);
     const cold = [...per].filter(([k]) => k.startsWith('cold-')).map(([, v]) => v);
     t.diagnostic(`admitted per hot window: ${hot.join(' ')}; per cold window: ${cold.join(' ')}`);
-    assert.ok(hot.length >= 8, 'hot keys were admitted in several windows');
+    assert.ok(hot.length >= 30, 'hot keys were admitted in several windows');
     assert.ok(Math.max(...per.values()) <= 60, `no window above the limit of 60: ${Math.max(...per.values())}`);
     // Shortfall: what was outstanding when the window closed, < 4 processes x 2 x maxLease = 80: vacuous
     // for 60; the lease shrinks near the limit, so in practice a full window is within a few tokens.
