@@ -17,15 +17,15 @@
 //    global limit only (before) against per-IP and per-/24 limits and bans (after). Writes
 //    benchmark/out/defense.svg (timeline) and defense.json.
 //
-//   node benchmark/defense.js [--quick] [--breakdown] [--only cost,http,memory,crawl] [--runs 5] [--requests 100000]
-//        [--keys 100000] [--http-rounds N] [--memory-runs N] [--crawl-runs N] [--seconds 24]
+//   node benchmark/defense.js [--quick] [--breakdown] [--only cost,http,memory,crawl] [--runs 5] [--requests 40000]
+//        [--keys 50000] [--http-rounds N] [--memory-runs N] [--crawl-runs N] [--seconds 16]
 //        [--crawl 1.2] [--crawl-ips 100] [--subnet 0.2] [--legit 0.2] [--global 0.8]
-//        [--per-ip 10] [--per-subnet 30] [--work-ms 1.5]
+//        [--per-ip 15] [--per-subnet 30] [--work-ms 1.5]
 //   --runs N: rounds of 1a and 1b, runs of 2, repetitions of 3 (each overridable); every part reports
 //   the median and range over them. --crawl, --subnet, --legit, --global: multiples of the measured
 //   capacity C; --per-ip, --per-subnet: requests per 10 s. --quick: a short smoke run (~2 min).
 //   --breakdown: 1a also times the gatekeeper with one defense layer at a time (where the cost goes).
-//   The default run takes about 12 minutes (part 3: 5 x 3 configurations of 24 s).
+//   The default run aims at 6 minutes or less (part 3: 5 x 3 configurations of 16 s).
 const fs = require('node:fs');
 const path = require('node:path');
 const os = require('node:os');
@@ -44,7 +44,7 @@ const { printCrawlTable, crawlFigures, printCrawlTargets } = require('./lib/craw
 const PARTS = ['cost', 'http', 'memory', 'crawl'];
 
 function parseArgs(argv) {
-  const a = { quick: false, breakdown: false, only: PARTS, runs: 5, requests: 100_000, keys: 100_000, httpRounds: null, memoryRuns: null, crawlRuns: null, httpSeconds: 2, workMs: 1.5, crawl: { ...DEFAULTS } };
+  const a = { quick: false, breakdown: false, only: PARTS, runs: 5, requests: 40_000, keys: 50_000, httpRounds: null, memoryRuns: null, crawlRuns: null, httpSeconds: 1, workMs: 1.5, crawl: { ...DEFAULTS } };
   const num = (i) => {
     const v = Number(argv[i]);
     if (!Number.isFinite(v) || v <= 0) throw new RangeError(`${argv[i - 1]} must be a positive number, got ${argv[i]}`);

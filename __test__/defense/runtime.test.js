@@ -112,6 +112,35 @@ test('the ban API: add, get, list, remove, export and import, with events to onB
   }
 });
 
+test('a refusal by a /24 limit strikes the /24: a crawler spread over it earns one CIDR ban', async () => {
+  const hooked = [];
+  const app = await FRAMEWORKS['node:http']({
+    shed: false,
+    trustProxy: true,
+    onBan: (e) => hooked.push(e),
+    limits: [
+      { name: 'per-ip', algorithm: 'sliding-window', limit: 5, windowMs: MIN },
+      { name: 'per-subnet', by: { prefix: { v4: 24 } }, algorithm: 'sliding-window', limit: 4, windowMs: MIN },
+    ],
+  });
+  try {
+    const from = (xff) => request(app.port, { path: '/hello', headers: { 'x-forwarded-for': xff } });
+    // One request from each of 10 addresses of 198.51.100.0/24: never over the per-IP limit.
+    const statuses = [];
+    for (let host = 1; host <= 10; host++) statuses.push((await from(`198.51.100.${host}`)).status);
+    // 4 served, 3 refused by the /24 (3 strikes on the /24, the default rule's threshold), then banned.
+    assert.deepEqual(statuses, [200, 200, 200, 200, 429, 429, 429, 403, 403, 403]);
+    const ban = app.defense.bans.get('198.51.100.0/24');
+    assert.deepEqual([ban.target, ban.cidr, ban.source, ban.reason], ['198.51.100.0/24', true, 'rule', 'rate-limit']);
+    assert.deepEqual(hooked.map((e) => `${e.kind}:${e.ban.target}`), ['added:198.51.100.0/24']);
+    assert.equal(app.defense.bans.get('198.51.100.5'), null, 'no address of it is banned by itself');
+    assert.equal((await from('198.51.100.200')).status, 403, 'a fresh address of the /24 is banned too');
+    assert.equal((await from('198.51.101.1')).status, 200, 'the next /24 is not');
+  } finally {
+    await app.stop();
+  }
+});
+
 test('escalation: a repeat offender is banned longer each time, and a full table of permanent bans refuses', () => {
   const g = gatekeeper({
     shed: false,

@@ -51,10 +51,14 @@ function crawlFigures(results) {
     crawlerOnsetPct: (100 * crawler(after, 'onset')) / crawler(before, 'onset'),
     legitServed: A.legit.crawl.servedPct,
     legitServedSteady: A.legit.steady.servedPct,
+    legitServedOnset: A.legit.onset.servedPct,
     legitServedBefore: before.figures.legit.crawl.servedPct,
+    legitServedBeforeSteady: before.figures.legit.steady.servedPct,
     p99: A.legit.crawl.p99,
     p99Base: B ? B.legit.crawl.p99 : NaN,
     p99Ratio: B ? A.legit.crawl.p99 / B.legit.crawl.p99 : NaN,
+    p99Steady: A.legit.steady.p99,
+    p99BaseSteady: B ? B.legit.steady.p99 : NaN,
     p99RatioSteady: B ? A.legit.steady.p99 / B.legit.steady.p99 : NaN,
     cpuAfter: A.cpu.steady,
     cpuBefore: before.figures.cpu.steady,
@@ -77,11 +81,15 @@ function printCrawlTargets(reps, out = console.log) {
   const met = (pred) => `${list.filter(pred).length} of ${list.length}`;
   const rows = [
     { name: 'crawler served/s from 10 s after its start <= 1% of before', pass: median(list.map((x) => x.crawlerPct)) <= 1, value: `${mr('crawlerPct', f2)}% (${mr('crawlerAfter')} vs ${mr('crawlerBefore')} req/s; met in ${met((x) => x.crawlerPct <= 1)}; first 10 s: ${mr('crawlerOnsetPct')}%)` },
-    { name: 'legitimate users served >= 99.9% (during the crawl)', pass: median(list.map((x) => x.legitServed)) >= 99.9, value: `${mr('legitServed', f2)}% (met in ${met((x) => x.legitServed >= 99.9)}; from 10 s on: ${mr('legitServedSteady', f2)}%; before: ${mr('legitServedBefore')}%)` },
-    { name: 'legitimate p99 <= 1.2x the run without the crawler', pass: median(list.map((x) => x.p99Ratio)) <= 1.2, value: `${mr('p99Ratio', f2)}x (${mr('p99')} vs ${mr('p99Base')} ms; met in ${met((x) => x.p99Ratio <= 1.2)}; from 10 s on: ${mr('p99RatioSteady', f2)}x)` },
+    // Legitimate users, in the crawler target's window (from 10 s after the crawl start: the time the
+    // issue gives the defense to act) and over the whole crawl (its first 10 s included), both judged.
+    { name: 'legitimate served >= 99.9% (from 10 s after the crawl start)', pass: median(list.map((x) => x.legitServedSteady)) >= 99.9, value: `${mr('legitServedSteady', f2)}% (met in ${met((x) => x.legitServedSteady >= 99.9)}; before: ${mr('legitServedBeforeSteady')}%)` },
+    { name: 'legitimate served >= 99.9% (the whole crawl, onset included)', pass: median(list.map((x) => x.legitServed)) >= 99.9, value: `${mr('legitServed', f2)}% (met in ${met((x) => x.legitServed >= 99.9)}; first 10 s: ${mr('legitServedOnset', f2)}%; before: ${mr('legitServedBefore')}%)` },
+    { name: 'legitimate p99 <= 1.2x no crawler (from 10 s after the start)', pass: median(list.map((x) => x.p99RatioSteady)) <= 1.2, value: `${mr('p99RatioSteady', f2)}x (${mr('p99Steady')} vs ${mr('p99BaseSteady')} ms; met in ${met((x) => x.p99RatioSteady <= 1.2)})` },
+    { name: 'legitimate p99 <= 1.2x no crawler (the whole crawl)', pass: median(list.map((x) => x.p99Ratio)) <= 1.2, value: `${mr('p99Ratio', f2)}x (${mr('p99')} vs ${mr('p99Base')} ms; met in ${met((x) => x.p99Ratio <= 1.2)})` },
     { name: 'server CPU falls (from 10 s after the crawl start)', pass: median(list.map((x) => x.cpuAfter)) < median(list.map((x) => x.cpuBefore)), value: `${mr('cpuAfter', (v) => cpuPct(v))} of a core vs ${mr('cpuBefore', (v) => cpuPct(v))} before; without the crawler ${mr('cpuBase', (v) => cpuPct(v))}` },
   ];
-  for (const r of rows) out(`  ${r.pass ? 'PASS' : 'MISS'}  ${pad(r.name, 58)} ${r.value}`);
+  for (const r of rows) out(`  ${r.pass ? 'PASS' : 'MISS'}  ${pad(r.name, 64)} ${r.value}`);
   return rows;
 }
 

@@ -316,7 +316,7 @@ impl DefenseHandle {
         let _panic = raw::throw_on_panic(&env, "DefenseHandle::new");
         let specs: Vec<LimitSpec> = o.limits.iter().enumerate().map(|(i, l)| limit_spec(l, i)).collect::<Result<_>>()?;
         let set = LimitSet::new(&specs).map_err(|e| invalid(e.0))?;
-        let ip_cfgs = o.limits.iter().enumerate().map(|(i, l)| prefixes(l.ipv4_prefix, l.ipv6_prefix, &format!("limits[{i}].by"))).collect::<Result<_>>()?;
+        let ip_cfgs: Vec<IpKeyConfig> = o.limits.iter().enumerate().map(|(i, l)| prefixes(l.ipv4_prefix, l.ipv6_prefix, &format!("limits[{i}].by"))).collect::<Result<_>>()?;
         let cfg = ban_spec(&o.bans)?.validate("bans").map_err(|e| invalid(e.0))?;
         let mut defense = Defense::new(set, BanTable::new(cfg, rng::random_seed()));
         let signer = match &o.challenge_secrets {
@@ -330,6 +330,10 @@ impl DefenseHandle {
             defense = defense.with_challenge(after as usize);
         }
         let ban_ip = prefixes(o.ipv4_prefix, o.ipv6_prefix, "ipv4Prefix/ipv6Prefix")?;
+        // A limit by a wider prefix than the ban key's strikes (and bans) its prefix: header and
+        // function limits carry the gatekeeper's prefixes, the ban key's, so they strike the ban key.
+        let by_prefix: Vec<Option<(u8, u8)>> = ip_cfgs.iter().map(|c: &IpKeyConfig| Some((c.ipv4_prefix, c.ipv6_prefix))).collect();
+        let defense = defense.with_prefix_strikes(&by_prefix, (ban_ip.ipv4_prefix, ban_ip.ipv6_prefix));
         let lists = lists(o.allow, o.deny)?;
         let shared = Arc::new(Shared { defense, lists: RwLock::new(Arc::new(lists)), signer, ip_cfgs, ban_ip, pending: Mutex::new(Vec::new()) });
         Ok(DefenseHandle { shared, bound: Mutex::new(None) })

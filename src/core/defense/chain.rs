@@ -8,13 +8,17 @@
 //!    of being served. A valid pass (`honour_pass`, checked by the binding before deciding) has cleared
 //!    its strikes, so it goes on;
 //! 4. every named limit that applies, all or nothing: refused (429), which counts a strike against
-//!    the ban key (enough of them ban it: `rules.rs`);
+//!    what the refusing limit counts by (enough of them ban it: `rules.rs`): the ban key, or, for a
+//!    limit over a wider address prefix than the ban key's (`with_prefix_strikes`), that prefix, banned
+//!    as a CIDR. A crawler spread over a /24 then earns one ban for the /24 from its first refusals,
+//!    instead of a strike per address that each of its hundreds of addresses must collect;
 //! 5. pass: the caller goes on to the tier pool and the shed controller (elsewhere), after the
 //!    shaper's delay if one asked for it.
 //!
 //! The lists are passed in on each call rather than held: the binding keeps them in an `Arc` it swaps
 //! when an operator replaces them, and a decision uses whichever lists it picked up.
 use super::ban::{Ban, BanEvent, BanHit};
+use super::cidr::{Addr, Cidr};
 use super::lists::{Access, AccessLists};
 use crate::core::token::pass::{PassError, PassSigner};
 use super::rules::StrikeKind;
@@ -75,16 +79,40 @@ pub struct Outcome {
     pub limits: Decision,
 }
 
+/// In `strike_prefixes`: this family's refusals strike the ban key.
+const BAN_KEY: u8 = u8::MAX;
+
 pub struct Defense {
     limits: LimitSet,
     bans: BanTable,
     /// The challenge's soft threshold: live strikes at which a key is challenged (`None`: never).
     challenge_after: Option<usize>,
+    /// Per limit, the (IPv4, IPv6) prefix lengths whose prefix a refusal strikes; empty, or `None` for
+    /// a limit: the ban key.
+    strike_prefixes: Vec<Option<(u8, u8)>>,
 }
 
 impl Defense {
     pub fn new(limits: LimitSet, bans: BanTable) -> Defense {
-        Defense { limits, bans, challenge_after: None }
+        Defense { limits, bans, challenge_after: None, strike_prefixes: Vec::new() }
+    }
+
+    /// Per limit (in order), the (IPv4, IPv6) prefix lengths of the address prefix its refusals strike
+    /// and ban, for limits that count by a prefix wider than the ban key; `None`: the ban key. A
+    /// family whose length is not shorter than `ban_prefixes`' strikes the ban key (the same scope).
+    pub fn with_prefix_strikes(mut self, prefixes: &[Option<(u8, u8)>], ban_prefixes: (u8, u8)) -> Defense {
+        let wider = |len: u8, ban: u8| if len < ban { len } else { BAN_KEY };
+        self.strike_prefixes = prefixes.iter().map(|p| p.map(|(v4, v6)| (wider(v4, ban_prefixes.0), wider(v6, ban_prefixes.1)))).collect();
+        self
+    }
+
+    /// The prefix a refusal by limit `refused_by` strikes, when it is wider than the ban key's.
+    #[inline]
+    fn strike_cidr(&self, refused_by: Option<usize>, ip: Option<IpAddr>) -> Option<Cidr> {
+        let (v4, v6) = (*self.strike_prefixes.get(refused_by?)?)?;
+        let addr = Addr::of(ip?);
+        let len = if addr.v6 { v6 } else { v4 };
+        (len != BAN_KEY).then(|| Cidr::around(addr, len, len))
     }
 
     /// Challenges a key once it has `after` (≥ 1) live strikes: below every rule's threshold to come
@@ -138,7 +166,9 @@ impl Defense {
         if self.limits.decide_costs(req.limit_keys, costs, now_ns, &mut out.limits) {
             return Verdict::Pass;
         }
-        if !req.ban_key.is_empty() {
+        if let Some(cidr) = self.strike_cidr(out.limits.refused_by, req.ip) {
+            self.bans.record_cidr(cidr, StrikeKind::RateLimited, now_ns, events);
+        } else if !req.ban_key.is_empty() {
             self.bans.record(req.ban_key, StrikeKind::RateLimited, now_ns, events);
         }
         Verdict::RateLimited
@@ -284,6 +314,49 @@ mod tests {
         // Another key is not challenged.
         let k2 = [Some(&b"203.0.113.8"[..])];
         assert_eq!(d.decide(&lists, &req("203.0.113.8", &k2), 2 * S, &mut out, &mut ev), Pass);
+    }
+
+    /// A crawler spread over a /24, one request per address: the /24 limit refuses, each refusal
+    /// strikes the /24 (not the address, which has no strikes of its own), and the third bans the /24
+    /// as a CIDR for the rule's 5 minutes. A per-IP refusal still strikes the address.
+    #[test]
+    fn a_refusal_by_a_prefix_limit_strikes_and_bans_the_prefix() {
+        let mut per_ip = LimitSpec::new("per-ip", AlgorithmKind::FixedWindow, 2.0, 1000.0);
+        per_ip.max_keys = Some(1000.0);
+        let per_24 = LimitSpec::new("per-24", AlgorithmKind::FixedWindow, 4.0, 1000.0);
+        let mut b = BanSpec::default();
+        b.escalation.jitter = 0.0;
+        let d = Defense::new(LimitSet::new(&[per_ip, per_24]).unwrap(), BanTable::new(b.validate("bans").unwrap(), 1))
+            .with_prefix_strikes(&[Some((32, 56)), Some((24, 48))], (32, 56));
+        let lists = AccessLists::default();
+        let (mut out, mut ev) = (Outcome::default(), Vec::new());
+        use Verdict::*;
+        let mut verdicts = Vec::new();
+        for host in 1..=10u8 {
+            let ip = format!("198.51.100.{host}");
+            let keys = [Some(ip.as_bytes()), Some(&b"198.51.100.0/24"[..])];
+            verdicts.push(d.decide(&lists, &req(&ip, &keys), host as u64 * 1000, &mut out, &mut ev));
+            assert_eq!(d.bans().live_strikes(ip.as_bytes(), 0), 0, "the address has no strike");
+        }
+        assert_eq!(verdicts, vec![Pass, Pass, Pass, Pass, RateLimited, RateLimited, RateLimited, Banned, Banned, Banned]);
+        let cidr = Cidr::parse("198.51.100.0/24").unwrap();
+        assert_eq!((ev.len(), &ev[0].ban.target), (1, &BanTarget::Cidr(cidr)));
+        assert_eq!(d.bans().get(&BanTarget::Cidr(cidr), 0).unwrap().until_ns, Some(7000 + 300 * S));
+        assert!(out.ban.as_ref().unwrap().by_cidr);
+        // The next /24 is not banned; its per-IP refusals strike the address, as before.
+        let k = [Some(&b"198.51.101.1"[..]), Some(&b"198.51.101.0/24"[..])];
+        let vs: Vec<Verdict> = (0..6).map(|_| d.decide(&lists, &req("198.51.101.1", &k), 2 * S, &mut out, &mut ev)).collect();
+        assert_eq!(vs, vec![Pass, Pass, RateLimited, RateLimited, RateLimited, Banned]);
+        assert_eq!(ev[1].ban.target, BanTarget::Key(b"198.51.101.1"[..].into()));
+        assert!(!out.ban.as_ref().unwrap().by_cidr);
+        // Lifting the CIDR ban forgets the prefix's strikes (and its offence history).
+        assert!(d.bans().lift(&BanTarget::Cidr(cidr), 3 * S, &mut ev));
+        assert_eq!(d.bans().live_strikes(&cidr.strike_key(), 3 * S), 0);
+        // An IPv6 client: the /48 limit is wider than the ban key's /56, so its /48 is struck.
+        assert_eq!(d.strike_cidr(Some(1), Some("2001:db8:1:2::9".parse().unwrap())).unwrap().to_string(), "2001:db8:1::/48");
+        // The per-IP limit (same prefixes as the ban key) strikes the ban key in both families.
+        assert_eq!(d.strike_cidr(Some(0), Some("2001:db8:1:2::9".parse().unwrap())), None);
+        assert_eq!(d.strike_cidr(Some(0), Some("198.51.100.1".parse().unwrap())), None);
     }
 
     /// Every request from a new address, each hitting its limit and earning a ban: the limit's keys,

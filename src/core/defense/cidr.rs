@@ -76,7 +76,26 @@ pub(crate) fn mask(len: u8) -> u128 {
     }
 }
 
+/// The bytes of `Cidr::strike_key`: a tag, the family, the length, the 16 address bytes.
+pub const CIDR_KEY_LEN: usize = 19;
+
 impl Cidr {
+    /// The prefix of length `v4` (IPv4) or `v6` (IPv6, each clamped to the family) containing `addr`.
+    pub fn around(addr: Addr, v4: u8, v6: u8) -> Cidr {
+        let len = if addr.v6 { v6 } else { v4 }.min(addr.max_len());
+        Cidr { addr: Addr { bits: addr.bits & mask(len), ..addr }, len }
+    }
+
+    /// The key a prefix's strikes are counted under: binary, starting with a 0 byte, so never equal
+    /// to a text key (a client-IP key) in the same table.
+    pub fn strike_key(&self) -> [u8; CIDR_KEY_LEN] {
+        let mut k = [0u8; CIDR_KEY_LEN];
+        k[1] = u8::from(self.addr.v6);
+        k[2] = self.len;
+        k[3..].copy_from_slice(&self.addr.bits.to_be_bytes());
+        k
+    }
+
     /// Whether `addr` lies inside this prefix.
     pub fn contains(&self, addr: Addr) -> bool {
         addr.v6 == self.addr.v6 && (addr.bits ^ self.addr.bits) & mask(self.len) == 0
@@ -192,5 +211,18 @@ mod tests {
         let one6 = Cidr::parse("2001:db8::7/128").unwrap();
         assert!(one6.contains(ip("2001:db8::7")) && !one6.contains(ip("2001:db8::6")));
         assert_eq!(Addr::of("1.2.3.4".parse().unwrap()).max_len(), 32);
+    }
+
+    #[test]
+    fn the_prefix_around_an_address_and_its_strike_key() {
+        let c = Cidr::around(ip("203.0.113.77"), 24, 48);
+        assert_eq!(c.to_string(), "203.0.113.0/24");
+        assert_eq!(Cidr::around(ip("::ffff:203.0.113.77"), 24, 48), c);
+        assert_eq!(Cidr::around(ip("2001:db8:1:2::9"), 24, 48).to_string(), "2001:db8:1::/48");
+        assert_eq!(Cidr::around(ip("10.0.0.1"), 40, 48).to_string(), "10.0.0.1/32");
+        assert_eq!(Cidr::around(ip("203.0.113.200"), 24, 48).strike_key(), c.strike_key());
+        assert_ne!(Cidr::around(ip("203.0.114.1"), 24, 48).strike_key(), c.strike_key());
+        assert_ne!(Cidr::around(ip("203.0.113.1"), 25, 48).strike_key(), Cidr::around(ip("203.0.113.1"), 24, 48).strike_key());
+        assert_eq!(c.strike_key()[0], 0);
     }
 }

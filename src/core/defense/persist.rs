@@ -75,8 +75,10 @@ impl BanTable {
                 Err(_) => report.refused += 1,
                 Ok(()) if events[before..].iter().any(|e| e.kind == super::ban::BanEventKind::Added) => {
                     report.applied += 1;
-                    if let (BanTarget::Key(k), true) = (&r.target, r.offense > 0) {
-                        self.remember(k, r.offense, until_ns, now_ns);
+                    match (&r.target, r.offense > 0) {
+                        (BanTarget::Key(k), true) => self.remember(k, r.offense, until_ns, now_ns),
+                        (BanTarget::Cidr(c), true) => self.remember(&c.strike_key(), r.offense, until_ns, now_ns),
+                        _ => {}
                     }
                 }
                 Ok(()) => report.skipped += 1,

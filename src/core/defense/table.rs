@@ -16,10 +16,10 @@
 //! - Every change is returned as events (`events: &mut Vec<BanEvent>`), for the binding to publish.
 //!   Re-adding a ban that is already there reports only if it got longer, so a cluster node that
 //!   imports what another published does not publish it back.
-//! - Lifting a key's ban (an operator's act) forgets its strikes and offence history too, so that a
-//!   lifted permanent ban is not re-imposed by the next strike.
+//! - Lifting a ban (an operator's act) forgets its key's or prefix's strikes and offence history too,
+//!   so that a lifted permanent ban is not re-imposed by the next strike.
 use super::ban::{Ban, BanEvent, BanEventKind, BanHit, BanSource, BanStats, BanTarget};
-use super::cidr::Addr;
+use super::cidr::{Addr, Cidr};
 use super::rng::SplitMix64;
 use super::rules::{BanConfig, StrikeKind};
 use super::strikes::Strikes;
@@ -281,6 +281,16 @@ impl BanTable {
     /// Counts a strike of `kind` against `key`; when a rule fires, bans the key (escalated, jittered)
     /// and returns the ban. The events of the change go to `events`.
     pub fn record(&self, key: &[u8], kind: StrikeKind, now_ns: u64, events: &mut Vec<BanEvent>) -> Option<Ban> {
+        self.record_on(key, || BanTarget::Key(key.into()), kind, now_ns, events)
+    }
+
+    /// Counts a strike of `kind` against a whole prefix (under `Cidr::strike_key`); when a rule fires,
+    /// bans the prefix (a CIDR ban), escalated and jittered like a key's.
+    pub fn record_cidr(&self, cidr: Cidr, kind: StrikeKind, now_ns: u64, events: &mut Vec<BanEvent>) -> Option<Ban> {
+        self.record_on(&cidr.strike_key(), || BanTarget::Cidr(cidr), kind, now_ns, events)
+    }
+
+    fn record_on(&self, key: &[u8], target: impl FnOnce() -> BanTarget, kind: StrikeKind, now_ns: u64, events: &mut Vec<BanEvent>) -> Option<Ban> {
         let fired = self.strikes.record(key, kind, now_ns)?;
         let rule = &self.strikes.rules()[fired.rule];
         let mut st = self.state.lock();
@@ -289,7 +299,7 @@ impl BanTable {
         if until_ns.is_none() && permanent_held as f64 >= self.cfg.max_bans as f64 * MAX_PERMANENT_SHARE {
             until_ns = Some(now_ns.saturating_add(self.cfg.escalation.max_ns));
         }
-        let ban = Ban { target: BanTarget::Key(key.into()), reason: rule.name.clone(), since_ns: now_ns, until_ns, offense: fired.offense, source: BanSource::Rule };
+        let ban = Ban { target: target(), reason: rule.name.clone(), since_ns: now_ns, until_ns, offense: fired.offense, source: BanSource::Rule };
         let added = st.upsert(ban.clone(), self.cfg.max_bans, now_ns, 0, events);
         self.note_len(&st);
         drop(st);
@@ -331,7 +341,7 @@ impl BanTable {
         r
     }
 
-    /// An operator lifts the ban on `target` (and, for a key, forgets its strikes and history).
+    /// An operator lifts the ban on `target` (and forgets its strikes and history).
     pub fn lift(&self, target: &BanTarget, now_ns: u64, events: &mut Vec<BanEvent>) -> bool {
         let mut st = self.state.lock();
         st.sweep(now_ns, events);
@@ -343,8 +353,9 @@ impl BanTable {
         }
         self.note_len(&st);
         drop(st);
-        if let BanTarget::Key(k) = target {
-            self.strikes.forget(k);
+        match target {
+            BanTarget::Key(k) => self.strikes.forget(k),
+            BanTarget::Cidr(c) => self.strikes.forget(&c.strike_key()),
         }
         lifted
     }
