@@ -13,6 +13,7 @@ const prom = require('prom-client');
 const tiergate = require('..');
 const { startService, admin, tmpdir, TOKEN } = require('../__test__/service/helpers');
 const { checkLoad } = require('./lib/check-load');
+const { cpuSeconds } = require('./lib/proc-cpu');
 
 function arg(name, def) {
   const i = process.argv.indexOf(`--${name}`);
@@ -58,20 +59,26 @@ async function serviceRuns() {
     const load = () => checkLoad({ urls: [svc.url], connections: CONNECTIONS, durationMs: SECONDS * 1000, coldKeys: COLD });
     await load(); // warm-up
     const ratios = [];
+    const cpuRatios = [];
     const rows = [];
     for (let r = 0; r < RUNS; r++) {
       const order = r % 2 === 0 ? ['without', 'with'] : ['with', 'without'];
       const got = {};
       for (const kind of order) {
         const stop = kind === 'with' ? watch(svc.url) : null;
+        const cpu0 = cpuSeconds(svc.child.pid);
         got[kind] = await load();
+        // The service's own CPU per answered check (the dashboard's streaming and polls included when
+        // watched): unlike decisions/s, it does not move with the generator's share of the CPU.
+        got[kind].cpuUs = cpu0 === null ? null : ((cpuSeconds(svc.child.pid) - cpu0) * 1e6) / got[kind].total;
         const streamed = stop ? stop() : 0;
         if (kind === 'with' && streamed === 0) throw new Error('the live stream sent nothing');
       }
       ratios.push(got.with.perSec / got.without.perSec);
-      rows.push(`round ${r + 1}: without ${got.without.perSec.toFixed(0)}/s (p99 ${got.without.p99.toFixed(1)} ms), with ${got.with.perSec.toFixed(0)}/s (p99 ${got.with.p99.toFixed(1)} ms), errors ${got.without.errors}+${got.with.errors}`);
+      if (got.with.cpuUs !== null) cpuRatios.push(got.without.cpuUs / got.with.cpuUs);
+      rows.push(`round ${r + 1}: without ${got.without.perSec.toFixed(0)}/s (p99 ${got.without.p99.toFixed(1)} ms), with ${got.with.perSec.toFixed(0)}/s (p99 ${got.with.p99.toFixed(1)} ms), errors ${got.without.errors}+${got.with.errors}; server CPU per check ${got.without.cpuUs?.toFixed(1)} / ${got.with.cpuUs?.toFixed(1)} µs`);
     }
-    return { ratios, rows };
+    return { ratios, cpuRatios, rows };
   } finally {
     await svc.stop();
     fs.rmSync(dir, { recursive: true, force: true });
@@ -100,9 +107,10 @@ async function scrapeRuns() {
 (async () => {
   const scrape = await scrapeRuns();
   console.log(`scrape: median ${scrape.median.toFixed(3)} ms, p99 ${scrape.p99.toFixed(3)} ms, ${scrape.bytes} bytes (500 scrapes)`);
-  const { ratios, rows } = await serviceRuns();
+  const { ratios, cpuRatios, rows } = await serviceRuns();
   for (const row of rows) console.log(row);
   console.log(`decisions/s with the dashboard open / without: median ${median(ratios).toFixed(3)} [${range(ratios)}] over ${RUNS} rounds of ${SECONDS} s, ${CONNECTIONS} connections`);
+  if (cpuRatios.length) console.log(`checks per CPU second with the dashboard open / without (the service's own CPU): median ${median(cpuRatios).toFixed(3)} [${range(cpuRatios)}]`);
 })().catch((err) => {
   console.error(err);
   process.exit(1);
