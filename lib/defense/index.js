@@ -88,6 +88,8 @@ class Defense {
   #skip;
   #routing;
   #folded;
+  // The request's routed path while check() runs: undefined until a limit with routes needs it.
+  #path;
   #events;
   #shaper;
   #trustProxy;
@@ -208,24 +210,12 @@ class Defense {
     const limits = this.#limits;
     const args = this.#args;
     const costs = this.#costs;
-    let path;
+    this.#path = undefined;
     for (let i = 0; i < limits.length; i++) {
       const l = limits[i];
-      let applies = (l.methods === null || l.methods.includes(req.method)) && (l.tiers === null || l.tiers.includes(tier));
-      if (applies && l.routes !== null) {
-        if (path === undefined) path = routedPath(req.originalUrl || req.url, this.#routing);
-        applies = path !== null && matchPath(l.routes, req.method, path, this.#folded) >= 0;
-      }
-      let k;
-      if (applies) {
-        k = keyArg(l.by, req);
-        if (k === UNUSABLE) {
-          this.#warnOnce(`limits[${i}].by`);
-          k = true;
-        }
-      }
+      const k = this.#keyFor(l, req, tier);
       args[GATE_ARGS + ARGS + i] = k;
-      if (costs !== null) costs[i] = applies ? this.#costOf(l, req, i) : 0;
+      if (costs !== null) costs[i] = k !== undefined ? this.#costOf(l, req) : 0;
     }
     let flags = this.exemptSkipsShedding ? FLAGS.EXEMPT_ENDS : 0;
     if (this.#skip !== null && this.#skip(req) === true) flags |= FLAGS.SKIP;
@@ -247,7 +237,7 @@ class Defense {
     }
     const r = this.#r;
     if (r[R.EVENTS] > 0) this.#events.publish(this.#handle.takeEvents());
-    if (this.clusterStep !== null) this.#clusterKeys(req, tier, ip, verdict === V.PASS, path);
+    if (this.clusterStep !== null) this.#clusterKeys(req, tier, ip, verdict === V.PASS);
     if (verdict === V.PASS) {
       // (A response that is not an emitter, as a harness may pass, is not watched.)
       if (this.probeStatuses !== null && typeof res.on === 'function') {
@@ -271,27 +261,17 @@ class Defense {
   }
 
   // The cluster limits that apply to this request (only when the defense lets it on), their keys and costs.
-  #clusterKeys(req, tier, ip, pass, path) {
+  #clusterKeys(req, tier, ip, pass) {
     const cs = this.clusterStep;
     const limits = this.#clusterLimits;
     cs.any = false;
     for (let i = 0; i < limits.length; i++) {
       const l = limits[i];
-      let applies = pass && (l.methods === null || l.methods.includes(req.method)) && (l.tiers === null || l.tiers.includes(tier));
-      if (applies && l.routes !== null) {
-        if (path === undefined) path = routedPath(req.originalUrl || req.url, this.#routing);
-        applies = path !== null && matchPath(l.routes, req.method, path, this.#folded) >= 0;
-      }
-      let k;
-      if (applies) {
-        k = keyArg(l.by, req);
-        if (k === UNUSABLE) {
-          this.#warnOnce(`${l.at.replace(/^gatekeeper: options\./, '')}.by`);
-          k = true;
-        }
+      let k = pass ? this.#keyFor(l, req, tier) : undefined;
+      if (k !== undefined) {
         // The client address as bans and local limits key it (the gatekeeper's prefixes).
         if (k === true) k = typeof ip === 'string' ? this.#handle.banKey(ip) : 'unknown';
-        const c = l.costFn === null ? l.cost : this.#costOf(l, req, i);
+        const c = this.#costOf(l, req);
         cs.costs[i] = c;
         if (c === 0) k = undefined;
         else cs.any = true;
@@ -337,17 +317,35 @@ class Defense {
     }
   }
 
-  #costOf(l, req, i) {
+  /**
+   * What limit `l` counts this request by (true: the client address), or undefined when its methods,
+   * tiers or routes leave the request out. The routed path is read at most once per request
+   * (this.#path, reset by check()), for local and cluster limits alike.
+   */
+  #keyFor(l, req, tier) {
+    if (l.methods !== null && !l.methods.includes(req.method)) return undefined;
+    if (l.tiers !== null && !l.tiers.includes(tier)) return undefined;
+    if (l.routes !== null) {
+      if (this.#path === undefined) this.#path = routedPath(req.originalUrl || req.url, this.#routing);
+      if (this.#path === null || matchPath(l.routes, req.method, this.#path, this.#folded) < 0) return undefined;
+    }
+    const k = keyArg(l.by, req);
+    if (k !== UNUSABLE) return k;
+    this.#warnOnce(`${l.option}.by`);
+    return true;
+  }
+
+  #costOf(l, req) {
     if (l.costFn === null) return l.cost;
     let v;
     try {
       v = l.costFn(req);
     } catch (err) {
-      this.#warn(`limits[${i}].cost`, err);
+      this.#warn(`${l.option}.cost`, err);
       return 1;
     }
     if (Number.isInteger(v) && v >= 0 && v <= 0xffffffff) return v;
-    this.#warnOnce(`limits[${i}].cost`);
+    this.#warnOnce(`${l.option}.cost`);
     return 1;
   }
 

@@ -39,7 +39,10 @@ function stringList(v, at) {
   return v.slice();
 }
 
-/** A limit's tiers (ids, or null: every tier) and its cost (a number, or a function of the request). */
+/**
+ * Where a limit applies — its routes, methods and tiers (ids; null: every one) — and its cost (a
+ * number, or a function of the request), for local and cluster limits alike.
+ */
 function scopeOf(l, at, tierIds) {
   let tiers = null;
   if (l.tiers !== undefined) {
@@ -55,7 +58,15 @@ function scopeOf(l, at, tierIds) {
   let costFn = null;
   if (typeof l.cost === 'function') costFn = l.cost;
   else if (l.cost !== undefined) cost = finite(l.cost, `${at}.cost`, { max: 0xffffffff, integer: true });
-  return { tiers, cost, costFn };
+  return {
+    // The option's name in warnings at request time ("limits[2]").
+    option: at.replace(/^gatekeeper: options\./, ''),
+    routes: l.routes === undefined ? null : compileScope(l.routes, `${at}.routes`),
+    methods: l.methods === undefined ? null : compileMethods(l.methods, `${at}.methods`),
+    tiers,
+    cost,
+    costFn,
+  };
 }
 
 /**
@@ -70,19 +81,9 @@ function compileClusterLimit(l, at, tierIds, ipPrefixes) {
   }
   const by = compileBy(l.by, `${at}.by`, ipPrefixes);
   if (by.kind === 'ip' && l.by !== undefined && l.by !== 'ip') throw new TypeError(`${at}.by: a cluster limit counts by 'ip' (the gatekeeper's prefixes), a header or a function, not by a prefix of its own`);
-  const { tiers, cost, costFn } = scopeOf(l, at, tierIds);
-  if (costFn === null && cost === 0) throw new RangeError(`${at}.cost must be at least 1 for a cluster limit`);
-  return {
-    cluster: true,
-    at,
-    name: l.name,
-    by,
-    routes: l.routes === undefined ? null : compileScope(l.routes, `${at}.routes`),
-    methods: l.methods === undefined ? null : compileMethods(l.methods, `${at}.methods`),
-    tiers,
-    cost,
-    costFn,
-  };
+  const scope = scopeOf(l, at, tierIds);
+  if (scope.costFn === null && scope.cost === 0) throw new RangeError(`${at}.cost must be at least 1 for a cluster limit`);
+  return { cluster: true, at, name: l.name, by, ...scope };
 }
 
 function compileLimit(l, i, tierIds, ipPrefixes) {
@@ -105,7 +106,7 @@ function compileLimit(l, i, tierIds, ipPrefixes) {
     if (l[k] !== undefined && typeof l[k] !== 'number') throw new TypeError(`${at}.${k} must be a number, got ${typeName(l[k])}`);
   }
   const by = compileBy(l.by, `${at}.by`, ipPrefixes);
-  const { tiers, cost, costFn } = scopeOf(l, at, tierIds);
+  const scope = scopeOf(l, at, tierIds);
   const shaper = algorithm === 'gcra' && l.maxDelayMs !== undefined && l.maxDelayMs > 0;
   const maxQueued = l.maxQueued === undefined ? DEFAULT_MAX_QUEUED : finite(l.maxQueued, `${at}.maxQueued`, { min: 1, max: 1e7, integer: true });
   if (l.maxQueued !== undefined && !shaper) throw new TypeError(`${at}.maxQueued applies to a shaper only (algorithm 'gcra' with maxDelayMs > 0)`);
@@ -123,11 +124,7 @@ function compileLimit(l, i, tierIds, ipPrefixes) {
     },
     name: l.name,
     by,
-    routes: l.routes === undefined ? null : compileScope(l.routes, `${at}.routes`),
-    methods: l.methods === undefined ? null : compileMethods(l.methods, `${at}.methods`),
-    tiers,
-    cost,
-    costFn,
+    ...scope,
     shaper,
     maxQueued,
   };
