@@ -6,47 +6,13 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const http = require('node:http');
 const path = require('node:path');
-const { fork } = require('node:child_process');
 const prom = require('prom-client');
 const t = require('..');
 const { request, listen, close } = require('./helpers/http');
 const { parsePrometheusText, sampleValue } = require('./helpers/prom-text');
+const { startDashboardApp: startApp, overload } = require('./helpers/dashboard-app');
 
 const LOAD_MS = 2000;
-
-function startApp(t2, env = {}) {
-  const child = fork(path.join(__dirname, 'fixtures', 'dashboard-app.js'), { env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  t2.after(() => child.kill());
-  return new Promise((resolve, reject) => {
-    child.once('message', (m) => resolve({ child, port: m.port }));
-    child.once('exit', (code) => reject(new Error(`app exited with ${code}`)));
-  });
-}
-
-/** Closed-loop clients for `ms` (and at most `max` requests each): critical POSTs and background GETs. */
-async function overload(port, ms, { background = 32, critical = 4, max = 5000 } = {}) {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: background + critical });
-  const deadline = Date.now() + ms;
-  const statuses = { critical: {}, background: {} };
-  const hit = (method, p) => new Promise((resolve) => {
-    const req = http.request({ host: '127.0.0.1', port, method, path: p, agent, headers: { 'content-length': '0' } }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode));
-    });
-    req.setTimeout(10_000, () => req.destroy(new Error('timeout')));
-    req.on('error', () => resolve(0));
-    req.end();
-  });
-  const client = async (kind) => {
-    for (let i = 0; i < max && Date.now() < deadline; i++) {
-      const s = kind === 'critical' ? await hit('POST', '/checkout') : await hit('GET', `/reports/${i}`);
-      statuses[kind][s] = (statuses[kind][s] || 0) + 1;
-    }
-  };
-  await Promise.all([...Array(background)].map(() => client('background')).concat([...Array(critical)].map(() => client('critical'))));
-  agent.destroy();
-  return statuses;
-}
 
 test('a /metrics scrape under load parses, and after the load its counters equal stats()', { timeout: 60_000 }, async (t2) => {
   const { port } = await startApp(t2);

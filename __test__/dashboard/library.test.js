@@ -5,47 +5,15 @@
 // light and dark themes; screenshots are saved and non-empty.
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const http = require('node:http');
-const path = require('node:path');
-const { fork } = require('node:child_process');
 const { request } = require('../helpers/http');
+const { startDashboardApp, overload } = require('../helpers/dashboard-app');
 const { launch, screenshot, skip } = require('./browser');
 
 const TOKEN = 'library-dashboard-test-token-0123456789';
 const LOAD_MS = 3000;
 
-function startApp(t) {
-  const child = fork(path.join(__dirname, '..', 'fixtures', 'dashboard-app.js'), { env: { ...process.env, DASHBOARD_TOKEN: TOKEN }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  t.after(() => child.kill());
-  return new Promise((resolve, reject) => {
-    child.once('message', (m) => resolve(m.port));
-    child.once('exit', (code) => reject(new Error(`app exited with ${code}`)));
-  });
-}
-
-/** Closed-loop clients for `ms` (each at most `max` requests): 4 critical, 32 background. */
-async function overload(port, ms, max = 5000) {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 36 });
-  const deadline = Date.now() + ms;
-  const hit = (method, p) => new Promise((resolve) => {
-    const req = http.request({ host: '127.0.0.1', port, method, path: p, agent, headers: { 'content-length': '0' } }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode));
-    });
-    req.setTimeout(10_000, () => req.destroy(new Error('timeout')));
-    req.on('error', () => resolve(0));
-    req.end();
-  });
-  const seen = { critical: {}, background: {} };
-  const client = async (kind) => {
-    for (let i = 0; i < max && Date.now() < deadline; i++) {
-      const s = kind === 'critical' ? await hit('POST', '/checkout') : await hit('GET', `/reports/${i}`);
-      seen[kind][s] = (seen[kind][s] || 0) + 1;
-    }
-  };
-  await Promise.all([...Array(32)].map(() => client('background')).concat([...Array(4)].map(() => client('critical'))));
-  agent.destroy();
-  return seen;
+async function startApp(t) {
+  return (await startDashboardApp(t, { DASHBOARD_TOKEN: TOKEN })).port;
 }
 
 test('the data endpoints refuse a request without the token', { skip }, async (t) => {
