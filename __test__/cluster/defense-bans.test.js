@@ -5,8 +5,8 @@
 // allow/deny lists reach every process; nothing echoes back; a late process loads what it missed.
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const { needRedis, redisServer } = require('../helpers/redis');
-const { startNode, startNodes } = require('../helpers/cluster-nodes');
+const { needRedis } = require('../helpers/redis');
+const { startNode, startNodesOnRedis } = require('../helpers/cluster-nodes');
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const PROBES = 5;
@@ -19,13 +19,7 @@ const CFG = {
 
 test('cluster mode with the abuse defense: one ban table per process, shared over Redis', { timeout: 120_000 }, async (t) => {
   if (!needRedis(t)) return;
-  const redis = await redisServer();
-  let nodes = [];
-  t.after(async () => {
-    await Promise.all(nodes.map((n) => n.close()));
-    await redis.stop();
-  });
-  nodes = await startNodes(3, { url: redis.url, ...CFG });
+  const { redis, nodes } = await startNodesOnRedis(t, 3, CFG);
   const published = () => Promise.all(nodes.map(async (n) => (await n.call('stats')).bans.published));
 
   await t.test('a probe-flood ban in one process is enforced (403) by the others within 100 ms, with its expiry', async () => {

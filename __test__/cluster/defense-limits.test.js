@@ -4,8 +4,8 @@
 // exactly the limit admitted across them in exact mode, the rest refused 429 by the named limit.
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const { needRedis, redisServer } = require('../helpers/redis');
-const { startNodes } = require('../helpers/cluster-nodes');
+const { needRedis } = require('../helpers/redis');
+const { startNodesOnRedis } = require('../helpers/cluster-nodes');
 
 const sum = (rs, status) => rs.reduce((a, r) => a + (r.statuses[status] || 0), 0);
 const late = async (nodes) => (await Promise.all(nodes.map((n) => n.call('stats')))).reduce((a, s) => a + s.timeouts + s.waitTimeouts, 0);
@@ -33,13 +33,7 @@ const CFG = {
 
 test('cluster limits of the gatekeeper: exactly the limit admitted across 4 processes', { timeout: 120_000 }, async (t) => {
   if (!needRedis(t)) return;
-  const redis = await redisServer();
-  let nodes = [];
-  t.after(async () => {
-    await Promise.all(nodes.map((n) => n.close()));
-    await redis.stop();
-  });
-  nodes = await startNodes(4, { url: redis.url, ...CFG });
+  const { nodes } = await startNodesOnRedis(t, 4, CFG);
 
   for (const [limit, tier] of [['search', 'paid'], ['export', 'free']]) {
     await t.test(`${limit}: 4 processes x 500 simultaneous requests on one key of limit ${LIMIT}`, async (t2) => {

@@ -4,8 +4,8 @@
 // holding a lease, bans across processes. Loads are bounded in count and time.
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const { needRedis, redisServer } = require('../helpers/redis');
-const { startNode, startNodes } = require('../helpers/cluster-nodes');
+const { needRedis } = require('../helpers/redis');
+const { startNode, startNodesOnRedis } = require('../helpers/cluster-nodes');
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const ok = (s) => s.statuses[200] || 0;
@@ -45,14 +45,7 @@ const CLUSTER = {
 
 test('cluster mode on one redis-server', { timeout: 120_000 }, async (t) => {
   if (!needRedis(t)) return;
-  const redis = await redisServer();
-  const cfg = { url: redis.url, tiers: TIERS, cluster: CLUSTER };
-  let nodes = [];
-  t.after(async () => {
-    await Promise.all(nodes.map((n) => n.close()));
-    await redis.stop();
-  });
-  nodes = await startNodes(4, cfg);
+  const { redis, nodes, cfg } = await startNodesOnRedis(t, 4, { tiers: TIERS, cluster: CLUSTER });
 
   await t.test('4 processes x 500 simultaneous requests on a key of limit 100: exactly 100 admitted', async (t) => {
     const before = await timeouts(nodes);

@@ -2,6 +2,7 @@
 // Child processes running __test__/fixtures/cluster-node.js, driven by IPC: `node.call(op, args)`.
 const { fork } = require('node:child_process');
 const path = require('node:path');
+const { redisServer } = require('./redis');
 
 const FIXTURE = path.join(__dirname, '..', 'fixtures', 'cluster-node.js');
 
@@ -56,4 +57,20 @@ async function startNodes(n, cfg) {
   return nodes;
 }
 
-module.exports = { startNode, startNodes };
+/**
+ * A redis-server of the test's own and `n` nodes on it (`cfg` plus its url), stopped after test `t`
+ * (nodes pushed onto `nodes` later are closed too). Resolves { redis, nodes, cfg }.
+ */
+async function startNodesOnRedis(t, n, cfg) {
+  const redis = await redisServer();
+  const on = { url: redis.url, ...cfg };
+  const nodes = [];
+  t.after(async () => {
+    await Promise.all(nodes.map((x) => x.close()));
+    await redis.stop();
+  });
+  nodes.push(...(await startNodes(n, on)));
+  return { redis, nodes, cfg: on };
+}
+
+module.exports = { startNode, startNodes, startNodesOnRedis };
