@@ -2,10 +2,10 @@
 // Cluster mode's ban channel (cluster.stats().bans): changes published to and received from the other
 // processes, and the failures. Its lease driver's families (fallback decisions, store health) are
 // ./leases.js's, read from the same cluster.
-const { Family } = require('./family');
+const { familyMaker } = require('./family');
 
 function clusterFamilies(snapshot) {
-  const f = (name, type, help, read) => new Family({ name, type, help, read, snapshot });
+  const f = familyMaker(snapshot);
   const bans = (field) => (s) => (s.bans === null ? [] : [{ value: s.bans[field] }]);
   return [
     f('tiergate_cluster_ban_changes_published_total', 'counter', 'Ban and list changes made here and published to the other processes.', bans('published')),

@@ -53,4 +53,12 @@ function histogramRows(name, labels, bounds, cumulative, count, sum) {
   return rows;
 }
 
-module.exports = { Family, oncePerScrape, histogramRows };
+/** One component's family maker: `f(name, type, help, read, aggregator)`, every family over `snapshot`. */
+function familyMaker(snapshot) {
+  return (name, type, help, read, aggregator) => new Family({ name, type, help, read, snapshot, aggregator });
+}
+
+/** A read of one stats() field as one unlabelled sample. */
+const oneField = (field) => (s) => [{ value: s[field] }];
+
+module.exports = { Family, familyMaker, oneField, oncePerScrape, histogramRows };

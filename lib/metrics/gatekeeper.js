@@ -1,7 +1,7 @@
 'use strict';
 // The gatekeeper's families: decisions per tier and verdict, the shed controller's state, and the
 // loop health its sampler reads (used when no LagMonitor is given).
-const { Family } = require('./family');
+const { familyMaker } = require('./family');
 
 const VERDICT_FIELDS = [['admit', 'admitted'], ['shed', 'shed'], ['tier-full', 'tierFull'], ['rate-limited', 'rateLimited']];
 const CAUSES = ['none', 'lag', 'heap', 'stall'];
@@ -13,7 +13,7 @@ function perTier(s, field) {
 /** `snapshot`: the gatekeeper's stats(), once per scrape. `withLoop`: also the loop-health gauges. */
 function gatekeeperFamilies(snapshot, { withLoop }) {
   // Aggregators for prom-client's AggregatorRegistry (several workers): counts add up, a lag is the worst one.
-  const f = (name, type, help, read, aggregator) => new Family({ name, type, help, read, snapshot, aggregator });
+  const f = familyMaker(snapshot);
   const families = [
     f('tiergate_decisions_total', 'counter', 'Gatekeeper decisions by tier and verdict (admit, shed, tier-full, rate-limited).', (s) => {
       const rows = [];

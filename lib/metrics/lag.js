@@ -1,9 +1,9 @@
 'use strict';
 // A LagMonitor's families: the loop's health as the application's own monitor measures it.
-const { Family } = require('./family');
+const { familyMaker } = require('./family');
 
 function lagFamilies(snapshot) {
-  const f = (name, type, help, read, aggregator) => new Family({ name, type, help, read, snapshot, aggregator });
+  const f = familyMaker(snapshot);
   return [
     f('tiergate_event_loop_lag_seconds', 'gauge', 'Event-loop lag now (LagMonitor).', (s) => [{ value: s.lagMs / 1000 }], 'max'),
     f('tiergate_event_loop_lag_ewma_seconds', 'gauge', 'Event-loop lag, exponential moving average.', (s) => [{ value: s.ewmaMs / 1000 }], 'max'),

@@ -1,7 +1,7 @@
 'use strict';
 // The concurrency gate's families, named after Kubernetes API Priority and Fairness (the closest
 // existing system): executing, limit, waiting per tier, dispatched, rejected by reason, wait time.
-const { Family, histogramRows } = require('./family');
+const { familyMaker, Family, histogramRows } = require('./family');
 
 /** Wait-time histogram bounds, seconds. */
 const WAIT_BUCKETS = Object.freeze([0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]);
@@ -14,7 +14,7 @@ function perTier(s, field) {
 /** `guard`: the guard createConcurrencyGate returns; `snapshot`: its stats(), once per scrape. */
 function queueFamilies(guard, snapshot, buckets = WAIT_BUCKETS) {
   const boundsMs = buckets.map((b) => b * 1000);
-  const f = (name, type, help, read, aggregator) => new Family({ name, type, help, read, snapshot, aggregator });
+  const f = familyMaker(snapshot);
   return [
     f('tiergate_inflight', 'gauge', 'Requests holding a concurrency slot now.', (s) => [{ value: s.inFlight }]),
     f('tiergate_limit', 'gauge', 'The concurrency limit in force (adaptive or fixed).', (s) => [{ value: s.limit }]),
