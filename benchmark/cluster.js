@@ -6,9 +6,13 @@
 // requests (counted as the clients send them, by a TCP proxy in front of Redis: a pipeline of n is n,
 // a script one), and accuracy (4 x `--burst` requests at one key whose cluster-wide limit is
 // `--limit`: admitted vs limit). Then the same table with Redis one 1 ms hop away (the proxy delaying
-// each direction), where a round trip per request hurts most.
+// each direction), where a round trip per request hurts most. Each of `--runs` runs measures every
+// limiter at both latencies, in an order rotated run by run, so that a ratio compares neighbours in
+// time on a noisy machine; the summary is the median [range] of the per-run figures and ratios. CPU
+// per request (the 4 servers, and Redis with the proxy) shows each limiter's cost apart from the
+// shared machine's saturation.
 //
-//   node benchmark/cluster.js [--seconds 3] [--connections 16] [--limit 1000] [--burst 1000] [--keys 4]
+//   node benchmark/cluster.js [--runs 5] [--seconds 3] [--connections 16] [--limit 1000] [--burst 1000] [--keys 4]
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
@@ -16,6 +20,8 @@ const http = require('node:http');
 const { fork } = require('node:child_process');
 const autocannon = require('autocannon');
 const { redisServer } = require('../__test__/helpers/redis');
+const { cpuSeconds } = require('./lib/proc-cpu');
+const { median, medianRange } = require('./lib/stats');
 
 const SERVER = path.join(__dirname, 'lib', 'cluster-server.js');
 const PROXY = path.join(__dirname, 'lib', 'delay-proxy.js');
@@ -28,7 +34,7 @@ const KINDS = [
 ];
 
 function parseArgs(argv) {
-  const a = { seconds: 3, connections: 16, limit: 1000, burst: 1000, keys: 4 };
+  const a = { runs: 5, seconds: 3, connections: 16, limit: 1000, burst: 1000, keys: 4 };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i].replace(/^--/, '');
     if (!(k in a)) throw new Error(`unknown argument ${argv[i]}`);
@@ -79,19 +85,21 @@ function burst(port, n, key) {
   return Promise.all(Array.from({ length: n }, one)).finally(() => agent.destroy());
 }
 
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
+/** CPU seconds used so far by all of `pids`. */
+const cpuOf = (pids) => pids.reduce((a, pid) => a + (cpuSeconds(pid) ?? NaN), 0);
 
-async function measure(kind, proxy, args, run) {
+async function measure(kind, proxy, redis, args, run) {
   const redisUrl = `redis://127.0.0.1:${proxy.port}`;
   const env = (limit) => ({ TG_BENCH_CLUSTER: JSON.stringify({ kind, redisUrl, limit, windowMs: 3_600_000, run }) });
   // Throughput over hot keys, with a limit no key reaches.
   let servers = await Promise.all(Array.from({ length: PROCESSES }, () => child(SERVER, [], env(1e9))));
   await Promise.all(servers.map((s) => cannon(s.port, 1, args.connections, args.keys))); // warm-up
   const before = await ask(proxy, 'count');
+  const serverPids = servers.map((s) => s.proc.pid);
+  const storePids = [redis.proc.pid, proxy.proc.pid];
+  const cpu0 = [cpuOf(serverPids), cpuOf(storePids)];
   const res = await Promise.all(servers.map((s) => cannon(s.port, args.seconds, args.connections, args.keys)));
+  const cpu1 = [cpuOf(serverPids), cpuOf(storePids)];
   const commands = (await ask(proxy, 'count')) - before;
   const stats = await Promise.all(servers.map((s) => ask(s, 'stats')));
   await Promise.all(servers.map(stop));
@@ -102,6 +110,8 @@ async function measure(kind, proxy, args, run) {
     p50: median(res.map((r) => r.latency.p50)),
     p99: Math.max(...res.map((r) => r.latency.p99)),
     commandsPer1000: (1000 * commands) / Math.max(1, requests),
+    serverCpuUs: (1e6 * (cpu1[0] - cpu0[0])) / Math.max(1, requests),
+    storeCpuUs: (1e6 * (cpu1[1] - cpu0[1])) / Math.max(1, requests),
     non2xx: res.reduce((a, r) => a + r.non2xx, 0),
     errors: res.reduce((a, r) => a + r.errors + r.timeouts, 0),
     fallbackDecisions: stats[0] === null ? null : stats.reduce((a, s) => a + s.fallbackDecisions, 0),
@@ -115,48 +125,93 @@ async function measure(kind, proxy, args, run) {
   return row;
 }
 
-function print(title, rows, args) {
-  console.log(`\n${title}`);
-  console.log(`${'limiter'.padEnd(40)} ${'req/s'.padStart(8)} ${'p50 ms'.padStart(7)} ${'p99 ms'.padStart(7)} ${'Redis cmds/1000 req'.padStart(20)} ${`admitted of ${args.limit}`.padStart(18)}`);
+const title = (kind) => KINDS.find((k) => k.kind === kind).title;
+const COLUMNS = [
+  ['req/s', 8, (r) => r.rps, (v) => Math.round(v).toString()],
+  ['p50 ms', 12, (r) => r.p50],
+  ['p99 ms', 12, (r) => r.p99],
+  ['server CPU µs/req', 18, (r) => r.serverCpuUs],
+  ['Redis+proxy CPU µs/req', 22, (r) => r.storeCpuUs],
+  ['Redis cmds/1000 req', 20, (r) => r.commandsPer1000],
+];
+
+function flagsOf(r) {
+  return [r.non2xx ? `${r.non2xx} non-2xx` : '', r.errors ? `${r.errors} errors` : '', r.failed ? `${r.failed} failed in the burst` : '', r.fallbackDecisions ? `${r.fallbackDecisions} fallback decisions` : ''].filter(Boolean).join(', ');
+}
+
+/** One run's table at one latency. */
+function printRun(label, rows, args) {
+  console.log(`  ${label}`);
   for (const r of rows) {
-    const flags = [r.non2xx ? `${r.non2xx} non-2xx` : '', r.errors ? `${r.errors} errors` : '', r.failed ? `${r.failed} failed in the burst` : '', r.fallbackDecisions ? `${r.fallbackDecisions} fallback decisions` : ''].filter(Boolean).join(', ');
-    console.log(`${KINDS.find((k) => k.kind === r.kind).title.padEnd(40)} ${Math.round(r.rps).toString().padStart(8)} ${r.p50.toFixed(1).padStart(7)} ${r.p99.toFixed(1).padStart(7)} ${r.commandsPer1000.toFixed(1).padStart(20)} ${String(r.admitted).padStart(18)}${flags ? `  !! ${flags}` : ''}`);
+    const cells = COLUMNS.map(([name, w, get, fmt = (v) => v.toFixed(1)]) => `${name} ${fmt(get(r))}`).join(', ');
+    const flags = flagsOf(r);
+    console.log(`    ${title(r.kind).padEnd(40)} ${cells}, admitted ${r.admitted} of ${args.limit}${flags ? `  !! ${flags}` : ''}`);
   }
+}
+
+/** The per-run ratios the targets are about. */
+function ratiosOf(rows) {
   const by = Object.fromEntries(rows.map((r) => [r.kind, r]));
   const c = by['tiergate-cluster'];
   const peer = Math.max(by['rate-limiter-flexible'].rps, by['express-rate-limit'].rps);
-  const checks = [
-    [c.rps >= 0.95 * by['tiergate-memory'].rps, `cluster mode ${(100 * c.rps / by['tiergate-memory'].rps).toFixed(1)}% of in-memory throughput (target >= 95%)`],
-    [c.rps >= 2 * peer, `cluster mode ${(c.rps / peer).toFixed(2)}x the best peer (target >= 2x)`],
-    [c.commandsPer1000 <= 20, `cluster mode ${c.commandsPer1000.toFixed(1)} Redis commands per 1000 requests on hot keys (target <= 20: one per 50)`],
-    [c.admitted <= args.limit, `cluster mode admitted ${c.admitted} of a limit of ${args.limit} (target: no over-admission)`],
-  ];
-  for (const [ok, text] of checks) console.log(`  ${ok ? 'PASS' : 'MISS'}  ${text}`);
+  return { ofMemory: c.rps / by['tiergate-memory'].rps, overPeer: c.rps / peer, commands: c.commandsPer1000, admitted: c.admitted };
 }
+
+/** The median [range] table over the runs at one latency, and the targets' per-run ratios. */
+function printSummary(heading, runs, args) {
+  console.log(`\n${heading} — median [range] of ${runs.length} runs`);
+  console.log(`${'limiter'.padEnd(40)} ${COLUMNS.map(([name, w]) => name.padStart(Math.max(w, 22))).join(' ')} ${`admitted of ${args.limit}`.padStart(18)}`);
+  for (const { kind } of KINDS) {
+    const rs = runs.map((rows) => rows.find((r) => r.kind === kind));
+    const cells = COLUMNS.map(([name, w, get, fmt = (v) => v.toFixed(1)]) => medianRange(rs.map(get), fmt).padStart(Math.max(w, 22))).join(' ');
+    const admitted = [...new Set(rs.map((r) => r.admitted))].join('/');
+    console.log(`${title(kind).padEnd(40)} ${cells} ${admitted.padStart(18)}`);
+  }
+  const ratios = runs.map(ratiosOf);
+  const target = (values, ok, text, fmt) => {
+    const met = values.filter(ok).length;
+    console.log(`  ${ok(median(values)) ? 'PASS' : 'MISS'}  ${text} ${medianRange(values, fmt)} (met in ${met} of ${values.length} runs)`);
+  };
+  target(ratios.map((x) => 100 * x.ofMemory), (v) => v >= 95, 'cluster mode % of in-memory throughput (>= 95%):', (v) => `${v.toFixed(1)}%`);
+  target(ratios.map((x) => x.overPeer), (v) => v >= 2, 'cluster mode x the best peer (>= 2x):', (v) => `${v.toFixed(2)}x`);
+  target(ratios.map((x) => x.commands), (v) => v <= 20, 'cluster mode Redis commands per 1000 requests on hot keys (<= 20):', (v) => v.toFixed(1));
+  target(ratios.map((x) => x.admitted), (v) => v <= args.limit, `cluster mode admitted of ${args.limit} (no over-admission):`, (v) => String(v));
+}
+
+const LATENCIES = [
+  { label: 'loopback', heading: 'Redis on loopback (through the counting proxy, no delay)', delayMs: '0' },
+  { label: '1 ms', heading: 'Redis behind 1 ms of latency each way (the proxy delaying)', delayMs: '1' },
+];
 
 async function main() {
   const args = parseArgs(process.argv.slice(2));
   const t0 = Date.now();
   console.log(`machine: ${os.cpus().length} x ${os.cpus()[0].model}, node ${process.version}; load average ${os.loadavg().map((v) => v.toFixed(1)).join(' ')}`);
-  console.log(`${PROCESSES} processes of one Express app, autocannon ${args.connections} connections per process for ${args.seconds} s over ${args.keys} hot keys; accuracy: ${PROCESSES} x ${args.burst} requests at once at one key of limit ${args.limit} per hour`);
+  console.log(`${PROCESSES} processes of one Express app, autocannon ${args.connections} connections per process for ${args.seconds} s over ${args.keys} hot keys; accuracy: ${PROCESSES} x ${args.burst} requests at once at one key of limit ${args.limit} per hour; ${args.runs} runs, the limiters' order rotated run by run`);
   const redis = await redisServer();
-  const proxies = await Promise.all([child(PROXY, [String(redis.port), '0']), child(PROXY, [String(redis.port), '1'])]);
-  const out = {};
+  const proxies = await Promise.all(LATENCIES.map((l) => child(PROXY, [String(redis.port), l.delayMs])));
+  const out = Object.fromEntries(LATENCIES.map((l) => [l.label, []]));
   try {
-    let run = 0;
-    for (const [label, proxy] of [['loopback', proxies[0]], ['1 ms', proxies[1]]]) {
-      const rows = [];
-      for (const { kind } of KINDS) rows.push(await measure(kind, proxy, args, `${label === 'loopback' ? 'd' : 'p'}${run++}`));
-      out[label] = rows;
-      print(label === 'loopback' ? 'Redis on loopback (through the counting proxy, no delay)' : 'Redis behind 1 ms of latency each way (the proxy delaying)', rows, args);
+    let id = 0;
+    for (let run = 0; run < args.runs; run++) {
+      console.log(`\nrun ${run + 1} of ${args.runs} (load average ${os.loadavg()[0].toFixed(1)})`);
+      const order = KINDS.map((_, i) => KINDS[(i + run) % KINDS.length].kind);
+      for (const [li, latency] of LATENCIES.entries()) {
+        const rows = [];
+        for (const kind of order) rows.push(await measure(kind, proxies[li], redis, args, `r${id++}`));
+        rows.sort((a, b) => KINDS.findIndex((k) => k.kind === a.kind) - KINDS.findIndex((k) => k.kind === b.kind));
+        out[latency.label].push(rows);
+        printRun(latency.label, rows, args);
+      }
     }
   } finally {
     await Promise.all(proxies.map(stop));
     await redis.stop();
   }
+  for (const latency of LATENCIES) printSummary(latency.heading, out[latency.label], args);
   const dir = path.join(__dirname, 'out');
   fs.mkdirSync(dir, { recursive: true });
-  fs.writeFileSync(path.join(dir, 'cluster.json'), JSON.stringify({ date: new Date().toISOString(), args, loadavg: os.loadavg(), results: out }, null, 1));
+  fs.writeFileSync(path.join(dir, 'cluster.json'), JSON.stringify({ date: new Date().toISOString(), args, loadavg: os.loadavg(), runs: out }, null, 1));
   console.log(`\nwrote benchmark/out/cluster.json (${((Date.now() - t0) / 1000).toFixed(0)} s)`);
 }
 
