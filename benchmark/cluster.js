@@ -27,6 +27,7 @@ const SERVER = path.join(__dirname, 'lib', 'cluster-server.js');
 const PROXY = path.join(__dirname, 'lib', 'delay-proxy.js');
 const PROCESSES = 4;
 const KINDS = [
+  { kind: 'none', title: 'no limiter (the ceiling)' },
   { kind: 'tiergate-memory', title: 'tiergate in-memory (no Redis)' },
   { kind: 'tiergate-cluster', title: 'tiergate cluster mode' },
   { kind: 'rate-limiter-flexible', title: 'rate-limiter-flexible (Redis)' },
@@ -116,6 +117,7 @@ async function measure(kind, proxy, redis, args, run) {
     errors: res.reduce((a, r) => a + r.errors + r.timeouts, 0),
     fallbackDecisions: stats[0] === null ? null : stats.reduce((a, s) => a + s.fallbackDecisions, 0),
   };
+  if (kind === 'none') return { ...row, admitted: null, failed: 0 }; // nothing to be accurate about
   // Accuracy: every process fires `burst` requests at once at one key of cluster-wide limit `limit`.
   servers = await Promise.all(Array.from({ length: PROCESSES }, () => child(SERVER, [], env(args.limit))));
   const statuses = (await Promise.all(servers.map((s) => burst(s.port, args.burst, `acc-${run}`)))).flat();
@@ -145,7 +147,7 @@ function printRun(label, rows, args) {
   for (const r of rows) {
     const cells = COLUMNS.map(([name, w, get, fmt = (v) => v.toFixed(1)]) => `${name} ${fmt(get(r))}`).join(', ');
     const flags = flagsOf(r);
-    console.log(`    ${title(r.kind).padEnd(40)} ${cells}, admitted ${r.admitted} of ${args.limit}${flags ? `  !! ${flags}` : ''}`);
+    console.log(`    ${title(r.kind).padEnd(40)} ${cells}, admitted ${r.admitted ?? '—'} of ${args.limit}${flags ? `  !! ${flags}` : ''}`);
   }
 }
 
@@ -154,7 +156,7 @@ function ratiosOf(rows) {
   const by = Object.fromEntries(rows.map((r) => [r.kind, r]));
   const c = by['tiergate-cluster'];
   const peer = Math.max(by['rate-limiter-flexible'].rps, by['express-rate-limit'].rps);
-  return { ofMemory: c.rps / by['tiergate-memory'].rps, overPeer: c.rps / peer, commands: c.commandsPer1000, admitted: c.admitted };
+  return { ofMemory: c.rps / by['tiergate-memory'].rps, overPeer: c.rps / peer, ceiling: by.none.rps / peer, commands: c.commandsPer1000, admitted: c.admitted };
 }
 
 /** The median [range] table over the runs at one latency, and the targets' per-run ratios. */
@@ -164,7 +166,7 @@ function printSummary(heading, runs, args) {
   for (const { kind } of KINDS) {
     const rs = runs.map((rows) => rows.find((r) => r.kind === kind));
     const cells = COLUMNS.map(([name, w, get, fmt = (v) => v.toFixed(1)]) => medianRange(rs.map(get), fmt).padStart(Math.max(w, 22))).join(' ');
-    const admitted = [...new Set(rs.map((r) => r.admitted))].join('/');
+    const admitted = [...new Set(rs.map((r) => r.admitted ?? '—'))].join('/');
     console.log(`${title(kind).padEnd(40)} ${cells} ${admitted.padStart(18)}`);
   }
   const ratios = runs.map(ratiosOf);
@@ -174,6 +176,7 @@ function printSummary(heading, runs, args) {
   };
   target(ratios.map((x) => 100 * x.ofMemory), (v) => v >= 95, 'cluster mode % of in-memory throughput (>= 95%):', (v) => `${v.toFixed(1)}%`);
   target(ratios.map((x) => x.overPeer), (v) => v >= 2, 'cluster mode x the best peer (>= 2x):', (v) => `${v.toFixed(2)}x`);
+  console.log(`        (no limiter at all: ${medianRange(ratios.map((x) => x.ceiling), (v) => `${v.toFixed(2)}x`)} the best peer, the most any limiter can be on this machine)`);
   target(ratios.map((x) => x.commands), (v) => v <= 20, 'cluster mode Redis commands per 1000 requests on hot keys (<= 20):', (v) => v.toFixed(1));
   target(ratios.map((x) => x.admitted), (v) => v <= args.limit, `cluster mode admitted of ${args.limit} (no over-admission):`, (v) => String(v));
 }

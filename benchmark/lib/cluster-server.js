@@ -1,7 +1,7 @@
 'use strict';
 // One process of `npm run bench:cluster`: the same Express app with one rate limiter in front, keyed
 // by the `x-key` header. TG_BENCH_CLUSTER (JSON): { kind, redisUrl, limit, windowMs }.
-//   kind: 'tiergate-memory' (gatekeeper, per-key bucket in this process only), 'tiergate-cluster'
+//   kind: 'none' (no limiter: the ceiling any limiter's throughput is under), 'tiergate-memory' (gatekeeper, per-key bucket in this process only), 'tiergate-cluster'
 //   (gatekeeper with cluster mode on Redis), 'rate-limiter-flexible' (RateLimiterRedis), or
 //   'express-rate-limit' (with rate-limit-redis).
 // Reports its port by IPC; answers { op: 'stats' } with the limiter's own counters where it has any.
@@ -15,6 +15,7 @@ let redis = null;
 
 function limiter() {
   const { kind, limit, windowMs } = cfg;
+  if (kind === 'none') return (req, res, next) => next();
   if (kind === 'tiergate-memory') {
     const { gatekeeper } = require('../..');
     // A window of `limit` per `windowMs` as a bucket that refills it over the window (no cluster).
