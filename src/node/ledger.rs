@@ -132,6 +132,9 @@ static SHARED: LazyLock<Mutex<HashMap<String, Weak<Ledger>>>> = LazyLock::new(De
 #[napi]
 pub struct LedgerHandle {
     pub(crate) inner: Arc<Ledger>,
+    /// Made by `new`: never in `SHARED`, so only the JS thread that made it can reach it (a JS object
+    /// does not cross threads), and its slot debits need no atomic read-modify-write.
+    exclusive: bool,
 }
 
 #[napi]
@@ -139,7 +142,7 @@ impl LedgerHandle {
     #[napi(constructor, catch_unwind)]
     pub fn new(env: Env, tiers: Vec<TierOptions>) -> Result<Self> {
         let _panic = raw::throw_on_panic(&env, "LedgerHandle::new");
-        Ok(LedgerHandle { inner: Arc::new(build(tiers)?) })
+        Ok(LedgerHandle { inner: Arc::new(build(tiers)?), exclusive: true })
     }
 
     /// The ledger registered under `name` in this process, created from `tiers` if there is none.
@@ -158,7 +161,7 @@ impl LedgerHandle {
                     ));
                 }
             }
-            return Ok(LedgerHandle { inner: existing });
+            return Ok(LedgerHandle { inner: existing, exclusive: false });
         }
         let Some(config) = config else {
             return Err(Error::new(
@@ -169,7 +172,7 @@ impl LedgerHandle {
         let ledger = Arc::new(Ledger::new(config).map_err(config_error)?);
         map.retain(|_, w| w.strong_count() > 0);
         map.insert(name, Arc::downgrade(&ledger));
-        Ok(LedgerHandle { inner: ledger })
+        Ok(LedgerHandle { inner: ledger, exclusive: false })
     }
 
     /// Whether two handles share one native ledger.
@@ -268,6 +271,7 @@ impl LedgerHandle {
             slot_args: Box::new(UnsafeCell::new([0.0; 3])),
             slot_hits: UnsafeCell::new(vec![0.0; self.inner.tier_count()].into_boxed_slice()),
             code_bits,
+            exclusive: self.exclusive,
         });
         let (env, target, internal) = (env.raw(), target.raw(), internal.raw());
         unsafe {
@@ -299,6 +303,8 @@ struct Bound {
     slot_hits: UnsafeCell<Box<[f64]>>,
     /// Bits of a `tryConsumeSlot` code that hold the tier.
     code_bits: u32,
+    /// The ledger is `LedgerHandle::exclusive` (this thread's alone).
+    exclusive: bool,
 }
 
 /// The bits `tryConsumeSlot` codes give to the tier, for `tiers` tiers.
@@ -518,7 +524,10 @@ unsafe fn try_consume_slot_unguarded(env: sys::napi_env, info: sys::napi_callbac
     if !(cost.is_finite() && cost >= 0.0) {
         return raw::throw_range_error(env, &format!("cost must be a finite number >= 0 (got {})", js_number(cost)));
     }
-    if let Some(allowed) = bound.ledger.try_consume_slot_now(tier, slot, cost) {
+    // Safety of the exclusive debit: `bound.exclusive` says only this thread reaches the ledger, and
+    // no native call into it is running (this thread is here).
+    let debited = if bound.exclusive { bound.ledger.try_consume_slot_exclusive(tier, slot, cost) } else { bound.ledger.try_consume_slot_now(tier, slot, cost) };
+    if let Some(allowed) = debited {
         io[2] = f64::from(u8::from(allowed));
         (*bound.slot_hits.get())[tier] += 1.0;
     }

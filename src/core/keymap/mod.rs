@@ -78,6 +78,17 @@ impl KeyMap {
         self.shard(slot.hash).at(slot)
     }
 
+    /// `at` without the entry's lock.
+    ///
+    /// # Safety
+    /// As `ShardCell::at_unlocked`: no other thread uses the map meanwhile.
+    #[cfg(not(loom))]
+    #[inline]
+    #[allow(clippy::mut_from_ref)] // exclusive by the caller's promise, as a lock would make it
+    pub(crate) unsafe fn at_unlocked(&self, slot: &Slot) -> Option<&mut EntryData> {
+        self.shard(slot.hash).at_unlocked(slot)
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.shards.iter().map(|s| s.0.lock.lock().live).sum()
     }

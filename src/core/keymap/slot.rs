@@ -1,5 +1,5 @@
 //! Slots: a key's entry named by position.
-use super::entry::tag_of;
+use super::entry::{tag_of, EntryData};
 use super::shard::{EntryGuard, ShardCell};
 
 /// Where a key's bucket was found: for a caller that looks a key up once and then debits it by
@@ -21,6 +21,18 @@ impl ShardCell {
     #[inline]
     pub(crate) fn at(&self, slot: &Slot) -> Option<EntryGuard<'_>> {
         let e = self.entries.get(slot.idx as usize)?.0.lock();
+        (e.gen == slot.gen && e.tag == tag_of(slot.hash) && !e.is_free()).then_some(e)
+    }
+
+    /// `at` without taking the entry's lock.
+    ///
+    /// # Safety
+    /// No other thread may use the map while the returned reference lives (`Ledger::try_consume_slot_exclusive`).
+    #[cfg(not(loom))]
+    #[inline]
+    #[allow(clippy::mut_from_ref)] // exclusive by the caller's promise, as a lock would make it
+    pub(crate) unsafe fn at_unlocked(&self, slot: &Slot) -> Option<&mut EntryData> {
+        let e = &mut *self.entries.get(slot.idx as usize)?.0.data_ptr();
         (e.gen == slot.gen && e.tag == tag_of(slot.hash) && !e.is_free()).then_some(e)
     }
 }

@@ -10,7 +10,7 @@ impl Ledger {
     /// The keyed debit, under the lock of the key's entry `e` (at `now_ns`): the key's bucket and the
     /// tier (from this thread's stripe, or the pool), both or neither.
     #[inline(always)]
-    pub(crate) fn debit_entry<const DETAIL: bool>(t: &Tier, map: &KeyMap, e: &mut EntryData, cost: f64, now_ns: u64) -> Outcome {
+    pub(crate) fn debit_entry<const DETAIL: bool, const SHARED: bool>(t: &Tier, map: &KeyMap, e: &mut EntryData, cost: f64, now_ns: u64) -> Outcome {
         let cfg = &map.cfg;
         let kb = &mut e.bucket;
         kb.refill(cfg.capacity, cfg.refill_per_sec, now_ns);
@@ -25,7 +25,7 @@ impl Ledger {
         if cost > cfg.capacity || kb.tokens < cost {
             out.retry_after_ms = kb.wait_ms(cost, cfg.capacity, cfg.refill_per_sec);
         } else {
-            match t.debit(cost, || now_ns) {
+            match t.debit_from::<SHARED>(cost, || now_ns) {
                 Ok(()) => {
                     kb.tokens -= cost;
                     out.allowed = true;
@@ -49,7 +49,7 @@ impl Ledger {
     #[inline(always)]
     pub(crate) fn debit_key<const DETAIL: bool>(t: &Tier, map: &KeyMap, hash: u64, key: &[u8], cost: f64, now: impl FnOnce() -> u64) -> (Outcome, Slot) {
         let (mut e, slot, now_ns) = map.entry(hash, key, now);
-        (Self::debit_entry::<DETAIL>(t, map, &mut e, cost, now_ns), slot)
+        (Self::debit_entry::<DETAIL, true>(t, map, &mut e, cost, now_ns), slot)
     }
 
     #[inline(always)]

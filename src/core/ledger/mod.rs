@@ -204,11 +204,11 @@ impl Ledger {
             return (o.allowed, Some(slot));
         };
         let (mut e, slot, now_ns) = map.entry(hash, key, || coarse.now_ns());
-        let o = Self::debit_entry::<false>(t, map, &mut e, cost, now_ns);
+        let o = Self::debit_entry::<false, true>(t, map, &mut e, cost, now_ns);
         if o.allowed || o.retry_after_ms > 2.0 * self.tick_ms {
             return (o.allowed, Some(slot));
         }
-        (self.debit_precise(t, map, &mut e, cost), Some(slot))
+        (self.debit_precise::<true>(t, map, &mut e, cost), Some(slot))
     }
 
     /// `try_consume_now` of the key whose bucket `slot` names (from `try_consume_now_slot` on the same
@@ -220,22 +220,46 @@ impl Ledger {
         let t = &self.tiers[tier];
         let map = t.keys.as_ref()?;
         let mut e = map.at(&slot)?;
-        // As `try_consume_now`, with the precise retry out of the usual case's way (coarse clock,
-        // admitted), which compiles into this one function.
-        if let Some(coarse) = &self.coarse {
-            let o = Self::debit_entry::<false>(t, map, &mut e, cost, coarse.now_ns());
-            if o.allowed || o.retry_after_ms > 2.0 * self.tick_ms {
-                return Some(o.allowed);
-            }
-        }
-        Some(self.debit_precise(t, map, &mut e, cost))
+        Some(self.debit_slot::<true>(t, map, &mut e, cost))
     }
 
-    /// A keyed debit at the precise clock, under the entry's lock the caller holds.
+    /// `try_consume_slot_now` for a ledger that no other thread can reach: the same debit without an
+    /// atomic read-modify-write (no entry lock; the thread's stripe by load and store).
+    ///
+    /// # Safety
+    /// No other thread may call into this ledger, or hold it, while this runs (a ledger made for one
+    /// JS thread and never shared: src/node/ledger.rs).
+    #[inline]
+    pub unsafe fn try_consume_slot_exclusive(&self, tier: usize, slot: Slot, cost: f64) -> Option<bool> {
+        #[cfg(loom)]
+        return self.try_consume_slot_now(tier, slot, cost);
+        #[cfg(not(loom))]
+        {
+            let t = &self.tiers[tier];
+            let map = t.keys.as_ref()?;
+            let e = map.at_unlocked(&slot)?;
+            Some(self.debit_slot::<false>(t, map, e, cost))
+        }
+    }
+
+    /// As `try_consume_now`, with the precise retry out of the usual case's way (coarse clock,
+    /// admitted), which compiles into the caller.
+    #[inline(always)]
+    fn debit_slot<const SHARED: bool>(&self, t: &Tier, map: &KeyMap, e: &mut EntryData, cost: f64) -> bool {
+        if let Some(coarse) = &self.coarse {
+            let o = Self::debit_entry::<false, SHARED>(t, map, e, cost, coarse.now_ns());
+            if o.allowed || o.retry_after_ms > 2.0 * self.tick_ms {
+                return o.allowed;
+            }
+        }
+        self.debit_precise::<SHARED>(t, map, e, cost)
+    }
+
+    /// A keyed debit at the precise clock, under the entry's lock the caller holds (or exclusive).
     #[cold]
     #[inline(never)]
-    fn debit_precise(&self, t: &Tier, map: &KeyMap, e: &mut EntryData, cost: f64) -> bool {
-        Self::debit_entry::<false>(t, map, e, cost, self.clock.now_ns()).allowed
+    fn debit_precise<const SHARED: bool>(&self, t: &Tier, map: &KeyMap, e: &mut EntryData, cost: f64) -> bool {
+        Self::debit_entry::<false, SHARED>(t, map, e, cost, self.clock.now_ns()).allowed
     }
 
     /// Scales the refill of `tier`'s pool (0 = no refill at all, 1 = the configured rate) from now on:

@@ -627,6 +627,45 @@ fn a_slot_on_the_coarse_clock_refuses_nothing_the_precise_one_admits() {
 }
 
 #[test]
+fn an_exclusive_slot_debit_is_the_locked_one_exactly() {
+    // Two ledgers, one debited by locked slots and one by exclusive ones, through the same calls: a
+    // pool small enough that the stripes' leases run out and renew, keys that refill, tier-only debits
+    // on the same thread's own stripe, and a key reset that makes a slot stale.
+    let cfg = || vec![keyed("k", 500.0, 200.0, 7.0, 3.0, 16)];
+    let (locked, lc) = ledger(cfg());
+    let (exclusive, ec) = ledger(cfg());
+    let keys: Vec<Vec<u8>> = (0..12).map(|k| format!("key-{k}").into_bytes()).collect();
+    let (mut ls, mut es) = (vec![None; 12], vec![None; 12]);
+    for step in 0..20_000u64 {
+        let t = step * 1_000_000 / 7;
+        lc.set_ns(t);
+        ec.set_ns(t);
+        let k = ((step * 5 + step / 3) % 12) as usize;
+        let cost = [1.0, 0.5, 2.0][(step % 3) as usize];
+        if step % 997 == 0 {
+            assert_eq!(locked.reset(Some(0), Some(&keys[k])), exclusive.reset(Some(0), Some(&keys[k])));
+        }
+        if step % 13 == 0 {
+            assert_eq!(locked.try_consume_now(0, None, 1.0), exclusive.try_consume_now(0, None, 1.0), "step {step}");
+        }
+        let a = ls[k].and_then(|s| locked.try_consume_slot_now(0, s, cost));
+        // Safety: this test's thread is the only one using `exclusive`.
+        let b = es[k].and_then(|s| unsafe { exclusive.try_consume_slot_exclusive(0, s, cost) });
+        assert_eq!(a, b, "step {step}");
+        if a.is_none() {
+            let (a, s) = locked.try_consume_now_slot(0, &keys[k], cost);
+            let (b, r) = exclusive.try_consume_now_slot(0, &keys[k], cost);
+            assert_eq!(a, b, "step {step}");
+            (ls[k], es[k]) = (s, r);
+        }
+        assert_eq!(locked.snapshot_at(t)[0].tokens, exclusive.snapshot_at(t)[0].tokens, "step {step}");
+    }
+    for k in &keys {
+        assert_eq!(locked.key_tokens(0, k, 3 * SEC), exclusive.key_tokens(0, k, 3 * SEC));
+    }
+}
+
+#[test]
 fn slots_keep_exact_totals_across_threads() {
     // 4 threads debit 64 keys by slot (each key 50 tokens, no refill) through a pool of 2,000,
     // while a fifth resets keys, so slots go stale and are looked up again.

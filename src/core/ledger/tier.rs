@@ -40,10 +40,26 @@ impl Tier {
     /// Debits `cost` from the tier: `Err(retry_after_ms)` if the tier does not hold it.
     #[inline]
     pub(crate) fn debit(&self, cost: f64, now: impl Fn() -> u64) -> Result<(), f64> {
+        self.debit_from::<true>(cost, now)
+    }
+
+    /// `debit`; with `SHARED` false, for a ledger no other thread can reach (the caller's promise,
+    /// `Ledger::try_consume_slot_exclusive`): the stripe read and written without a read-modify-write,
+    /// since nothing can change it in between.
+    #[inline]
+    pub(crate) fn debit_from<const SHARED: bool>(&self, cost: f64, now: impl Fn() -> u64) -> Result<(), f64> {
         if cost > self.capacity {
             return Err(f64::INFINITY);
         }
         let stripe = &self.stripes[my_stripe()].0;
+        if !SHARED {
+            let held = f64::from_bits(stripe.load(Relaxed));
+            if held < cost {
+                return self.debit_slow(stripe, cost, now);
+            }
+            stripe.store((held - cost).to_bits(), Relaxed);
+            return Ok(());
+        }
         let mut cur = stripe.load(Relaxed);
         loop {
             let held = f64::from_bits(cur);
