@@ -5,6 +5,7 @@
 // allow/deny lists reach every process; nothing echoes back; a late process loads what it missed.
 const test = require('node:test');
 const assert = require('node:assert/strict');
+const { spawnSync } = require('node:child_process');
 const { needRedis } = require('../helpers/redis');
 const { startNode, startNodesOnRedis } = require('../helpers/cluster-nodes');
 
@@ -76,6 +77,26 @@ test('cluster mode with the abuse defense: one ban table per process, shared ove
     assert.ok(p0 >= 3 && p0 <= 5, `node 0 published ${p0}`);
     assert.equal(p1, 1);
     assert.equal(p2, 1);
+  });
+
+  await t.test('a lift published while the others\' subscriptions are down is applied when they resubscribe', async () => {
+    // Redis drops every subscriber (CLIENT KILL), and the lift is published before they are back
+    // (ioredis reconnects after 50 ms): they learn of it from the tombstone the lift left in the hash.
+    let missedLive = 0;
+    for (let trial = 0; trial < 3 && missedLive === 0; trial++) {
+      const ip = `198.51.100.${70 + trial}`;
+      await nodes[1].call('defense', { op: 'ban', target: ip, durationMs: BAN_MS });
+      for (const i of [0, 2]) assert.ok((await nodes[i].call('until403', { key: 'k', tier: 'paid', ip, timeoutMs: 5000 })) !== null, `node ${i} has the ban`);
+      const received = async () => Promise.all([1, 2].map(async (i) => (await nodes[i].call('stats')).bans.received));
+      const before = await received();
+      const kill = spawnSync('redis-cli', ['-p', String(redis.port), 'CLIENT', 'KILL', 'TYPE', 'pubsub'], { encoding: 'utf8' });
+      assert.equal(kill.status, 0, kill.stderr);
+      assert.equal(await nodes[0].call('defense', { op: 'lift', target: ip }), true);
+      for (const i of [1, 2]) assert.ok((await nodes[i].call('until403', { key: 'k', tier: 'paid', ip, timeoutMs: 5000, status: 200 })) !== null, `node ${i} lifted the ban`);
+      const after = await received();
+      missedLive += after.filter((r, k) => r === before[k]).length;
+    }
+    assert.ok(missedLive > 0, 'at least one process missed a lift live and applied it from the hash');
   });
 
   await t.test('a process that starts late loads the shared bans and lists into its defense', async () => {

@@ -5,9 +5,16 @@
 // resubscribes after Redis comes back) loads what it missed.
 //
 // Events, as published (JSON): { op: 'ban', target, cidr, durationMs | null (permanent), reason,
-// source, offense } | { op: 'lift', target } | { op: 'lists', allow: string[], deny: string[] }, each
-// with `origin` (the publishing channel's id). Durations, not instants, cross: each process ends a ban
-// by its own clock from when it heard of it. A channel ignores its own events.
+// source, offense } | { op: 'lift', target, cidr } | { op: 'lists', allow: string[], deny: string[] },
+// each with `origin` (the publishing channel's id). Durations, not instants, cross: each process ends a
+// ban by its own clock from when it heard of it. A channel ignores its own events.
+//
+// A lift stays in the hash as a tombstone ({ target, cidr, lifted: Unix ms }) for LIFT_RETENTION_MS, so
+// that a process whose subscription was down when it was published still lifts the ban when it
+// reloads: a reloaded lift (`before`) ends only a ban that began before it, give or take LIFT_SKEW_MS
+// of clock difference between hosts, so that a ban this process made later, while Redis was away,
+// stays. A reload prunes expired bans and tombstones; each process reloads every RELOAD_MS too, which
+// bounds the hash and repairs whatever else a process missed.
 //
 // The table is BanCache below (exact keys: the gatekeeper's cluster step reads it) or, when the
 // gatekeeper has the abuse defense, the defense's own table (./defense-table.js: CIDR prefixes,
@@ -19,6 +26,11 @@ const { randomBytes } = require('node:crypto');
 const { typeName } = require('../options');
 
 const MAX_BANS = 100_000;
+/** How long a lift is kept in the hash for processes that reload after missing it. */
+const LIFT_RETENTION_MS = 24 * 3600_000;
+/** The clock difference between hosts that a reloaded lift allows for. */
+const LIFT_SKEW_MS = 60_000;
+const RELOAD_MS = 10 * 60_000;
 
 function checkBan(target, durationMs) {
   if (typeof target !== 'string' || target === '') throw new TypeError(`ban: target must be a non-empty string, got ${typeName(target)}`);
@@ -27,7 +39,7 @@ function checkBan(target, durationMs) {
 
 /** Exact-target bans in memory, with expiry by this process's clock; bounded (soonest-ending go first). */
 class BanCache {
-  #bans = new Map(); // target -> { until (ms, Infinity: permanent), reason }
+  #bans = new Map(); // target -> { since, until (Unix ms, Infinity: permanent), reason }
   #max;
   #report = () => {};
   lists = { allow: [], deny: [] };
@@ -62,8 +74,10 @@ class BanCache {
   apply(e) {
     if (e.op === 'ban') {
       if (e.cidr !== true) this.#set(e.target, e.durationMs, e.reason);
-    } else if (e.op === 'lift') this.#bans.delete(e.target);
-    else this.lists = { allow: e.allow.map(String), deny: e.deny.map(String) };
+    } else if (e.op === 'lift') {
+      const b = this.#bans.get(e.target);
+      if (b !== undefined && !(b.since > e.before)) this.#bans.delete(e.target);
+    } else this.lists = { allow: e.allow.map(String), deny: e.deny.map(String) };
   }
 
   #set(target, durationMs, reason) {
@@ -71,7 +85,7 @@ class BanCache {
     const had = this.#bans.get(target);
     if (had !== undefined && had.until >= until) return;
     if (had === undefined && this.#bans.size >= this.#max) this.#evict();
-    this.#bans.set(target, { until, reason: reason || '' });
+    this.#bans.set(target, { since: Date.now(), until, reason: reason || '' });
   }
 
   /** The ban on `target` now: `{ until, reason }` or null. */
@@ -116,7 +130,7 @@ function wellFormed(e) {
     const offense = Number.isInteger(e.offense) && e.offense >= 0 ? e.offense : 0;
     return { op: 'ban', target: e.target, cidr: e.cidr === true, durationMs: d, reason: typeof e.reason === 'string' ? e.reason : '', source: e.source === 'rule' ? 'rule' : 'operator', offense };
   }
-  if (e.op === 'lift' && typeof e.target === 'string' && e.target !== '') return { op: 'lift', target: e.target, cidr: e.cidr === true };
+  if (e.op === 'lift' && typeof e.target === 'string' && e.target !== '') return { op: 'lift', target: e.target, cidr: e.cidr === true, before: Number.isFinite(e.before) ? e.before : Infinity };
   if (e.op === 'lists' && Array.isArray(e.allow) && Array.isArray(e.deny)) return { op: 'lists', allow: e.allow.map(String), deny: e.deny.map(String) };
   return null;
 }
@@ -130,6 +144,7 @@ class BanChannel {
   #applying = false;
   #sent = null;
   #table = null;
+  #reload = null;
   id = randomBytes(6).toString('hex');
   stats = { published: 0, received: 0, publishErrors: 0, applyErrors: 0 };
 
@@ -167,12 +182,14 @@ class BanChannel {
       if (this.#started !== null) this.#load().catch(() => {});
     });
     this.#started = sub.subscribe(this.#channel).then(() => this.#load());
+    this.#reload = setInterval(() => this.#load().catch(() => {}), RELOAD_MS).unref();
     return this.#started;
   }
 
   async #load() {
     const all = await this.#client.hgetall(this.#hash);
     const now = Date.now();
+    const stale = [];
     for (const [field, text] of Object.entries(all || {})) {
       let e;
       try {
@@ -182,8 +199,13 @@ class BanChannel {
       }
       if (e === null || typeof e !== 'object') continue;
       if (field === 'lists') this.#apply({ op: 'lists', allow: e.allow, deny: e.deny });
-      else if (e.until === null || e.until > now) this.#apply({ ...e, op: 'ban', durationMs: e.until === null ? null : e.until - now });
+      else if (typeof e.lifted === 'number') {
+        if (e.lifted + LIFT_RETENTION_MS > now) this.#apply({ op: 'lift', target: e.target, cidr: e.cidr, before: e.lifted + LIFT_SKEW_MS });
+        else stale.push(field);
+      } else if (e.until === null || e.until > now) this.#apply({ ...e, op: 'ban', durationMs: e.until === null ? null : e.until - now });
+      else stale.push(field);
     }
+    if (stale.length > 0) await this.#client.hdel(this.#hash, ...stale);
   }
 
   #receive(text) {
@@ -218,7 +240,7 @@ class BanChannel {
     const text = JSON.stringify({ ...e, origin: this.id });
     this.stats.published++;
     const persist = e.op === 'lift'
-      ? this.#client.hdel(this.#hash, e.target)
+      ? this.#client.hset(this.#hash, e.target, JSON.stringify({ target: e.target, cidr: e.cidr === true, lifted: Date.now() }))
       : e.op === 'lists'
         ? this.#client.hset(this.#hash, 'lists', JSON.stringify({ allow: e.allow, deny: e.deny }))
         : this.#client.hset(this.#hash, e.target, JSON.stringify({ target: e.target, cidr: e.cidr, until: e.durationMs === null ? null : Date.now() + e.durationMs, reason: e.reason, source: e.source, offense: e.offense }));
@@ -258,8 +280,9 @@ class BanChannel {
   }
 
   async close() {
+    clearInterval(this.#reload);
     if (this.#sub !== undefined) this.#sub.disconnect();
   }
 }
 
-module.exports = { BanChannel, BanCache };
+module.exports = { BanChannel, BanCache, LIFT_RETENTION_MS };

@@ -47,12 +47,19 @@ class DefenseTable {
     this.#d.setLists(lists);
   }
 
-  /** A remote event: a ban as a record (the longer ban wins, as import does), a lift, the lists. */
+  /**
+   * A remote event: a ban as a record (the longer ban wins, as import does); a lift (of a ban that
+   * began before `before`: ./bans.js); the lists.
+   */
   apply(e) {
     if (e.op === 'ban') {
       const now = Date.now();
       this.#d.bans.import([{ target: e.target, cidr: e.cidr, reason: e.reason, source: e.source, offense: e.offense, since: now, until: e.durationMs === null ? null : now + e.durationMs }]);
-    } else if (e.op === 'lift') this.#d.bans.remove(addressOf(e));
+    } else if (e.op === 'lift') {
+      const target = addressOf(e);
+      const b = this.#d.bans.get(target);
+      if (b === null || !(b.since > e.before)) this.#d.bans.remove(target);
+    }
     else this.#d.setLists({ allow: e.allow, deny: e.deny });
   }
 
