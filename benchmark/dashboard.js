@@ -14,6 +14,7 @@ const tiergate = require('..');
 const { startService, admin, tmpdir, TOKEN } = require('../__test__/service/helpers');
 const { checkLoad } = require('./lib/check-load');
 const { cpuSeconds } = require('./lib/proc-cpu');
+const { median } = require('./lib/stats');
 
 function arg(name, def) {
   const i = process.argv.indexOf(`--${name}`);
@@ -24,7 +25,6 @@ const SECONDS = arg('seconds', 5);
 const CONNECTIONS = arg('connections', 100);
 const COLD = 1000;
 
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const range = (xs) => `${Math.min(...xs).toFixed(3)}–${Math.max(...xs).toFixed(3)}`;
 
 /** The dashboard open in a browser, as the server sees it: one live stream read, the overview's polls. */

@@ -13,6 +13,7 @@ const { setTimeout: sleep } = require('node:timers/promises');
 const os = require('node:os');
 const { LagMonitor } = require('..');
 const native = require('../lib/native');
+const { median } = require('./lib/stats');
 
 const arg = (name, def) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -22,11 +23,6 @@ const REPS = arg('reps', 5);
 const IDLE_MS = arg('idle', 1000);
 const ROUNDS = arg('rounds', 5);
 
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-};
 const fmt = (x, d = 2) => (Number.isFinite(x) ? x.toFixed(d) : String(x));
 function block(ms) {
   const t0 = performance.now();

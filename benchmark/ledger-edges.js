@@ -7,10 +7,10 @@ const path = require('node:path');
 const args = process.argv.slice(2);
 const root = args.includes('--root') ? path.resolve(args[args.indexOf('--root') + 1]) : path.join(__dirname, '..');
 const { Ledger } = require(root);
+const { median } = require('./lib/stats');
 
 const BIG = 1e15;
 let sink = 0;
-const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 function time(run, n) {
   run(Math.min(n, 300_000));
   const s = [];

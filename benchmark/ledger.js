@@ -12,6 +12,7 @@ const path = require('node:path');
 const root = path.join(__dirname, '..');
 const { Ledger } = require(root);
 const native = require(path.join(root, 'lib', 'native.js'));
+const { median } = require('./lib/stats');
 
 const KEYS = 10_000;
 const keys = Array.from({ length: KEYS }, (_, i) => `user-${i}`);
@@ -70,10 +71,6 @@ class JsBucketLedger {
 }
 
 // ---------------------------------------------------------------------------------------------------
-function median(xs) {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-}
 
 // `run(n)` performs n operations (a promise for the async case); resolves to ns/op.
 async function timeOnce(run, n) {

@@ -11,6 +11,7 @@ const path = require('node:path');
 const os = require('node:os');
 const autocannon = require('autocannon');
 const { startServer } = require('./lib/scenario');
+const { median } = require('./lib/stats');
 
 // Every request carries the same trusted tier header, budgets far above the offered rate: tiergate
 // classifies, debits a tier pool and reads loop health on every request, and admits all of them.
@@ -46,11 +47,6 @@ function parseArgs(argv) {
   return a;
 }
 
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const n = s.length;
-  return n % 2 ? s[n >> 1] : (s[n / 2 - 1] + s[n / 2]) / 2;
-};
 
 function cannon(port, seconds, connections) {
   return new Promise((resolve, reject) => {

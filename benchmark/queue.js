@@ -21,6 +21,7 @@ const { checkKind, DEFAULT_WORK_KIND } = require('./lib/work');
 const { idealTierLatency, idealText } = require('./lib/ideal');
 const { timelineSvg } = require('./lib/svg');
 const { MIX, TIERS, WARM_CONNECTIONS } = require('./overload');
+const { median } = require('./lib/stats');
 
 const GUARDS = path.join(__dirname, 'lib', 'queue-guards.js');
 
@@ -102,11 +103,6 @@ function configurations({ limit, queue, timeout }) {
 const f1 = (v) => (v == null || Number.isNaN(v) ? '—' : v.toFixed(1));
 const pad = (s, n) => String(s).padEnd(n);
 const lpad = (s, n) => String(s).padStart(n);
-const median = (xs) => {
-  const v = xs.filter((x) => x != null && !Number.isNaN(x)).sort((a, b) => a - b);
-  if (v.length === 0) return NaN;
-  return v.length % 2 ? v[v.length >> 1] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2;
-};
 
 function rejectionText(rej) {
   const parts = Object.entries(rej).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k}:${v}`);
