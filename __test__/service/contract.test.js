@@ -56,6 +56,30 @@ test('50 simultaneous checks on a token bucket of burst 1: exactly 1 allowed', a
   assert.deepEqual([t[200], t[429], t.other], [1, 49, []]);
 });
 
+test('the abuse defense\'s algorithms as policies: 300 simultaneous checks on a limit of 100 allow exactly 100 each', async () => {
+  // A day's window: a burst of a few hundred milliseconds does not straddle a window edge.
+  const policies = [
+    { clientKey: 'burst-fixed', algorithm: 'fixed_window', maxRequests: 100, windowSeconds: 86_400 },
+    { clientKey: 'burst-counter', algorithm: 'sliding_counter', maxRequests: 100, windowSeconds: 86_400 },
+    { clientKey: 'burst-gcra', algorithm: 'gcra', requestsPerSecond: 0.001, burstSize: 100 },
+  ];
+  for (const p of policies) {
+    assert.deepEqual(await create(p), { ...(await admin(url, 'GET', `/api/v1/admin/clients/${p.clientKey}`)).body.client });
+    const res = await Promise.all(Array.from({ length: 300 }, () => check(url, p.clientKey)));
+    const t = tally(res);
+    assert.deepEqual([t[200], t[429], t.other], [100, 200, []], p.algorithm);
+    const ok = res.find((r) => r.status === 200);
+    assert.equal(ok.body.algorithm, p.algorithm);
+    assert.equal(ok.headers['x-ratelimit-limit'], '100');
+    const no = res.find((r) => r.status === 429);
+    assert.ok(Number(no.headers['retry-after']) >= 1, p.algorithm);
+    const activity = await admin(url, 'GET', `/api/v1/admin/clients/${p.clientKey}/activity`);
+    assert.equal(activity.body.currentState.remaining, 0, JSON.stringify(activity.body.currentState));
+  }
+  const bad = await admin(url, 'POST', '/api/v1/admin/clients', { clientKey: 'bad-gcra', algorithm: 'gcra', maxRequests: 5, windowSeconds: 1 });
+  assert.deepEqual([bad.status, bad.body.error], [400, 'VALIDATION_ERROR'], 'a rate algorithm takes requestsPerSecond and burstSize');
+});
+
 test('a check answers with the contract fields and headers', async () => {
   await create(window('headers', 3, 60));
   const before = Math.floor(Date.now() / 1000);
@@ -274,7 +298,7 @@ test('health, metrics, OpenAPI, unknown routes and methods', async () => {
   const doc = (await request(url, 'GET', '/api/v1/openapi.json')).body;
   assert.equal(doc.openapi, '3.1.0');
   assert.ok(doc.paths['/api/v1/rate-limit/check'].post);
-  assert.equal(doc.components.schemas.SlidingWindowPolicy.properties.maxRequests.maximum, 100000);
+  assert.equal(doc.components.schemas.WindowPolicy.properties.maxRequests.maximum, 100000);
   const nf = await request(url, 'GET', '/nope');
   assert.deepEqual([nf.status, nf.body.error], [404, 'NOT_FOUND']);
   const na = await request(url, 'GET', '/api/v1/rate-limit/check');

@@ -1,26 +1,23 @@
 'use strict';
-// The contract's two algorithms as pure functions of (policy, state, now in ms). A store runs them
-// inside the transaction that holds the client's row, so the state a decision reads is the state it
-// writes back: exactness comes from the store's lock, not from this file.
+// The policies' algorithms as pure functions of (policy, state, now in ms). A store runs them inside
+// the transaction that holds the client's row, so the state a decision reads is the state it writes
+// back: exactness comes from the store's lock, not from this file. The contract's two (token bucket,
+// exact sliding window) and the abuse defense's others (fixed window, sliding counter, GCRA), each
+// with a state of a few numbers (the exact window's: at most `maxRequests` entries).
 
 const TOKEN_BUCKET = 'token_bucket';
 const SLIDING_WINDOW = 'sliding_window';
-// Fractional refill accumulates float error: 0.9999999999 tokens after exactly one second is a token.
+const FIXED_WINDOW = 'fixed_window';
+const SLIDING_COUNTER = 'sliding_counter';
+const GCRA = 'gcra';
+// Fractional arithmetic accumulates float error: 0.9999999999 tokens after exactly one second is a token.
 const EPS = 1e-9;
 
-function initialState(policy, now) {
-  return policy.algorithm === TOKEN_BUCKET ? { tokens: policy.burstSize, at: now } : { entries: [] };
-}
+/** A policy's fields by its shape: a rate with a burst, or a count per window. */
+const RATE_FIELDS = ['requestsPerSecond', 'burstSize'];
+const WINDOW_FIELDS = ['maxRequests', 'windowSeconds'];
 
-/** The policy's limit: what X-RateLimit-Limit reports. */
-function limitOf(policy) {
-  return policy.algorithm === TOKEN_BUCKET ? policy.burstSize : policy.maxRequests;
-}
-
-/** The policy's window in seconds, for RateLimit-Policy (a bucket's: the time to refill from empty). */
-function windowSecondsOf(policy) {
-  return policy.algorithm === TOKEN_BUCKET ? Math.ceil(policy.burstSize / policy.requestsPerSecond) : policy.windowSeconds;
-}
+// ---- token bucket: { tokens, at } ----
 
 function refill(policy, s, now) {
   if (now > s.at) {
@@ -44,8 +41,15 @@ function bucketDecide(policy, s, now, cost) {
   };
 }
 
-// A window's state: a flat array [t0, n0, t1, n1, ...] of allowed requests' times (ms) and costs,
-// oldest first; requests of one millisecond share an entry, so it never holds more than the limit.
+function bucketDescribe(policy, s, now) {
+  refill(policy, s, now);
+  return { tokens: s.tokens, remaining: Math.floor(s.tokens + EPS), resetAtMs: now + ((policy.burstSize - s.tokens) * 1000) / policy.requestsPerSecond };
+}
+
+// ---- exact sliding window: { entries: [t0, n0, t1, n1, ...] } ----
+// Allowed requests' times (ms) and costs, oldest first; requests of one millisecond share an entry,
+// so it never holds more than the limit.
+
 function prune(s, now, windowMs) {
   let i = 0;
   while (i < s.entries.length && s.entries[i] <= now - windowMs) i += 2;
@@ -88,21 +92,169 @@ function windowDecide(policy, s, now, cost) {
   };
 }
 
+function windowDescribe(policy, s, now) {
+  prune(s, now, policy.windowSeconds * 1000);
+  const n = used(s);
+  return { used: n, remaining: policy.maxRequests - n, resetAtMs: s.entries.length ? s.entries[0] + policy.windowSeconds * 1000 : now };
+}
+
+// ---- fixed window: { at, window, count } ----
+// Windows aligned on multiples of the window since the epoch; a client may send up to twice the
+// limit across an edge.
+
+function fixedRoll(policy, s, now) {
+  const w = Math.floor(now / (policy.windowSeconds * 1000));
+  if (w !== s.window) {
+    s.window = w;
+    s.count = 0;
+  }
+  s.at = Math.max(s.at, now);
+  return (w + 1) * policy.windowSeconds * 1000; // the window's end
+}
+
+function fixedDecide(policy, s, now, cost) {
+  const end = fixedRoll(policy, s, now);
+  const allowed = s.count + cost <= policy.maxRequests;
+  if (allowed) s.count += cost;
+  // Refused: nothing frees up before the window ends (a cost above the limit never passes).
+  return { allowed, remaining: policy.maxRequests - s.count, resetAtMs: end, retryAfterMs: allowed ? 0 : end - now };
+}
+
+function fixedDescribe(policy, s, now) {
+  const end = fixedRoll(policy, s, now);
+  return { used: s.count, remaining: policy.maxRequests - s.count, resetAtMs: end };
+}
+
+// ---- sliding counter: { at, window, previous, current } ----
+// The previous fixed window's count weighted by how much of it the sliding window still covers,
+// plus the current one's: two numbers per client instead of a timestamp per request, at the price of
+// assuming the previous window's requests were spread evenly.
+
+function counterRoll(policy, s, now) {
+  const windowMs = policy.windowSeconds * 1000;
+  const w = Math.floor(now / windowMs);
+  if (w === s.window + 1) {
+    s.previous = s.current;
+    s.current = 0;
+  } else if (w !== s.window) {
+    s.previous = 0;
+    s.current = 0;
+  }
+  s.window = w;
+  s.at = Math.max(s.at, now);
+  const elapsed = (now - w * windowMs) / windowMs;
+  return { windowMs, start: w * windowMs, estimate: s.previous * (1 - elapsed) + s.current };
+}
+
+/** When the estimate first leaves room for `cost` (ms), given the state at `now`. */
+function counterRetry(policy, s, now, cost, start, windowMs) {
+  const max = policy.maxRequests;
+  if (cost > max) return start + windowMs - now; // never passes; as the fixed window says
+  // In this window: previous × (1 − x) + current + cost ≤ max.
+  const room = max - s.current - cost;
+  if (room >= 0 && s.previous > 0) {
+    const x = 1 - room / s.previous;
+    if (x < 1) return Math.max(0, start + x * windowMs - now);
+  }
+  // In the next: current × (1 − x) + cost ≤ max (current > 0, or it would have fit now).
+  const x = s.current > 0 ? Math.max(0, 1 - (max - cost) / s.current) : 0;
+  return start + windowMs + x * windowMs - now;
+}
+
+function counterDecide(policy, s, now, cost) {
+  const { windowMs, start, estimate } = counterRoll(policy, s, now);
+  const allowed = estimate + cost <= policy.maxRequests + EPS;
+  if (allowed) s.current += cost;
+  const after = allowed ? estimate + cost : estimate;
+  return {
+    allowed,
+    remaining: Math.max(0, Math.floor(policy.maxRequests - after + EPS)),
+    // Empty once the current window's count has slid out: the end of the next window.
+    resetAtMs: s.current > 0 ? start + 2 * windowMs : s.previous > 0 ? start + windowMs : now,
+    retryAfterMs: allowed ? 0 : counterRetry(policy, s, now, cost, start, windowMs),
+  };
+}
+
+function counterDescribe(policy, s, now) {
+  const { windowMs, start, estimate } = counterRoll(policy, s, now);
+  return { used: estimate, remaining: Math.max(0, Math.floor(policy.maxRequests - estimate + EPS)), resetAtMs: s.current > 0 ? start + 2 * windowMs : s.previous > 0 ? start + windowMs : now };
+}
+
+// ---- GCRA: { at, tat } ----
+// The theoretical arrival time of the next unit: a unit costs 1000 / requestsPerSecond ms of it, and
+// a request passes if it ends no further than `burstSize` units ahead of now. A token bucket in one
+// number; refuses what comes early.
+
+function gcraDecide(policy, s, now, cost) {
+  const t = 1000 / policy.requestsPerSecond; // ms per unit
+  const horizon = policy.burstSize * t;
+  const from = Math.max(s.tat, now);
+  const next = from + cost * t;
+  const allowed = cost <= policy.burstSize && next - now <= horizon + EPS;
+  if (allowed) s.tat = next;
+  s.at = Math.max(s.at, now);
+  const ahead = Math.max(s.tat, now) - now;
+  return {
+    allowed,
+    remaining: Math.max(0, Math.floor((horizon - ahead) / t + EPS)),
+    resetAtMs: Math.max(s.tat, now),
+    // When `cost` units fit (a cost above the burst: when the meter is empty, and refused then too).
+    retryAfterMs: allowed ? 0 : cost > policy.burstSize ? ahead : next - horizon - now,
+  };
+}
+
+function gcraDescribe(policy, s, now) {
+  const t = 1000 / policy.requestsPerSecond;
+  const ahead = Math.max(s.tat, now) - now;
+  return { remaining: Math.max(0, Math.floor((policy.burstSize * t - ahead) / t + EPS)), resetAtMs: Math.max(s.tat, now) };
+}
+
+/** Every algorithm: its fields, its first state, its decision and reading, its limit and window. */
+const rateLimit = (p) => p.burstSize;
+const rateWindow = (p) => Math.ceil(p.burstSize / p.requestsPerSecond); // the time to refill from empty
+const countLimit = (p) => p.maxRequests;
+const countWindow = (p) => p.windowSeconds;
+const ALGORITHMS = Object.freeze({
+  [TOKEN_BUCKET]: { fields: RATE_FIELDS, initial: (p, now) => ({ tokens: p.burstSize, at: now }), decide: bucketDecide, describe: bucketDescribe, lastTime: (s) => s.at, limit: rateLimit, windowSeconds: rateWindow },
+  [SLIDING_WINDOW]: { fields: WINDOW_FIELDS, initial: () => ({ entries: [] }), decide: windowDecide, describe: windowDescribe, lastTime: (s) => (s.entries.length ? s.entries[s.entries.length - 2] : 0), limit: countLimit, windowSeconds: countWindow },
+  [FIXED_WINDOW]: { fields: WINDOW_FIELDS, initial: () => ({ at: 0, window: -1, count: 0 }), decide: fixedDecide, describe: fixedDescribe, lastTime: (s) => s.at, limit: countLimit, windowSeconds: countWindow },
+  [SLIDING_COUNTER]: { fields: WINDOW_FIELDS, initial: () => ({ at: 0, window: -2, previous: 0, current: 0 }), decide: counterDecide, describe: counterDescribe, lastTime: (s) => s.at, limit: countLimit, windowSeconds: countWindow },
+  [GCRA]: { fields: RATE_FIELDS, initial: () => ({ at: 0, tat: 0 }), decide: gcraDecide, describe: gcraDescribe, lastTime: (s) => s.at, limit: rateLimit, windowSeconds: rateWindow },
+});
+
+/** Whether the policy is a rate with a burst (else a count per window). */
+function isRate(policy) {
+  return ALGORITHMS[policy.algorithm].fields === RATE_FIELDS;
+}
+
+function initialState(policy, now) {
+  return ALGORITHMS[policy.algorithm].initial(policy, now);
+}
+
+/** The policy's limit: what X-RateLimit-Limit reports. */
+function limitOf(policy) {
+  return ALGORITHMS[policy.algorithm].limit(policy);
+}
+
+/** The policy's window in seconds, for RateLimit-Policy. */
+function windowSecondsOf(policy) {
+  return ALGORITHMS[policy.algorithm].windowSeconds(policy);
+}
+
+/** The time of the state's last decision (ms): a decision never runs the state's clock backwards. */
+function lastTime(policy, state) {
+  return ALGORITHMS[policy.algorithm].lastTime(state);
+}
+
 /** Decides one check of `cost`, updating `state` in place. */
 function decide(policy, state, now, cost) {
-  return policy.algorithm === TOKEN_BUCKET ? bucketDecide(policy, state, now, cost) : windowDecide(policy, state, now, cost);
+  return ALGORITHMS[policy.algorithm].decide(policy, state, now, cost);
 }
 
 /** The state as the activity endpoint shows it, at `now`, without changing it. */
 function describeState(policy, state, now) {
-  const s = JSON.parse(JSON.stringify(state));
-  if (policy.algorithm === TOKEN_BUCKET) {
-    refill(policy, s, now);
-    return { tokens: s.tokens, remaining: Math.floor(s.tokens + EPS), resetAt: new Date(now + ((policy.burstSize - s.tokens) * 1000) / policy.requestsPerSecond).toISOString() };
-  }
-  prune(s, now, policy.windowSeconds * 1000);
-  const n = used(s);
-  return { used: n, remaining: policy.maxRequests - n, resetAt: new Date(s.entries.length ? s.entries[0] + policy.windowSeconds * 1000 : now).toISOString() };
+  const { resetAtMs, ...rest } = ALGORITHMS[policy.algorithm].describe(policy, JSON.parse(JSON.stringify(state)), now);
+  return { ...rest, resetAt: new Date(resetAtMs).toISOString() };
 }
 
-module.exports = { TOKEN_BUCKET, SLIDING_WINDOW, initialState, decide, describeState, limitOf, windowSecondsOf };
+module.exports = { TOKEN_BUCKET, SLIDING_WINDOW, FIXED_WINDOW, SLIDING_COUNTER, GCRA, ALGORITHMS, RATE_FIELDS, WINDOW_FIELDS, isRate, initialState, decide, describeState, limitOf, windowSecondsOf, lastTime };

@@ -3,6 +3,10 @@
 // validation.js, so the document and the checks cannot disagree.
 const { LIMITS, CLIENT_KEY } = require('./validation');
 const { RANGES } = require('./stores/rows');
+const { ALGORITHMS, RATE_FIELDS } = require('./algorithms');
+
+const RATE_ALGORITHMS = Object.keys(ALGORITHMS).filter((a) => ALGORITHMS[a].fields === RATE_FIELDS);
+const WINDOW_ALGORITHMS = Object.keys(ALGORITHMS).filter((a) => ALGORITHMS[a].fields !== RATE_FIELDS);
 const { version } = require('../../package.json');
 
 const ref = (name) => ({ $ref: `#/components/schemas/${name}` });
@@ -29,12 +33,12 @@ function openapi() {
       },
       schemas: {
         ClientKey: { type: 'string', pattern: CLIENT_KEY.source },
-        TokenBucketPolicy: { type: 'object', additionalProperties: false, required: ['clientKey', 'algorithm', 'requestsPerSecond', 'burstSize'], properties: { clientKey: ref('ClientKey'), algorithm: { const: 'token_bucket' }, requestsPerSecond: { type: 'number', minimum: LIMITS.requestsPerSecond.min, maximum: LIMITS.requestsPerSecond.max }, burstSize: int('burstSize') } },
-        SlidingWindowPolicy: { type: 'object', additionalProperties: false, required: ['clientKey', 'algorithm', 'maxRequests', 'windowSeconds'], properties: { clientKey: ref('ClientKey'), algorithm: { const: 'sliding_window' }, maxRequests: int('maxRequests'), windowSeconds: int('windowSeconds') } },
-        Policy: { oneOf: [ref('TokenBucketPolicy'), ref('SlidingWindowPolicy')] },
+        RatePolicy: { type: 'object', additionalProperties: false, required: ['clientKey', 'algorithm', 'requestsPerSecond', 'burstSize'], properties: { clientKey: ref('ClientKey'), algorithm: { enum: RATE_ALGORITHMS }, requestsPerSecond: { type: 'number', minimum: LIMITS.requestsPerSecond.min, maximum: LIMITS.requestsPerSecond.max }, burstSize: int('burstSize') } },
+        WindowPolicy: { type: 'object', additionalProperties: false, required: ['clientKey', 'algorithm', 'maxRequests', 'windowSeconds'], properties: { clientKey: ref('ClientKey'), algorithm: { enum: WINDOW_ALGORITHMS }, maxRequests: int('maxRequests'), windowSeconds: int('windowSeconds') } },
+        Policy: { oneOf: [ref('RatePolicy'), ref('WindowPolicy')] },
         Client: { allOf: [ref('Policy'), { type: 'object', properties: { createdAt: { type: 'string', format: 'date-time' }, updatedAt: { type: 'string', format: 'date-time' } } }] },
         CheckRequest: { type: 'object', additionalProperties: false, required: ['clientKey'], properties: { clientKey: ref('ClientKey'), cost: { ...int('cost'), default: 1 } } },
-        Decision: { type: 'object', required: ['allowed', 'clientKey', 'algorithm', 'limit', 'remaining', 'resetAt'], properties: { allowed: { type: 'boolean' }, clientKey: ref('ClientKey'), algorithm: { enum: ['token_bucket', 'sliding_window'] }, limit: { type: 'integer' }, remaining: { type: 'integer' }, resetAt: { type: 'string', format: 'date-time' }, message: { type: 'string' }, retryAfter: { type: 'integer' } } },
+        Decision: { type: 'object', required: ['allowed', 'clientKey', 'algorithm', 'limit', 'remaining', 'resetAt'], properties: { allowed: { type: 'boolean' }, clientKey: ref('ClientKey'), algorithm: { enum: Object.keys(ALGORITHMS) }, limit: { type: 'integer' }, remaining: { type: 'integer' }, resetAt: { type: 'string', format: 'date-time' }, message: { type: 'string' }, retryAfter: { type: 'integer' } } },
         Activity: { type: 'object', properties: { clientKey: ref('ClientKey'), allowed: { type: 'boolean' }, cost: { type: 'integer' }, timestamp: { type: 'string', format: 'date-time' }, responseTimeMs: { type: 'number' } } },
         Ban: { type: 'object', properties: { clientKey: ref('ClientKey'), reason: { type: 'string' }, createdAt: { type: 'string', format: 'date-time' }, expiresAt: { type: ['string', 'null'], format: 'date-time' } } },
         BanRequest: { type: 'object', additionalProperties: false, required: ['clientKey'], properties: { clientKey: ref('ClientKey'), durationSeconds: { ...int('durationSeconds'), description: 'absent: until lifted' }, reason: { type: 'string', maxLength: LIMITS.reason.maxLength } } },

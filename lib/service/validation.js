@@ -1,7 +1,7 @@
 'use strict';
 // Request bodies of the contract, checked field by field: a wrong one is a 400 VALIDATION_ERROR that
 // names the field, and nothing is coerced (no "5" for 5, no 2.5 for an integer, no NaN or 1e300).
-const { TOKEN_BUCKET, SLIDING_WINDOW } = require('./algorithms');
+const { ALGORITHMS, isRate } = require('./algorithms');
 const { HttpError } = require('./http');
 
 const CLIENT_KEY = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
@@ -15,10 +15,7 @@ const LIMITS = Object.freeze({
   durationSeconds: { min: 1, max: 366 * 86_400 },
   reason: { maxLength: 200 },
 });
-const FIELDS = {
-  [TOKEN_BUCKET]: ['requestsPerSecond', 'burstSize'],
-  [SLIDING_WINDOW]: ['maxRequests', 'windowSeconds'],
-};
+const FIELDS = Object.fromEntries(Object.entries(ALGORITHMS).map(([name, a]) => [name, a.fields]));
 
 function invalid(message) {
   return new HttpError(400, 'VALIDATION_ERROR', message);
@@ -66,7 +63,7 @@ function policy(body, keyFromPath) {
   if (algorithm === undefined) throw invalid(`algorithm is required (one of: ${Object.keys(FIELDS).join(', ')})`);
   if (!Object.hasOwn(FIELDS, algorithm)) throw invalid(`algorithm must be one of: ${Object.keys(FIELDS).join(', ')}, got ${JSON.stringify(algorithm)}`);
   onlyFields(body, ['clientKey', 'algorithm', ...FIELDS[algorithm]]);
-  if (algorithm === TOKEN_BUCKET) {
+  if (isRate({ algorithm })) {
     return { clientKey: key, algorithm, requestsPerSecond: number(body, 'requestsPerSecond', { integer: false }), burstSize: number(body, 'burstSize', { integer: true }) };
   }
   return { clientKey: key, algorithm, maxRequests: number(body, 'maxRequests', { integer: true }), windowSeconds: number(body, 'windowSeconds', { integer: true }) };

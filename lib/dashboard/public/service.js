@@ -9,15 +9,20 @@
   const base = () => TG.state.info.service.apiBase;
   const admin = (p, o) => TG.api(`${base()}/admin${p}`, o);
   const RANGES = ['1m', '5m', '15m', '1h', '24h'];
+  const RATE = [['requestsPerSecond', 'Requests per second (refill)', 'any'], ['burstSize', 'Burst size (capacity)', '1']];
+  const WINDOW = [['maxRequests', 'Max requests per window', '1'], ['windowSeconds', 'Window (seconds)', '1']];
   const ALGORITHMS = {
-    token_bucket: { label: 'Token bucket', fields: [['requestsPerSecond', 'Requests per second (refill)', 'any'], ['burstSize', 'Burst size (capacity)', '1']] },
-    sliding_window: { label: 'Sliding window', fields: [['maxRequests', 'Max requests per window', '1'], ['windowSeconds', 'Window (seconds)', '1']] },
+    token_bucket: { label: 'Token bucket', fields: RATE },
+    sliding_window: { label: 'Sliding window', fields: WINDOW },
+    fixed_window: { label: 'Fixed window', fields: WINDOW },
+    sliding_counter: { label: 'Sliding counter', fields: WINDOW },
+    gcra: { label: 'GCRA', fields: RATE },
   };
   const KEY_RULE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 
   const when = (v) => (v ? new Date(v).toLocaleString() : '–');
   const time = (v) => (v ? new Date(v).toLocaleTimeString() : '–');
-  const policyText = (c) => (c.algorithm === 'token_bucket' ? `${c.requestsPerSecond}/s, burst ${c.burstSize}` : c.algorithm === 'sliding_window' ? `${c.maxRequests} per ${c.windowSeconds} s` : c.algorithm);
+  const policyText = (c) => (!ALGORITHMS[c.algorithm] ? c.algorithm : ALGORITHMS[c.algorithm].fields === RATE ? `${c.requestsPerSecond}/s, burst ${c.burstSize}` : `${c.maxRequests} per ${c.windowSeconds} s`);
   const clientHref = (key) => `#/clients/${encodeURIComponent(key)}`;
 
   function errorText(r) {
@@ -473,6 +478,12 @@
         p('At most ', code('maxRequests'), ' allowed requests in any ', code('windowSeconds'), '-second window ending now: an exact rolling window, not fixed buckets, so no burst of twice the limit can pass at a window boundary. The service remembers the time of each counted request; a denied request is not counted.'),
         p(code('remaining'), ' is ', code('maxRequests'), ' minus the requests counted in the last window; ', code('resetAt'), ' and ', code('Retry-After'), ' are when the oldest counted request leaves the window.'),
         p('Use it when the contract is "N per period", exactly.'),
+        h('h2', { id: 'fixed-window' }, 'Fixed window (fixed_window)'),
+        p('A count of allowed requests per ', code('windowSeconds'), '-second window, the windows aligned on the clock; the count starts again at each edge. The cheapest state (one number), at a price: a client can pass up to twice ', code('maxRequests'), ' across an edge (the end of one window and the start of the next). ', code('resetAt'), ' and ', code('Retry-After'), ' are the window\'s end.'),
+        h('h2', { id: 'sliding-counter' }, 'Sliding counter (sliding_counter)'),
+        p('Two counts, the previous fixed window\'s and the current one\'s; the previous is weighted by how much of it the sliding window still covers. Close to the exact window for large limits, with two numbers instead of a time per request; it assumes the previous window\'s requests were spread evenly, so it can be off by that assumption. ', code('Retry-After'), ' is the moment the estimate leaves room for the check.'),
+        h('h2', { id: 'gcra' }, 'GCRA (gcra)'),
+        p('The generic cell rate algorithm: a meter of the next request\'s theoretical arrival time, moving ', code('1/requestsPerSecond'), ' seconds per unit; a check passes if it ends no more than ', code('burstSize'), ' units ahead of now. It admits what a token bucket of the same rate and burst admits, with one number of state; ', code('resetAt'), ' is when the meter is back to now (the whole burst available).'),
         h('h2', {}, 'Under concurrency'),
         p('Simultaneous checks are decided one at a time per client: 500 simultaneous checks on a window of 100 allow exactly 100. Try it in the ', h('a', { href: '#/lab' }, 'request lab'), '.')));
       return null;

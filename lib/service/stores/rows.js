@@ -1,14 +1,14 @@
 'use strict';
 // What the two stores share: rows to contract objects, a decision batch over one client's row, and
 // the activity aggregation. Column names are the same in both schemas (migrations/).
-const { TOKEN_BUCKET, initialState, decide, describeState } = require('../algorithms');
+const { isRate, initialState, decide, describeState, lastTime } = require('../algorithms');
 
 /** Analytics resolutions (ms) kept as aggregated buckets, and how long each is kept. */
 const RESOLUTIONS = Object.freeze({ second: 1000, minute: 60_000 });
 
 function policyOf(row) {
   const base = { clientKey: row.client_key, algorithm: row.algorithm };
-  return row.algorithm === TOKEN_BUCKET
+  return isRate(base)
     ? { ...base, requestsPerSecond: Number(row.requests_per_second), burstSize: Number(row.burst_size) }
     : { ...base, maxRequests: Number(row.max_requests), windowSeconds: Number(row.window_seconds) };
 }
@@ -23,8 +23,8 @@ function clientOf(row) {
 
 /** The columns of a policy, in the order the INSERT/UPDATE statements take them. */
 function policyColumns(p) {
-  const bucket = p.algorithm === TOKEN_BUCKET;
-  return [p.algorithm, bucket ? p.requestsPerSecond : null, bucket ? p.burstSize : null, bucket ? null : p.maxRequests, bucket ? null : p.windowSeconds];
+  const rate = isRate(p);
+  return [p.algorithm, rate ? p.requestsPerSecond : null, rate ? p.burstSize : null, rate ? null : p.maxRequests, rate ? null : p.windowSeconds];
 }
 
 function freshState(p, now) {
@@ -48,14 +48,9 @@ function decideRow(row, costs, now) {
   const state = JSON.parse(row.state);
   // Time never runs backwards for a state: a clock read before a lock wait (or another host's clock)
   // may be behind the last decision's.
-  const t = Math.max(now, lastTime(state));
+  const t = Math.max(now, lastTime(policy, state));
   const results = costs.map((cost) => decide(policy, state, t, cost));
   return { outcome: { found: true, policy, results, now: t }, state: JSON.stringify(state) };
-}
-
-function lastTime(state) {
-  if (state.entries) return state.entries.length ? state.entries[state.entries.length - 2] : 0;
-  return state.at;
 }
 
 function currentState(row, now) {
