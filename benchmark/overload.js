@@ -5,7 +5,7 @@
 // sheds every tier alike (toobusy-js on Express, @fastify/under-pressure on Fastify); tiergate.
 // The server runs in a child process (scenario.js), the generator here: one core each.
 //
-//   node benchmark/overload.js [--runs 5] [--quick] [--only id,id] [--load 3] [--seconds 6] [--work-ms 3] [--work pbkdf2|sha256-chain] [--shed '{json}']
+//   node benchmark/overload.js [--runs 5] [--warm 500] [--backlog 511] [--quick] [--only id,id] [--load 3] [--seconds 6] [--work-ms 3] [--work pbkdf2|sha256-chain] [--shed '{json}']
 //   (ids: none, toobusy, under-pressure, tiergate-defaults, tiergate-fastify, tiergate-http,
 //    tiergate [extra: spike filter off], tiergate-plain [extra]; --shed overrides tiergate's shed options)
 //
@@ -14,6 +14,8 @@
 // 6 s: the table) and, without a gap, 0.8x again (3 s: shed only while it recovers, <= 1 s).
 // The tiergate configurations run `--runs` times (runs interleaved: run 1 of each, then run 2, ...),
 // the others once; each run's figures are printed, then the median [min-max] over the runs.
+// --warm: the client's pool of keep-alive connections opened before each phase (0: the overload
+// starts from a cold pool, every connection opened at the onset); --backlog: the server's listen backlog.
 // Writes benchmark/out/overload.{svg,json}: per run, goodput per tier with the server's lag and,
 // under it, the controller (pressure, refill scales, capacity budget, turn and capacity sheds).
 const fs = require('node:fs');
@@ -136,8 +138,14 @@ function configurations(cap) {
   ];
 }
 
+function wholeArg(name, v, min = 0) {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < min) throw new RangeError(`${name} must be a whole number >= ${min}`);
+  return n;
+}
+
 function parseArgs(argv) {
-  const a = { runs: 5, quick: false, only: null, load: 3, seconds: 6, workMs: 3, work: DEFAULT_WORK_KIND, shed: {} };
+  const a = { runs: 5, warm: WARM_CONNECTIONS, backlog: 511, quick: false, only: null, load: 3, seconds: 6, workMs: 3, work: DEFAULT_WORK_KIND, shed: {} };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     if (k === '--quick') a.quick = true;
@@ -146,6 +154,8 @@ function parseArgs(argv) {
       if (!Number.isInteger(a.runs) || a.runs < 1) throw new RangeError('--runs must be a whole number >= 1');
     }
     else if (k === '--only') a.only = argv[++i].split(',');
+    else if (k === '--warm') a.warm = wholeArg(k, argv[++i]);
+    else if (k === '--backlog') a.backlog = wholeArg(k, argv[++i], 1);
     else if (k === '--load') a.load = Number(argv[++i]);
     else if (k === '--seconds') a.seconds = Number(argv[++i]);
     else if (k === '--work-ms') a.workMs = Number(argv[++i]);
@@ -188,10 +198,11 @@ async function settle(srv, agent) {
  * new connections, which a server that is not keeping up accepts late (its accept queue overflows and
  * the kernel drops SYNs, retried after 1 s) — what an unprotected server does to its clients.
  */
-async function runConfig(cfg, { cap, workIters, workKind, load, seconds, quick, log }) {
-  const srv = await startServer({ framework: cfg.framework, protection: cfg.protection, options: cfg.options || {}, workIters, workKind, record: true });
+async function runConfig(cfg, { cap, workIters, workKind, load, seconds, quick, log, warmConnections = WARM_CONNECTIONS, backlog = 511 }) {
+  const srv = await startServer({ framework: cfg.framework, protection: cfg.protection, options: cfg.options || {}, workIters, workKind, record: true, backlog });
   const agent = new http.Agent({ keepAlive: true, maxSockets: 4096, maxFreeSockets: 4096 });
-  const warm = { connections: WARM_CONNECTIONS, path: '/hello', headers: { 'x-user-tier': 'critical' } };
+  const coldAgent = new http.Agent({ keepAlive: true, maxSockets: 4096, maxFreeSockets: 4096 });
+  const warm = warmConnections > 0 ? { connections: warmConnections, path: '/hello', headers: { 'x-user-tier': 'critical' } } : undefined;
   const base = { path: '/work', mix: MIX, timeoutMs: 2000, agent, warm };
   try {
     await runLoad(srv, { ...base, rate: 0.5 * cap, durationMs: quick ? 500 : 1000 }); // warm-up (JIT, baseline)
@@ -204,10 +215,12 @@ async function runConfig(cfg, { cap, workIters, workKind, load, seconds, quick, 
       light.stats = await srv.guardStats().catch(() => null);
       calm = await settle(srv, agent);
     }
-    // The overload and, on the same clock without a gap, the 0.8x phase after it.
-    await warmPool(agent, { port: srv.port, ...warm });
+    // The overload and, on the same clock without a gap, the 0.8x phase after it. `--warm 0`: from
+    // a cold client pool (a new agent: every connection is opened at the onset).
+    if (warm) await warmPool(agent, { port: srv.port, ...warm });
     const startAt = nowAbs() + 50;
     const { warm: _w, ...cold } = base;
+    if (!warm) cold.agent = coldAgent;
     const [over, after] = await Promise.all([
       runLoad(srv, { ...cold, rate: load * cap, durationMs: seconds * 1000, startAt }),
       quick ? null : openLoop({ ...cold, port: srv.port, rate: 0.8 * cap, durationMs: AFTER_MS, startAt: startAt + seconds * 1000, steadyFromMs: RECOVERY_MS, seed: 7 }),
@@ -217,6 +230,7 @@ async function runConfig(cfg, { cap, workIters, workKind, load, seconds, quick, 
     return { cfg, unloaded, light, over, after, stats, calm };
   } finally {
     agent.destroy();
+    coldAgent.destroy();
     await srv.stop();
   }
 }
@@ -398,6 +412,7 @@ async function main() {
   const capRun = await measureCapacity({ workIters, workKind: args.work, concurrency: 8, durationMs: 2000 });
   const cap = capRun.reqPerSec;
   console.log(`machine: ${os.cpus().length} x ${os.cpus()[0].model}, node ${process.version}; load average ${os.loadavg().map((v) => v.toFixed(1)).join(' ')}`);
+  if (args.warm !== WARM_CONNECTIONS || args.backlog !== 511) console.log(`client pool: ${args.warm ? `${args.warm} warm keep-alive connections` : 'cold (every connection opened at the onset)'}; server listen backlog ${args.backlog} (net.core.somaxconn caps it)`);
   console.log(`work: ${args.work} x ${workIters} per /work request (~${args.workMs} ms calibrated); capacity (closed loop, 8 clients, Express, no protection): ${Math.round(cap)} req/s, p50 ${f1(capRun.p50)} ms`);
   let configs = configurations(cap);
   configs = args.only ? configs.filter((c) => args.only.includes(c.id)) : configs.filter((c) => !c.extra);
@@ -418,7 +433,7 @@ async function main() {
     for (const cfg of configs) {
       if (run > 1 && cfg.protection !== 'tiergate') continue; // the comparisons run once
       try {
-        const r = await runConfig(cfg, { cap, workIters, workKind: args.work, load: args.load, seconds: args.seconds, quick: args.quick });
+        const r = await runConfig(cfg, { cap, workIters, workKind: args.work, load: args.load, seconds: args.seconds, quick: args.quick, warmConnections: args.warm, backlog: args.backlog });
         r.run = cfg.protection === 'tiergate' ? run : 0;
         r.figures = runFigures(r, ideal, cap);
         results.push(r);

@@ -5,12 +5,16 @@
 //! time per admitted request — the cost of the refusals made meanwhile included — is what one more
 //! admission costs the loop at the current mix; `target_elu / cost` admissions per millisecond keep
 //! the loop busy `target_elu` of the time: the *budget*. Both figures are decayed sums
-//! (`COST_TAU_MS`), so the estimate follows a route whose cost changes and holds through the gaps.
+//! (`COST_TAU_MS`), so the estimate follows a route whose cost changes and holds through the gaps;
+//! one update counts as at most `MAX_WINDOW_MS` long (its busy time and the decay both), so a long
+//! stall (a process that waited for the CPU, one long task) does not make every admission look
+//! expensive for a second after, and an idle gap does not wipe out what was learned.
 //!
 //! While the gate decides requests faster than the loop could run them all (`ENGAGE_ABOVE` times
-//! `1 / cost`: more arrive than it can serve, the refusals are what makes them come that fast), or a
-//! lag episode runs, the budget is *engaged*, for at least `ENGAGE_HOLD_MS` after the last time that
-//! held: a token bucket refilled at
+//! `1 / cost`: more arrive than it can serve, the refusals are what makes them come that fast), or
+//! faster than the budget while a lag episode runs (an onset, before refusals speed the decisions
+//! up), the budget is *engaged*, for at least `ENGAGE_HOLD_MS` after the last time that held: a token
+//! bucket refilled at
 //! the budget rate. A protected request always takes a token (into debt, never refused: it must not
 //! depend on what the others offer, and its work still uses the loop); an unprotected one needs one,
 //! and none is given to a tier while a higher unprotected tier has been refused one in the last
@@ -36,6 +40,8 @@ pub const ENGAGE_HOLD_MS: f64 = 250.0;
 pub const PRIORITY_WINDOW_MS: f64 = 100.0;
 /// The bucket's size (as ms of budget, at least two tokens).
 pub const BURST_MS: f64 = 10.0;
+/// Time (ms) one update counts as at most (busy time and decay).
+pub const MAX_WINDOW_MS: f64 = 100.0;
 /// Decayed admissions below which the cost is not estimated (nothing to learn from yet).
 pub const MIN_ADMITTED: f64 = 8.0;
 
@@ -122,10 +128,10 @@ impl CapacityBudget {
         if let Some((t0, idle0)) = self.seen {
             let dt_ns = now_ns.saturating_sub(t0);
             let dt = dt_ns as f64 / NS_PER_MS;
-            let busy = (dt_ns - idle_ns.saturating_sub(idle0).min(dt_ns)) as f64 / NS_PER_MS;
+            let busy = ((dt_ns - idle_ns.saturating_sub(idle0).min(dt_ns)) as f64 / NS_PER_MS).min(MAX_WINDOW_MS);
             // The bucket fills at the old rate up to now, before the rate moves.
             self.refill(now_ns);
-            let keep = (-dt / COST_TAU_MS).exp();
+            let keep = (-dt.min(MAX_WINDOW_MS) / COST_TAU_MS).exp();
             self.busy_ms = self.busy_ms * keep + busy;
             self.admitted = self.admitted * keep + admitted;
             self.arrivals = self.arrivals * (-dt / ARRIVAL_TAU_MS).exp() + arrived;
@@ -137,7 +143,8 @@ impl CapacityBudget {
         }
         self.seen = Some((now_ns.max(self.seen.map_or(0, |s| s.0)), idle_ns));
         let Some(rate) = self.rate_per_ms() else { return };
-        if episode || self.arrivals / ARRIVAL_TAU_MS > ENGAGE_ABOVE * rate / self.target_elu {
+        let arriving = self.arrivals / ARRIVAL_TAU_MS;
+        if arriving > ENGAGE_ABOVE * rate / self.target_elu || (episode && arriving > rate) {
             if !self.engaged(now_ns) {
                 // A fresh engagement starts with a full bucket and no refusals.
                 self.level = Self::cap(rate);
