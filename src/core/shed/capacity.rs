@@ -14,8 +14,7 @@
 //! `1 / cost`: more arrive than it can serve, the refusals are what makes them come that fast), or
 //! faster than the budget while a lag episode runs (an onset, before refusals speed the decisions
 //! up), the budget is *engaged*, for at least `ENGAGE_HOLD_MS` after the last time that held: a token
-//! bucket refilled at
-//! the budget rate. A protected request always takes a token (into debt, never refused: it must not
+//! bucket refilled at the budget rate. A protected request always takes a token (into debt, never refused: it must not
 //! depend on what the others offer, and its work still uses the loop); an unprotected one needs one,
 //! and none is given to a tier while a higher unprotected tier has been refused one in the last
 //! `PRIORITY_WINDOW_MS`: a lower tier gets only what the higher ones leave (strict priority by their

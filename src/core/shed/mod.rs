@@ -29,8 +29,12 @@
 //!   loop adds little, and it drains away.
 //!
 //!
+//! With the gate's capacity budget engaged (`capacity.rs`: unprotected work admitted up to what the
+//! loop can run), both parts shed only what the lag asks for now: no hold, hysteresis or gradual
+//! recovery, and the integral does not grow.
+//!
 //! Files: `config.rs` (options, defaults, validation), `controller.rs` (the pressure and its parts),
-//! `spike.rs` (the spike filter).
+//! `spike.rs` (the spike filter), `capacity.rs` (the capacity budget the gate applies).
 mod capacity;
 mod config;
 mod controller;
