@@ -307,6 +307,25 @@ impl Gate {
         turn_age_ms: impl FnOnce() -> f64,
         now_sec: impl FnOnce() -> u64,
     ) -> Decision {
+        self.decide_ranked(tier, header, key, now_ns, idle_ns, turn_age_ms, now_sec, None::<fn(f64, f64) -> bool>)
+    }
+
+    /// `decide`, with a backstop that ranks clients (core/defense/fair.rs): `admits(tokens, budget)`
+    /// is asked with the tier's tokens and budget before the debit, and a `false` refuses the
+    /// request as the pool would (shed while the tier is throttled, else tier-full) without
+    /// debiting anything.
+    #[allow(clippy::too_many_arguments)]
+    pub fn decide_ranked(
+        &self,
+        tier: Option<usize>,
+        header: Option<&[u8]>,
+        key: Option<(&[u8], bool)>,
+        now_ns: u64,
+        idle_ns: impl FnOnce() -> u64,
+        turn_age_ms: impl FnOnce() -> f64,
+        now_sec: impl FnOnce() -> u64,
+        admits: Option<impl FnOnce(f64, f64) -> bool>,
+    ) -> Decision {
         let (tier, source) = match (tier, header) {
             (Some(t), _) if t < self.protected.len() => (t, TierSource::Given),
             (_, Some(h)) => self.header_tier(h, now_sec),
@@ -337,6 +356,23 @@ impl Gate {
                 st.ctl.note_turn_shed();
                 st.counters[tier].shed += 1;
                 st.counters[tier].turn_shed += 1;
+                return d;
+            }
+        }
+        if let Some(admits) = admits {
+            let (tokens, budget, rate) = self.ledger.level(tier, now_ns);
+            if !admits(tokens, budget) {
+                let c = &mut st.counters[tier];
+                d.verdict = if scale < 1.0 {
+                    c.shed += 1;
+                    Verdict::Shed
+                } else {
+                    c.tier_full += 1;
+                    Verdict::TierFull
+                };
+                // Retry once the pool has refilled by a request's cost.
+                let retry = if rate > 0.0 { 1000.0 * self.cfg.cost.max(1.0) / rate } else { f64::INFINITY };
+                d.outcome = Outcome { allowed: false, limited_by: Limit::Tier, remaining: tokens, limit: self.ledger.config()[tier].capacity, retry_after_ms: retry, reset_ms: 0.0 };
                 return d;
             }
         }
