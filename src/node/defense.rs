@@ -851,7 +851,7 @@ unsafe fn defend_args(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value
         }
     }
     let (cost, per_limit) = if ncosts == 1 { (costs[0], &costs[..0]) } else { (1, &costs[..n]) };
-    let req = Request { ip, skip: flags & FLAG_SKIP != 0, ban_key, limit_keys: &keys[..n], cost, costs: per_limit };
+    let req = Request { ip, skip: flags & FLAG_SKIP != 0, ban_key, limit_keys: &keys[..n], cost, costs: per_limit, passed: out[R::Pass as usize] == 1.0 };
     let verdict = {
         let lists = s.lists.read();
         s.defense.decide(&lists.access, &req, now_ns, &mut sc.outcome, &mut sc.events)
