@@ -715,10 +715,8 @@ unsafe fn defend_and_decide_unguarded(env: sys::napi_env, info: sys::napi_callba
     if !go {
         return raw::int32(env, v as i32);
     }
-    // The fair-share backstop ranks what reaches the pool: requests the defense let on. A client
-    // with no usage in the window is always admitted (fair.rs), so the pool is not read for it.
-    let fair = both.defense.shared.fair.as_ref();
-    let ranked = fair.filter(|_| v == Verdict::Pass).map(|f| (f, f.note(ip, now_ns))).filter(|&(_, share)| share > 0.0);
+    // The fair-share backstop ranks what reaches the pool: requests the defense let on.
+    let ranked = both.defense.shared.fair.as_ref().filter(|_| v == Verdict::Pass).map(|f| (f, ip));
     match decide_args(env, &both.gate, &argv[..GATE_ARGS], GATE_ARGS, now_ns, ranked) {
         Some(g) => raw::int32(env, v as i32 | ((g + 1) << 4)),
         None => std::ptr::null_mut(),

@@ -2,7 +2,8 @@
 //! clients first instead of whoever arrives.
 //!
 //! Every request that reaches the pool is noted by its client address and its subnet (`usage.rs`:
-//! requests in the last `windowMs`, in fixed memory, keyed with the process's seeded hash). A
+//! requests in the last `windowMs`, in fixed memory, keyed with the process's seeded hash: the
+//! subnet's, and the address's derived from it, `within`). A
 //! client's share is its usage divided by the fair share (the window's demand per active client);
 //! a subnet's the same among subnets, so a crawler spread over a /24 is one heavy client once its
 //! addresses together are over the subnets' fair share. The request's share is the larger of the two.
@@ -17,7 +18,7 @@
 use super::usage::UsageSketch;
 use crate::core::keymap::KeyHasher;
 use crate::core::ledger::{js_number, ConfigError};
-use crate::core::net::ipkey::{ip_bin_key, IpKeyConfig, BIN_KEY_LEN};
+use crate::core::net::ipkey::{ip_bits, IpKeyConfig};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -40,6 +41,17 @@ impl Default for FairShareSpec {
     fn default() -> Self {
         FairShareSpec { reserve: 0.5, window_ms: 1000.0, max_share: 4.0, subnet: Some((24, 48)), slots: 4096.0 }
     }
+}
+
+/// Requests are counted while the pool is below the level halfway from its reserve to full, and for
+/// this many windows after it last was: a pool that is not short pays nothing per request for the
+/// backstop, and one that becomes short has a window of usage to rank by before its reserve is reached
+/// (a crawl that drains a pool takes it past that level first).
+const TRACK_WINDOWS: u64 = 2;
+
+/// The tracking level (a share of the budget) for `reserve`.
+fn tracking_level(reserve: f64) -> f64 {
+    reserve + (1.0 - reserve) / 2.0
 }
 
 pub const MAX_SLOTS: f64 = (1u64 << 20) as f64;
@@ -92,6 +104,9 @@ pub struct FairShare {
     clients: UsageSketch,
     subnets: Option<UsageSketch>,
     refused: AtomicU64,
+    /// The share of the budget below which requests are counted (`TRACK_WINDOWS` more windows after).
+    track: f64,
+    tracking_until: AtomicU64,
     /// Tests: hash an IPv4 key by its address bits, so that counts are exact (no shared cells).
     #[cfg(test)]
     exact: bool,
@@ -100,18 +115,9 @@ pub struct FairShare {
 impl FairShare {
     pub fn new(cfg: FairShareConfig, addr: IpKeyConfig) -> FairShare {
         let subnets = cfg.subnet.map(|_| UsageSketch::new(cfg.slots));
-        FairShare { clients: UsageSketch::new(cfg.slots), subnets, cfg, addr, hasher: KeyHasher::process(), refused: AtomicU64::new(0), #[cfg(test)]
+        let track = tracking_level(cfg.reserve);
+        FairShare { clients: UsageSketch::new(cfg.slots), subnets, cfg, addr, hasher: KeyHasher::process(), refused: AtomicU64::new(0), track, tracking_until: AtomicU64::new(0), #[cfg(test)]
             exact: false }
-    }
-
-    #[inline(always)]
-    fn hash(&self, key: &[u8]) -> u64 {
-        #[cfg(test)]
-        if self.exact {
-            let a = u64::from(u32::from_be_bytes(key[key.len() - 4..].try_into().unwrap()));
-            return a << 32 | a;
-        }
-        self.hasher.hash_one(key)
     }
 
     pub fn config(&self) -> &FairShareConfig {
@@ -124,29 +130,73 @@ impl FairShare {
     pub fn note(&self, ip: Option<IpAddr>, now_ns: u64) -> f64 {
         let w = self.cfg.window_ns;
         let (epoch, weight) = (now_ns / w, 1.0 - (now_ns % w) as f64 / w as f64);
-        let mut key = [0u8; BIN_KEY_LEN];
-        let len = ip_bin_key(ip, &self.addr, 0, &mut key);
-        let mut share = self.clients.note(self.hash(&key[..len]), epoch, weight).share();
-        if let (Some(sketch), Some(cfg)) = (&self.subnets, &self.cfg.subnet) {
-            let len = ip_bin_key(ip, cfg, 0, &mut key);
-            share = share.max(sketch.note(self.hash(&key[..len]), epoch, weight).share());
+        let addr = ip_bits(ip, &self.addr);
+        let (Some(sketch), Some(cfg)) = (&self.subnets, &self.cfg.subnet) else {
+            return self.clients.note(self.hash(addr), epoch, weight).share();
+        };
+        let h = self.hash(ip_bits(ip, cfg));
+        let share = sketch.note(h, epoch, weight).share();
+        share.max(self.clients.note(self.within(h, addr), epoch, weight).share())
+    }
+
+    #[inline(always)]
+    fn hash(&self, bits: u128) -> u64 {
+        #[cfg(test)]
+        if self.exact {
+            let a = bits as u32 as u64;
+            return a << 32 | a;
         }
-        share
+        self.hasher.hash_u128(bits)
+    }
+
+    /// An address's hash from its subnet's keyed hash and its own bits (one keyed hash per request
+    /// instead of two): the subnet's hash is the secret part, so a client cannot place its cells on
+    /// those of another subnet's clients; the address bits are mixed into it by a bijective
+    /// finaliser, so the addresses of one subnet spread over the cells.
+    #[inline(always)]
+    fn within(&self, subnet_hash: u64, addr: u128) -> u64 {
+        #[cfg(test)]
+        if self.exact {
+            return self.hash(addr);
+        }
+        mix(mix(subnet_hash ^ addr as u64) ^ (addr >> 64) as u64)
     }
 
     /// Whether a request of `share` may take a token from a pool holding `tokens` of its `budget`
-    /// (module notes). Counts a refusal.
+    /// (module notes).
     #[inline]
-    pub fn admits(&self, share: f64, tokens: f64, budget: f64) -> bool {
+    pub fn admits_share(&self, share: f64, tokens: f64, budget: f64) -> bool {
         let reserve = self.cfg.reserve * budget;
-        let ok = tokens >= reserve || share * reserve <= self.cfg.max_share * tokens;
-        if !ok {
-            self.refused.store(self.refused.load(Relaxed) + 1, Relaxed);
-        }
-        ok
+        tokens >= reserve || share * reserve <= self.cfg.max_share * tokens
     }
 
-    /// Requests `admits` refused so far.
+    /// Whether the request of the client at `ip` at `now_ns` may take a token from a pool holding
+    /// `tokens` of its `budget`: counted (`note`) while tracking, then `admits_share`. `share` keeps
+    /// the request's share between calls for one request (the gate may ask twice: with the pool's
+    /// level as last seen, then as it is now), so that it is counted once.
+    #[inline]
+    pub fn admits(&self, ip: Option<IpAddr>, now_ns: u64, tokens: f64, budget: f64, share: &mut Option<f64>) -> bool {
+        let s = match *share {
+            Some(s) => s,
+            None => {
+                if tokens < self.track * budget {
+                    self.tracking_until.store(now_ns.saturating_add(TRACK_WINDOWS * self.cfg.window_ns), Relaxed);
+                } else if now_ns >= self.tracking_until.load(Relaxed) {
+                    // Not tracking: the pool is above the tracking level, so above its reserve.
+                    return true;
+                }
+                *share.insert(self.note(ip, now_ns))
+            }
+        };
+        self.admits_share(s, tokens, budget)
+    }
+
+    /// Counts a request refused for its share.
+    pub fn count_refusal(&self) {
+        self.refused.store(self.refused.load(Relaxed) + 1, Relaxed);
+    }
+
+    /// Requests refused for their share so far.
     pub fn refused(&self) -> u64 {
         self.refused.load(Relaxed)
     }
@@ -155,6 +205,16 @@ impl FairShare {
     pub fn bytes(&self) -> usize {
         self.clients.bytes() + self.subnets.as_ref().map_or(0, UsageSketch::bytes)
     }
+}
+
+/// SplitMix64's finaliser: a bijection of u64 whose output bits each depend on every input bit.
+#[inline(always)]
+fn mix(mut x: u64) -> u64 {
+    x ^= x >> 30;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 27;
+    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
 }
 
 #[cfg(test)]
@@ -198,14 +258,15 @@ mod tests {
     fn the_threshold_falls_from_max_share_at_the_reserve_to_zero_at_an_empty_pool() {
         let f = fair(FairShareSpec::default());
         // Budget 100, reserve 50: above it everyone; at 25 tokens up to 2 fair shares; at 0 only 0.
-        assert!(f.admits(1e9, 50.0, 100.0));
-        assert!(f.admits(2.0, 25.0, 100.0));
-        assert!(!f.admits(2.01, 25.0, 100.0));
-        assert!(f.admits(0.0, 0.0, 100.0));
-        assert!(!f.admits(0.01, 0.0, 100.0));
-        assert_eq!(f.refused(), 2);
+        assert!(f.admits_share(1e9, 50.0, 100.0));
+        assert!(f.admits_share(2.0, 25.0, 100.0));
+        assert!(!f.admits_share(2.01, 25.0, 100.0));
+        assert!(f.admits_share(0.0, 0.0, 100.0));
+        assert!(!f.admits_share(0.01, 0.0, 100.0));
+        f.count_refusal();
+        assert_eq!(f.refused(), 1);
         // A throttled pool (budget = capacity × scale) keeps its reserve of what it may hold.
-        assert!(f.admits(1e9, 5.0, 10.0));
+        assert!(f.admits_share(1e9, 5.0, 10.0));
     }
 
     /// A crawler rotating over 100 addresses, a new light client after every second of its requests,
@@ -267,5 +328,54 @@ mod tests {
         // Addresses that do not parse count as one client.
         f.note(None, 2100 * MS);
         assert!(f.note(None, 2101 * MS) > 0.0);
+    }
+
+    /// With the keyed hash (not the tests' exact one): the addresses of one /24, whose subnet key
+    /// is one, get hashes of their own that spread over a row's cells like random ones.
+    #[test]
+    fn with_the_keyed_hash_a_subnets_addresses_spread_over_the_cells() {
+        let f = FairShare::new(FairShareSpec::default().validate("fairShare").unwrap(), IpKeyConfig::new(32, 56).unwrap());
+        let sub = IpKeyConfig::new(24, 48).unwrap();
+        let mut cells = std::collections::HashSet::new();
+        let mut hashes = std::collections::HashSet::new();
+        for i in 0..254u32 {
+            let a = ip(&format!("203.0.113.{}", 1 + i));
+            let x = f.within(f.hash(ip_bits(a, &sub)), ip_bits(a, &f.addr));
+            hashes.insert(x);
+            cells.insert((x & 4095, (x >> 32) & 4095));
+        }
+        assert_eq!(hashes.len(), 254);
+        // 254 random keys in 4096 × 4096 cell pairs: a shared pair has a chance of ~0.2%.
+        assert!(cells.len() >= 253, "{} distinct cell pairs", cells.len());
+    }
+
+    /// Requests are counted only while the pool is below 75% of its budget (reserve 0.5) and for two
+    /// windows after; one request is counted once however often the gate asks.
+    #[test]
+    fn requests_are_counted_while_the_pool_is_short_and_two_windows_after() {
+        let f = fair(FairShareSpec { subnet: None, ..FairShareSpec::default() });
+        let a = ip("45.0.0.9");
+        let ask = |t: u64, tokens: f64| {
+            let mut share = None;
+            let ok = f.admits(a, t, tokens, 100.0, &mut share);
+            (ok, share)
+        };
+        // A full pool: admitted, nothing counted.
+        assert_eq!(ask(0, 80.0), (true, None));
+        assert_eq!(ask(MS, 76.0), (true, None));
+        // Below 75: counted from here on, for two windows (2 s) after the last time it was.
+        assert_eq!(ask(2 * MS, 74.0), (true, Some(0.0)));
+        // Its second request: 1 before it, of 2 from 1 client.
+        assert_eq!(ask(3 * MS, 90.0), (true, Some(0.5)));
+        assert_eq!(ask(2002 * MS - 1, 90.0).1.is_some(), true);
+        assert_eq!(ask(2002 * MS, 90.0), (true, None));
+        // Asked twice for one request: counted once.
+        let mut share = None;
+        assert!(f.admits(a, 2003 * MS, 10.0, 100.0, &mut share));
+        let first = share;
+        f.admits(a, 2003 * MS, 10.0, 100.0, &mut share);
+        assert_eq!(share, first);
+        // Epoch 2 holds its requests at 2002 ms and 2003 ms (once): 2 before this one, of 3.
+        assert_eq!(f.note(a, 2003 * MS), 2.0 / 3.0);
     }
 }

@@ -137,6 +137,9 @@ struct State {
     busy: f64,
     busy_seen: Option<(u64, u64)>,
     counters: Vec<TierCounters>,
+    /// Per tier, its tokens as this gate's last tier-only debit left them (NaN: not known), for the
+    /// ranked decision.
+    levels: Vec<f64>,
 }
 
 pub struct Gate {
@@ -181,6 +184,7 @@ impl Gate {
                 busy: 0.0,
                 busy_seen: None,
                 counters: vec![TierCounters::default(); n],
+                levels: vec![f64::NAN; n],
             }),
             ledger,
             cfg,
@@ -307,13 +311,15 @@ impl Gate {
         turn_age_ms: impl FnOnce() -> f64,
         now_sec: impl FnOnce() -> u64,
     ) -> Decision {
-        self.decide_ranked(tier, header, key, now_ns, idle_ns, turn_age_ms, now_sec, None::<fn(f64, f64) -> bool>)
+        self.decide_ranked(tier, header, key, now_ns, idle_ns, turn_age_ms, now_sec, None::<(fn(f64, f64) -> bool, fn())>)
     }
 
-    /// `decide`, with a backstop that ranks clients (core/defense/fair.rs): `admits(tokens, budget)`
-    /// is asked with the tier's tokens and budget before the debit, and a `false` refuses the
-    /// request as the pool would (shed while the tier is throttled, else tier-full) without
-    /// debiting anything.
+    /// `decide`, with a backstop that ranks clients (core/defense/fair.rs): `ranked = (admits,
+    /// refused)`. `admits(tokens, budget)` is asked with the tier's tokens and budget before the
+    /// debit: first as the gate's last tier-only debit left them (that debit reads them anyway), and
+    /// if that says no, as they are now (the pool may have refilled since). A `false` then refuses
+    /// the request as the pool would (shed while the tier is throttled, else tier-full) without
+    /// debiting anything, and calls `refused()`.
     #[allow(clippy::too_many_arguments)]
     pub fn decide_ranked(
         &self,
@@ -324,7 +330,7 @@ impl Gate {
         idle_ns: impl FnOnce() -> u64,
         turn_age_ms: impl FnOnce() -> f64,
         now_sec: impl FnOnce() -> u64,
-        admits: Option<impl FnOnce(f64, f64) -> bool>,
+        ranked: Option<(impl FnMut(f64, f64) -> bool, impl FnOnce())>,
     ) -> Decision {
         let (tier, source) = match (tier, header) {
             (Some(t), _) if t < self.protected.len() => (t, TierSource::Given),
@@ -359,9 +365,15 @@ impl Gate {
                 return d;
             }
         }
-        if let Some(admits) = admits {
-            let (tokens, budget, rate) = self.ledger.level(tier, now_ns);
-            if !admits(tokens, budget) {
+        if let Some((mut admits, refused)) = ranked {
+            let seen = st.levels[tier];
+            if !(seen >= 0.0 && admits(seen, self.ledger.config()[tier].capacity * scale)) {
+                let (tokens, budget, rate) = self.ledger.level(tier, now_ns);
+                st.levels[tier] = tokens;
+                if admits(tokens, budget) {
+                    return self.debit(st, d, key, now_ns);
+                }
+                refused();
                 let c = &mut st.counters[tier];
                 d.verdict = if scale < 1.0 {
                     c.shed += 1;
@@ -376,6 +388,13 @@ impl Gate {
                 return d;
             }
         }
+        self.debit(st, d, key, now_ns)
+    }
+
+    /// The debit of `decide`: the tier pool and the key's bucket, and the verdict.
+    #[inline(always)]
+    fn debit(&self, mut st: parking_lot::MutexGuard<'_, State>, mut d: Decision, key: Option<(&[u8], bool)>, now_ns: u64) -> Decision {
+        let (tier, scale) = (d.tier, d.scale);
         let mut buf = IpKeyBuf::default();
         let mut tagged = [IP_KEY_TAG; MAX_IP_KEY_LEN + 1];
         let key = match key {
@@ -388,6 +407,8 @@ impl Gate {
             _ => None,
         };
         let o = self.ledger.consume(tier, key, self.cfg.cost, now_ns);
+        // A tier-only debit's `remaining` is the pool's tokens (a keyed one's is the key's).
+        st.levels[tier] = if key.is_none() { o.remaining } else { f64::NAN };
         d.outcome = o;
         let c = &mut st.counters[tier];
         d.verdict = if o.allowed {

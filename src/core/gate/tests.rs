@@ -421,7 +421,7 @@ fn a_ranked_decision_refuses_a_heavy_client_before_the_pool_runs_dry_and_debits_
     use crate::core::net::ipkey::IpKeyConfig;
     let (g, _) = gate();
     let fair = FairShare::new(FairShareSpec::default().validate("fairShare").unwrap(), IpKeyConfig::new(32, 56).unwrap());
-    let ranked = |share: f64| g.decide_ranked(Some(1), None, None, 0, || 0, || 0.0, || 0, Some(|tokens, budget| fair.admits(share, tokens, budget)));
+    let ranked = |share: f64| g.decide_ranked(Some(1), None, None, 0, || 0, || 0.0, || 0, Some((|tokens, budget| fair.admits_share(share, tokens, budget), || fair.count_refusal())));
     let heavy: Vec<Verdict> = (0..70).map(|_| ranked(3.0).verdict).collect();
     assert_eq!(heavy.iter().filter(|&&v| v == Verdict::Admit).count(), 63, "100 down to 37");
     assert!(heavy[63..].iter().all(|&v| v == Verdict::TierFull));
