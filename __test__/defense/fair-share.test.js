@@ -18,15 +18,16 @@ const get = (port, ip) => request(port, { path: '/hello', headers: { 'x-forwarde
 
 /**
  * Waves of requests sent at once until the light client (81.1.1.17) has sent LIGHT_REQUESTS, each
- * amid a wave at least LIGHT_GAP_MS after its previous one, from the fourth wave on (the first waves'
- * addresses are all new, as light as it). `wave(w)` gives a wave's [class, address] pairs.
+ * amid a wave, on every third wave from the fourth on (the first waves' addresses are all new, as
+ * light as it) and at least LIGHT_GAP_MS after its previous one: a third of a heavy address's rate
+ * however fast the waves go, and below the pool's refill. `wave(w)` gives a wave's [class, address] pairs.
  */
 async function crawl(port, wave) {
   const out = { light: [] };
   let lastLight = -Infinity;
   for (let w = 0; w < MAX_WAVES && out.light.length < LIGHT_REQUESTS; w++) {
     const sends = wave(w);
-    if (w >= 3 && Date.now() - lastLight >= LIGHT_GAP_MS) {
+    if (w >= 3 && w % 3 === 0 && Date.now() - lastLight >= LIGHT_GAP_MS) {
       lastLight = Date.now();
       sends.splice(sends.length >> 1, 0, ['light', '81.1.1.17']);
     }

@@ -15,6 +15,10 @@
 //! first, and the pool's last tokens go to clients that have sent nothing in the window. A new
 //! address has no usage yet, so a crawler rotating over hundreds of them is light for its first
 //! requests on each; the threshold's fall is what keeps those from draining the pool.
+//!
+//! Requests are only counted while the pool is short (`TRACK_WINDOWS`): the backstop costs a
+//! comparison per request until a pool runs low, and its counts then describe the traffic that is
+//! draining it.
 use super::usage::UsageSketch;
 use crate::core::keymap::KeyHasher;
 use crate::core::ledger::{js_number, ConfigError};

@@ -319,7 +319,7 @@ impl Gate {
     /// debit: first as the gate's last tier-only debit left them (that debit reads them anyway), and
     /// if that says no, as they are now (the pool may have refilled since). A `false` then refuses
     /// the request as the pool would (shed while the tier is throttled, else tier-full) without
-    /// debiting anything, and calls `refused()`.
+    /// debiting anything, and calls `refused()`. Protected tiers are not ranked.
     #[allow(clippy::too_many_arguments)]
     pub fn decide_ranked(
         &self,
@@ -365,7 +365,9 @@ impl Gate {
                 return d;
             }
         }
-        if let Some((mut admits, refused)) = ranked {
+        // A protected tier is not ranked: the shares are of every tier's traffic, and its admission
+        // must not depend on the load other tiers offer.
+        if let Some((mut admits, refused)) = ranked.filter(|_| !self.protected[tier]) {
             let seen = st.levels[tier];
             if !(seen >= 0.0 && admits(seen, self.ledger.config()[tier].capacity * scale)) {
                 let (tokens, budget, rate) = self.ledger.level(tier, now_ns);

@@ -433,6 +433,10 @@ fn a_ranked_decision_refuses_a_heavy_client_before_the_pool_runs_dry_and_debits_
     assert_eq!(fair.refused(), 8, "the pool itself refused the last one");
     let c = g.stats().counters[1];
     assert_eq!((c.admitted, c.tier_full), (100, 9));
+    // A protected tier is not ranked: the heavy client takes its pool to the last token.
+    let ranked0 = |share: f64| g.decide_ranked(Some(0), None, None, 0, || 0, || 0.0, || 0, Some((|tokens, budget| fair.admits_share(share, tokens, budget), || fair.count_refusal())));
+    assert_eq!((0..101).filter(|_| ranked0(9.0).verdict == Verdict::Admit).count(), 100);
+    assert_eq!(fair.refused(), 8);
     // Without a backstop the same heavy client would have had the pool's last tokens.
     let (g2, _) = gate();
     assert_eq!((0..101).filter(|_| decide(&g2, Some(1), None, 0).verdict == Verdict::Admit).count(), 100);
