@@ -1,10 +1,10 @@
 //! The fair-share backstop: when a global limit (a tier's pool) runs low, it refuses the heaviest
 //! clients first instead of whoever arrives.
 //!
-//! Every request that reaches the pool is noted by its client address and its subnet (`usage.rs`:
-//! requests in the last `windowMs`, in fixed memory, keyed with the process's seeded hash: the
-//! subnet's, and the address's derived from it, `within`). A
-//! client's share is its usage divided by the fair share (the window's demand per active client);
+//! Every request that reaches the pool while it is short is counted by its client address and its
+//! subnet (`usage.rs`: requests in the last `windowMs`, in fixed memory, keyed with the process's
+//! seeded hash: the subnet's, and the address's derived from it, `within`). A client's share is
+//! its usage divided by the fair share (the window's demand per active client);
 //! a subnet's the same among subnets, so a crawler spread over a /24 is one heavy client once its
 //! addresses together are over the subnets' fair share. The request's share is the larger of the two.
 //!
@@ -16,9 +16,9 @@
 //! address has no usage yet, so a crawler rotating over hundreds of them is light for its first
 //! requests on each; the threshold's fall is what keeps those from draining the pool.
 //!
-//! Requests are only counted while the pool is short (`TRACK_WINDOWS`): the backstop costs a
-//! comparison per request until a pool runs low, and its counts then describe the traffic that is
-//! draining it.
+//! "Short" (`TRACK_WINDOWS`): below the level halfway from the reserve to full, and for two windows
+//! after. The backstop costs a comparison per request until a pool runs low, and its counts then
+//! describe the traffic that is draining it.
 use super::usage::UsageSketch;
 use crate::core::keymap::KeyHasher;
 use crate::core::ledger::{js_number, ConfigError};
@@ -120,8 +120,18 @@ impl FairShare {
     pub fn new(cfg: FairShareConfig, addr: IpKeyConfig) -> FairShare {
         let subnets = cfg.subnet.map(|_| UsageSketch::new(cfg.slots));
         let track = tracking_level(cfg.reserve);
-        FairShare { clients: UsageSketch::new(cfg.slots), subnets, cfg, addr, hasher: KeyHasher::process(), refused: AtomicU64::new(0), track, tracking_until: AtomicU64::new(0), #[cfg(test)]
-            exact: false }
+        FairShare {
+            clients: UsageSketch::new(cfg.slots),
+            subnets,
+            cfg,
+            addr,
+            hasher: KeyHasher::process(),
+            refused: AtomicU64::new(0),
+            track,
+            tracking_until: AtomicU64::new(0),
+            #[cfg(test)]
+            exact: false,
+        }
     }
 
     pub fn config(&self) -> &FairShareConfig {
