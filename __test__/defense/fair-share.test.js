@@ -107,4 +107,7 @@ test('fairShare options: types checked in JS, numbers natively, each naming the 
     assert.throws(() => gatekeeper({ tiers: TIERS, ...o }), (e) => e instanceof Ctor && e.code === code && message.test(e.message), JSON.stringify(o));
   }
   gatekeeper({ tiers: TIERS, fairShare: { reserve: 1, windowMs: 250, maxShare: 2, subnet: false, slots: 16 } });
+  // false alone asks for no defense at all.
+  assert.equal(gatekeeper({ tiers: TIERS, fairShare: false }).defense, null);
+  assert.notEqual(gatekeeper({ tiers: TIERS, fairShare: true }).defense, null);
 });

@@ -243,7 +243,8 @@ function compileFairShare(f) {
  * id; `ipPrefixes`: the gatekeeper's { v4, v6 } (what `by: 'ip'` and the ban key mask to).
  */
 function compileDefense(options, tierIds, ipPrefixes) {
-  if (!DEFENSE_OPTIONS.some((k) => options[k] !== undefined)) return null;
+  // `fairShare: false` asks for nothing.
+  if (!DEFENSE_OPTIONS.some((k) => options[k] !== undefined && !(k === 'fairShare' && options[k] === false))) return null;
   const limitsOpt = options.limits === undefined ? [] : options.limits;
   if (!Array.isArray(limitsOpt)) throw new TypeError(`gatekeeper: options.limits must be an array of limits, got ${typeName(limitsOpt)}`);
   if (limitsOpt.length > MAX_LIMITS) throw new RangeError(`gatekeeper: options.limits must list at most ${MAX_LIMITS} limits, got ${limitsOpt.length}`);
