@@ -3,7 +3,7 @@
 // process (no HTTP): `gate.admit(req, res)` in a tight loop over prebuilt requests, layer by layer:
 //
 //   bare (trusted tier header)  ->  + deny list  ->  + ban check  ->  + per-IP sliding window  ->
-//   + per-user token bucket (the full chain of issue 12)
+//   + per-user token bucket (the full chain of issue 12)  ->  + the fair-share backstop (fairShare)
 //
 // and each limit on its own, then the same policy from the peers (express-rate-limit x2 +
 // net.BlockList + a Map of bans; rate-limiter-flexible with RLWrapperBlackAndWhite and
@@ -155,6 +155,7 @@ const CONFIGS = [
   { id: 'user-only', title: 'bare + per-user token bucket alone', make: () => gate({ bans: NO_BANS, limits: [USER_LIMIT] }) },
   { id: 'deny+ban+ip', title: '+ per-IP sliding window', make: () => gate({ deny: DENY, limits: [IP_LIMIT] }) },
   { id: 'full', title: '+ per-user token bucket (full chain)', make: () => gate({ deny: DENY, limits: [IP_LIMIT, USER_LIMIT] }), full: true },
+  { id: 'full+fair', title: 'full chain + fairShare (defaults)', make: () => gate({ deny: DENY, limits: [IP_LIMIT, USER_LIMIT], fairShare: true }) },
   { id: 'erl', title: 'peer: express-rate-limit x2 + BlockList + Map', make: erlComposition, peer: true, async: true },
   { id: 'rlf', title: 'peer: rate-limiter-flexible + BlackAndWhite', make: rlfComposition, peer: true, async: true },
 ];
@@ -223,6 +224,8 @@ async function main() {
   }
   if (shed > 0) console.log(`(${shed} admits were overload sheds: the loop lagged)`);
   if (full !== undefined && bare !== undefined) console.log(`full chain / bare: ${fmt(full.map((v, i) => v / bare[i]), (v) => v.toFixed(2))}x (target <= 1.5)`);
+  const fair = ns.get('full+fair');
+  if (fair !== undefined && full !== undefined) console.log(`full chain + fairShare / full chain: ${fmt(fair.map((v, i) => v / full[i]), (v) => v.toFixed(3))}x (what the backstop adds per admit)`);
 }
 
 main().catch((err) => {

@@ -25,7 +25,7 @@
 //   the median and range over them. --crawl, --subnet, --legit, --global: multiples of the measured
 //   capacity C; --per-ip, --per-subnet: requests per 10 s. --quick: a short smoke run (~2 min).
 //   --breakdown: 1a also times the gatekeeper with one defense layer at a time (where the cost goes).
-//   The default run aims at 6 minutes or less (part 3: 5 x 3 configurations of 16 s).
+//   The default run aims at 7 minutes or less (part 3: 5 x 4 configurations of 16 s).
 const fs = require('node:fs');
 const path = require('node:path');
 const os = require('node:os');
@@ -306,8 +306,8 @@ async function partCrawl(args, out) {
   let last = [];
   for (let rep = 0; rep < runs; rep++) {
     const configs = configurations(cap, s);
-    // The reference first; before and after in alternating order.
-    const order = rep % 2 ? [configs[0], configs[2], configs[1]] : configs;
+    // The reference first; before, after and after + fair share in alternating order.
+    const order = rep % 2 ? [configs[0], configs[3], configs[2], configs[1]] : configs;
     const results = [];
     for (const cfg of order) {
       try {
@@ -317,14 +317,17 @@ async function partCrawl(args, out) {
       }
     }
     results.sort((a, b) => configs.indexOf(a.cfg) - configs.indexOf(b.cfg));
-    reps.push({ results, figures: crawlFigures(results) });
+    reps.push({ results, figures: crawlFigures(results), fair: crawlFigures(results, 'fair') });
     last = results;
     if (runs > 1) console.log(`  repetition ${rep + 1}/${runs} done (load average ${os.loadavg()[0].toFixed(1)})`);
   }
   console.log(`\nThe ${runs > 1 ? 'last repetition' : 'run'}:`);
   printCrawlTable(last);
-  console.log(`\nTargets${runs > 1 ? ` (median [range] over ${runs} repetitions; PASS when the median meets it)` : ''}:`);
+  const over = runs > 1 ? ` (median [range] over ${runs} repetitions; PASS when the median meets it)` : '';
+  console.log(`\nTargets, after${over}:`);
   const targets = printCrawlTargets(reps.map((r) => r.figures));
+  console.log(`\nTargets, after + fair share${over}:`);
+  const fairTargets = printCrawlTargets(reps.map((r) => r.fair));
   if (last.length) {
     const svg = timelineSvg(
       last.map((r) => ({
@@ -348,8 +351,10 @@ async function partCrawl(args, out) {
     workIters,
     scenario: s,
     targets,
+    fairTargets,
     repetitions: reps.map((rp) => ({
       figures: rp.figures,
+      fairFigures: rp.fair,
       results: rp.results.map((r) => ({ config: r.cfg.id, title: r.cfg.title, options: r.cfg.options, users: r.users, figures: r.figures, lag: r.lag, stats: r.stats, timeline: r.load.timeline })),
     })),
   };

@@ -37,7 +37,11 @@ const options: GatekeeperOptions = {
   onBan: (e: BanEvent) => void e.ban.target.length,
   rateLimitHeaders: 'draft-7',
   onReject: (info) => void (info.limitName ?? info.verdict),
+  fairShare: { reserve: 0.5, windowMs: 1000, maxShare: 4, subnet: { v4: 24, v6: 48 }, slots: 4096 },
 };
+const fairDefaults: GatekeeperOptions = { fairShare: true };
+const fairNoSubnet: GatekeeperOptions = { fairShare: { subnet: false } };
+void [fairDefaults, fairNoSubnet];
 
 const mw = gatekeeper(options);
 const d: Defense | null = mw.defense;
@@ -51,6 +55,8 @@ if (d !== null) {
   d.setLists({ deny: ['192.0.2.0/24'] });
   const lists: { allow: string[]; deny: string[] } = d.lists();
   const s: DefenseStats = d.stats();
+  const fairRefused: number = s.fairShareRefused;
+  void fairRefused;
   void [lists.deny.length, s.bans, d.clientKey('2001:db8::1'), d.policies[0].quota];
 }
 const channel: 'tiergate:ban' = BAN_CHANNEL;

@@ -36,10 +36,10 @@ function printCrawlTable(results, out = console.log) {
   out(' served/s: 2xx answers to requests scheduled in the first 10 s of the crawl, and from then to the end)');
 }
 
-/** The target figures of one repetition (null where a configuration is missing). */
-function crawlFigures(results) {
+/** The target figures of one repetition for configuration `afterId` (null where one is missing). */
+function crawlFigures(results, afterId = 'after') {
   const by = (id) => results.find((r) => r.cfg.id === id);
-  const [base, before, after] = ['baseline', 'before', 'after'].map(by);
+  const [base, before, after] = ['baseline', 'before', afterId].map(by);
   if (!before || !after) return null;
   const crawler = (r, w) => r.figures.rotating[w].perSec + r.figures.subnet[w].perSec;
   const A = after.figures;

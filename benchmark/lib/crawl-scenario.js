@@ -10,7 +10,9 @@
 // - `before`: a global limit only (the one tier's pool: `global` x C req/s), legitimate users and
 //   both crawlers;
 // - `after`: the same global limit, plus per-IP and per-/24 limits (exact sliding windows) and the
-//   ban rule "3 rate-limit refusals within 1 minute ban for 5 minutes".
+//   ban rule "3 rate-limit refusals within 1 minute ban for 5 minutes";
+// - `fair`: `after` with the fair-share backstop (`fairShare: true`, its defaults): while the global
+//   limit runs low, the heaviest clients (and /24s) are refused first.
 // Shedding is off in all three, so the only difference between before and after is the defense.
 const http = require('node:http');
 const { startServer, lagPerBucket } = require('./scenario');
@@ -62,6 +64,7 @@ function configurations(cap, s) {
     { id: 'baseline', title: 'no crawler (per-IP + per-/24 limits + bans)', options: layered(cap, s), crawler: false },
     { id: 'before', title: `before: global limit only (${Math.round(s.global * cap)} req/s)`, options: globalLimit(cap, s), crawler: true },
     { id: 'after', title: 'after: global + per-IP + per-/24 limits + bans', options: layered(cap, s), crawler: true },
+    { id: 'fair', title: 'after + fair share (fairShare: true)', options: { ...layered(cap, s), fairShare: true }, crawler: true },
   ];
 }
 

@@ -142,6 +142,24 @@ export interface DefenseOptions {
   onBan?: (event: BanEvent) => void;
   /** Allow-listed and skipped requests also bypass the tier pool and overload shedding. Default false. */
   exemptSkipsShedding?: boolean;
+  /**
+   * The fair-share backstop: when the tier pool (the global limit) runs below its reserve, the
+   * heaviest clients are refused first (503, as the pool answers). true: the defaults. Default off.
+   */
+  fairShare?: boolean | FairShareOptions;
+}
+
+export interface FairShareOptions {
+  /** The share of the pool's budget below which clients are ranked, 0 < reserve <= 1. Default 0.5. */
+  reserve?: number;
+  /** The window usage is counted over. Default 1000. */
+  windowMs?: number;
+  /** Fair shares admitted at the top of the reserve (falling to 0 at an empty pool). Default 4. */
+  maxShare?: number;
+  /** Prefix lengths of a subnet counted as one client, or false. Default { v4: 24, v6: 48 }. */
+  subnet?: { v4: number; v6: number } | false;
+  /** Cells per row of each usage sketch (a power of two, 16..1048576). Default 4096. */
+  slots?: number;
 }
 
 export interface Bans {
@@ -169,6 +187,8 @@ export interface DefenseStats {
   /** Per cluster limit (`cluster: true`): the requests the cluster refused (429). */
   clusterLimits: Array<{ name: string; refused: number }>;
   shaperWaiting: number;
+  /** Requests the fair-share backstop refused (0 when it is off). */
+  fairShareRefused: number;
 }
 
 /** `gate.defense`: the operator's side of the abuse defense. */

@@ -126,6 +126,7 @@ class Defense {
         challengeAfter: c === null ? undefined : c.afterStrikes,
         ipv4Prefix: o.ipPrefixes.v4,
         ipv6Prefix: o.ipPrefixes.v6,
+        fairShare: o.fairShare ?? undefined,
       });
     } catch (err) {
       if (err && err.code === 'InvalidArg') throw new RangeError(`gatekeeper: options.${err.message}`);

@@ -1,19 +1,20 @@
 'use strict';
-// The abuse-defense options of gatekeeper(): `limits`, `allow`, `deny`, `bans`, `challenge`, `skip`.
+// The abuse-defense options of gatekeeper(): `limits`, `allow`, `deny`, `bans`, `challenge`, `skip`,
+// `fairShare`.
 // Shapes and types are checked here; the numbers of limits and ban rules are checked natively
 // (src/core/limit/spec.rs, src/core/defense/rules.rs: NaN, negatives, Infinity, fractions), with
 // messages that name the option the same way (`limits[0].windowMs`). Defaults come from the native
-// side (`defenseConstants().banDefaults`), declared once.
+// side (`defenseConstants().banDefaults`, `fairShareDefaults`), declared once.
 const native = require('../native');
 const { typeName, isObject, onlyKnown, finite, optionalFn, boolean } = require('../options');
 const { compileScope, compileMethods } = require('../adapters/route-rules');
 const { compileBy } = require('./keys');
 const { secretBuffer } = require('../gatekeeper/tier-header');
 
-const { banDefaults: BAN_DEFAULTS, algorithms: ALGORITHMS, strikeKinds: STRIKE_KINDS, maxLimits: MAX_LIMITS } = native.defenseConstants();
+const { banDefaults: BAN_DEFAULTS, fairShareDefaults: FAIR_DEFAULTS, algorithms: ALGORITHMS, strikeKinds: STRIKE_KINDS, maxLimits: MAX_LIMITS } = native.defenseConstants();
 
 /** The gatekeeper options this file reads. */
-const DEFENSE_OPTIONS = ['limits', 'allow', 'deny', 'bans', 'challenge', 'skip', 'onBan', 'exemptSkipsShedding'];
+const DEFENSE_OPTIONS = ['limits', 'allow', 'deny', 'bans', 'challenge', 'skip', 'onBan', 'exemptSkipsShedding', 'fairShare'];
 
 const LIMIT_FIELDS = new Set(['name', 'algorithm', 'limit', 'windowMs', 'burst', 'maxDelayMs', 'maxKeys', 'by', 'routes', 'methods', 'tiers', 'cost', 'maxQueued', 'cluster']);
 /** What a cluster-wide limit takes from the gatekeeper: where it applies and what it counts; its numbers are the cluster's. */
@@ -21,6 +22,7 @@ const NUMBER_FIELDS = ['algorithm', 'limit', 'windowMs', 'burst', 'maxDelayMs', 
 const BAN_FIELDS = new Set(['rules', 'escalation', 'maxBans', 'maxTracked', 'probeStatuses']);
 const RULE_FIELDS = new Set(['name', 'on', 'threshold', 'windowMs', 'banMs']);
 const ESCALATION_FIELDS = new Set(['factor', 'maxBanMs', 'memoryMs', 'permanentAfter', 'jitter']);
+const FAIR_FIELDS = new Set(['reserve', 'windowMs', 'maxShare', 'subnet', 'slots']);
 const CHALLENGE_FIELDS = new Set(['secret', 'afterStrikes', 'ttlSec', 'header', 'cookie', 'respond']);
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 const COOKIE_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
@@ -211,11 +213,38 @@ function compileChallenge(c) {
 }
 
 /**
+ * `fairShare`: true or { reserve?, windowMs?, maxShare?, subnet?, slots? } (the fair-share backstop,
+ * src/core/defense/fair.rs), or null when absent or false. Types here; numbers natively.
+ */
+function compileFairShare(f) {
+  const at = 'gatekeeper: options.fairShare';
+  if (f === undefined || f === false) return null;
+  if (f === true) f = {};
+  if (!isObject(f)) throw new TypeError(`${at} must be true, false or an object { reserve?, windowMs?, maxShare?, subnet?, slots? }, got ${typeName(f)}`);
+  onlyKnown(f, FAIR_FIELDS, at);
+  const o = {};
+  for (const k of ['reserve', 'windowMs', 'maxShare', 'slots']) {
+    const v = f[k] === undefined ? FAIR_DEFAULTS[k] : f[k];
+    if (typeof v !== 'number') throw new TypeError(`${at}.${k} must be a number, got ${typeName(v)}`);
+    o[k] = v;
+  }
+  const subnet = f.subnet === undefined ? FAIR_DEFAULTS.subnet : f.subnet;
+  if (subnet !== false) {
+    if (!isObject(subnet)) throw new TypeError(`${at}.subnet must be { v4, v6 } (prefix lengths) or false, got ${typeName(subnet)}`);
+    onlyKnown(subnet, new Set(['v4', 'v6']), `${at}.subnet`);
+    o.subnetV4 = finite(subnet.v4, `${at}.subnet.v4`, { max: 32, integer: true });
+    o.subnetV6 = finite(subnet.v6, `${at}.subnet.v6`, { max: 128, integer: true });
+  }
+  return o;
+}
+
+/**
  * The defense part of gatekeeper options, or null when none of them is given. `tierIds`: name ->
  * id; `ipPrefixes`: the gatekeeper's { v4, v6 } (what `by: 'ip'` and the ban key mask to).
  */
 function compileDefense(options, tierIds, ipPrefixes) {
-  if (!DEFENSE_OPTIONS.some((k) => options[k] !== undefined)) return null;
+  // `fairShare: false` asks for nothing.
+  if (!DEFENSE_OPTIONS.some((k) => options[k] !== undefined && !(k === 'fairShare' && options[k] === false))) return null;
   const limitsOpt = options.limits === undefined ? [] : options.limits;
   if (!Array.isArray(limitsOpt)) throw new TypeError(`gatekeeper: options.limits must be an array of limits, got ${typeName(limitsOpt)}`);
   if (limitsOpt.length > MAX_LIMITS) throw new RangeError(`gatekeeper: options.limits must list at most ${MAX_LIMITS} limits, got ${limitsOpt.length}`);
@@ -243,8 +272,9 @@ function compileDefense(options, tierIds, ipPrefixes) {
     skip: optionalFn(options.skip, 'gatekeeper: options.skip'),
     onBan: optionalFn(options.onBan, 'gatekeeper: options.onBan'),
     exemptSkipsShedding: options.exemptSkipsShedding === undefined ? false : boolean(options.exemptSkipsShedding, 'gatekeeper: options.exemptSkipsShedding'),
+    fairShare: compileFairShare(options.fairShare),
     ipPrefixes,
   };
 }
 
-module.exports = { compileDefense, DEFENSE_OPTIONS, DEFAULT_PROBE_STATUSES, BAN_DEFAULTS };
+module.exports = { compileDefense, DEFENSE_OPTIONS, DEFAULT_PROBE_STATUSES, BAN_DEFAULTS, FAIR_DEFAULTS };

@@ -16,8 +16,8 @@
 //! an operator writes in `bans.add('203.0.113.7')`.
 use crate::core::clock::{Clock, MonotonicClock};
 use crate::core::defense::{
-    rng, AccessLists, Ban, BanEvent, BanRecord, BanSource, BanSpec, BanTable, BanTarget, Cidr, Defense, EscalationSpec, Outcome, PassError,
-    PassSigner, Request, StrikeKind, StrikeRuleSpec, Verdict, MAX_PASS_LEN,
+    rng, AccessLists, Ban, BanEvent, BanRecord, BanSource, BanSpec, BanTable, BanTarget, Cidr, Defense, EscalationSpec, FairShare, FairShareSpec, Outcome,
+    PassError, PassSigner, Request, StrikeKind, StrikeRuleSpec, Verdict, MAX_PASS_LEN,
 };
 use crate::core::gate::IP_KEY_TAG;
 use crate::core::limit::{AlgorithmKind, LimitSet, LimitSpec, MAX_LIMITS, NEVER};
@@ -31,6 +31,7 @@ use napi::sys;
 use napi_derive::napi;
 use parking_lot::{Mutex, RwLock};
 use std::cell::UnsafeCell;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -108,6 +109,18 @@ pub struct BanOptions {
     pub max_tracked: f64,
 }
 
+/// `fairShare` (lib/defense fills in the defaults, `defenseConstants().fairShareDefaults`).
+#[napi(object)]
+pub struct FairShareOptions {
+    pub reserve: f64,
+    pub window_ms: f64,
+    pub max_share: f64,
+    /// The subnet's prefixes; absent: addresses only.
+    pub subnet_v4: Option<u32>,
+    pub subnet_v6: Option<u32>,
+    pub slots: f64,
+}
+
 #[napi(object)]
 pub struct DefenseOptions {
     pub limits: Vec<LimitOptions>,
@@ -121,6 +134,8 @@ pub struct DefenseOptions {
     /// The ban key's prefixes (the gatekeeper's `ipv4Prefix` / `ipv6Prefix`).
     pub ipv4_prefix: u32,
     pub ipv6_prefix: u32,
+    /// The fair-share backstop in front of the tier pool; absent: off.
+    pub fair_share: Option<FairShareOptions>,
 }
 
 /// A ban as JS sees it: times in Unix milliseconds.
@@ -174,6 +189,8 @@ pub struct DefenseStats {
     pub evicted: f64,
     pub refused: f64,
     pub limits: Vec<LimitStats>,
+    /// Requests the fair-share backstop refused (0 when it is off).
+    pub fair_share_refused: f64,
 }
 
 struct Lists {
@@ -192,6 +209,7 @@ struct Shared {
     ban_ip: IpKeyConfig,
     /// Ban events the hot path produced, for `takeEvents()`.
     pending: Mutex<Vec<BanEvent>>,
+    fair: Option<FairShare>,
 }
 
 /// What the raw callback carries: the shared state and this thread's reusable buffers.
@@ -335,7 +353,19 @@ impl DefenseHandle {
         let by_prefix: Vec<Option<(u8, u8)>> = ip_cfgs.iter().map(|c: &IpKeyConfig| Some((c.ipv4_prefix, c.ipv6_prefix))).collect();
         let defense = defense.with_prefix_strikes(&by_prefix, (ban_ip.ipv4_prefix, ban_ip.ipv6_prefix));
         let lists = lists(o.allow, o.deny)?;
-        let shared = Arc::new(Shared { defense, lists: RwLock::new(Arc::new(lists)), signer, ip_cfgs, ban_ip, pending: Mutex::new(Vec::new()) });
+        let fair = match &o.fair_share {
+            None => None,
+            Some(f) => {
+                let subnet = match (f.subnet_v4, f.subnet_v6) {
+                    (Some(a), Some(b)) => Some((a, b)),
+                    (None, None) => None,
+                    _ => return Err(invalid("fairShare.subnet needs both prefixes")),
+                };
+                let spec = FairShareSpec { reserve: f.reserve, window_ms: f.window_ms, max_share: f.max_share, subnet, slots: f.slots };
+                Some(FairShare::new(spec.validate("fairShare").map_err(|e| invalid(e.0))?, ban_ip))
+            }
+        };
+        let shared = Arc::new(Shared { defense, lists: RwLock::new(Arc::new(lists)), signer, ip_cfgs, ban_ip, pending: Mutex::new(Vec::new()), fair });
         Ok(DefenseHandle { shared, bound: Mutex::new(None) })
     }
 
@@ -543,6 +573,7 @@ impl DefenseHandle {
             evicted: s.evicted as f64,
             refused: s.refused as f64,
             limits: (0..l.len()).map(|i| LimitStats { name: l.name(i).to_string(), keys: l.limit(i).len() as u32, max_keys: l.limit(i).max_keys() as u32 }).collect(),
+            fair_share_refused: self.shared.fair.as_ref().map_or(0.0, |f| f.refused() as f64),
         }
     }
 }
@@ -590,6 +621,18 @@ pub fn defense_constants(env: Env) -> Result<Object<'static>> {
     bans.set("escalation", freeze(esc)?)?;
     bans.set("maxBans", d.max_bans)?;
     bans.set("maxTracked", d.max_tracked)?;
+    let f = FairShareSpec::default();
+    let mut fair = Object::new(&env)?;
+    fair.set("reserve", f.reserve)?;
+    fair.set("windowMs", f.window_ms)?;
+    fair.set("maxShare", f.max_share)?;
+    if let Some((v4, v6)) = f.subnet {
+        let mut sub = Object::new(&env)?;
+        sub.set("v4", v4)?;
+        sub.set("v6", v6)?;
+        fair.set("subnet", freeze(sub)?)?;
+    }
+    fair.set("slots", f.slots)?;
     let mut flags = Object::new(&env)?;
     flags.set("SKIP", FLAG_SKIP)?;
     flags.set("EXEMPT_ENDS", FLAG_EXEMPT_ENDS)?;
@@ -606,6 +649,7 @@ pub fn defense_constants(env: Env) -> Result<Object<'static>> {
     o.set("args", ARGS as u32)?;
     o.set("flags", freeze(flags)?)?;
     o.set("banDefaults", freeze(bans)?)?;
+    o.set("fairShareDefaults", freeze(fair)?)?;
     freeze(o)
 }
 
@@ -646,7 +690,7 @@ raw::guarded!(defend = "Defense.defend" => defend_unguarded);
 unsafe fn defend_unguarded(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
     let (argv, argc, data) = raw::args::<{ ARGS + MAX_LIMITS }>(env, info);
     match defend_args(env, &*(data as *const Bound), &argv, argc, gate_now_ns()) {
-        Some((v, _)) => raw::int32(env, v as i32),
+        Some((v, _, _)) => raw::int32(env, v as i32),
         None => std::ptr::null_mut(),
     }
 }
@@ -659,7 +703,7 @@ unsafe fn defend_and_decide_unguarded(env: sys::napi_env, info: sys::napi_callba
     let both = &*(data as *const Both);
     // One clock reading for both (the gate's clock, the one the limits and bans run on too).
     let now_ns = gate_now_ns();
-    let Some((v, flags)) = defend_args(env, &both.defense, &argv[GATE_ARGS..], argc.saturating_sub(GATE_ARGS), now_ns) else {
+    let Some((v, flags, ip)) = defend_args(env, &both.defense, &argv[GATE_ARGS..], argc.saturating_sub(GATE_ARGS), now_ns) else {
         return std::ptr::null_mut();
     };
     let out = &*both.defense.out.get();
@@ -671,16 +715,18 @@ unsafe fn defend_and_decide_unguarded(env: sys::napi_env, info: sys::napi_callba
     if !go {
         return raw::int32(env, v as i32);
     }
-    match decide_args(env, &both.gate, &argv[..GATE_ARGS], GATE_ARGS, now_ns) {
+    // The fair-share backstop ranks what reaches the pool: requests the defense let on.
+    let ranked = both.defense.shared.fair.as_ref().filter(|_| v == Verdict::Pass).map(|f| (f, ip));
+    match decide_args(env, &both.gate, &argv[..GATE_ARGS], GATE_ARGS, now_ns, ranked) {
         Some(g) => raw::int32(env, v as i32 | ((g + 1) << 4)),
         None => std::ptr::null_mut(),
     }
 }
 
-/// `defend`'s work on its arguments `argv[..argc]`: the verdict and the flags, or `None` with an
-/// exception pending.
+/// `defend`'s work on its arguments `argv[..argc]`: the verdict, the flags and the client address,
+/// or `None` with an exception pending.
 #[inline(always)]
-unsafe fn defend_args(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value], argc: usize, now_ns: u64) -> Option<(Verdict, i32)> {
+unsafe fn defend_args(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value], argc: usize, now_ns: u64) -> Option<(Verdict, i32, Option<IpAddr>)> {
     let s = &*bound.shared;
     let n = s.defense.limits().len();
     if argc < ARGS + n {
@@ -804,7 +850,7 @@ unsafe fn defend_args(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value
         }
     }
     let (cost, per_limit) = if ncosts == 1 { (costs[0], &costs[..0]) } else { (1, &costs[..n]) };
-    let req = Request { ip, skip: flags & FLAG_SKIP != 0, ban_key, limit_keys: &keys[..n], cost, costs: per_limit };
+    let req = Request { ip, skip: flags & FLAG_SKIP != 0, ban_key, limit_keys: &keys[..n], cost, costs: per_limit, passed: out[R::Pass as usize] == 1.0 };
     let verdict = {
         let lists = s.lists.read();
         s.defense.decide(&lists.access, &req, now_ns, &mut sc.outcome, &mut sc.events)
@@ -841,5 +887,5 @@ unsafe fn defend_args(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value
     } else {
         out[R::Events as usize] = 0.0;
     }
-    Some((verdict, flags))
+    Some((verdict, flags, ip))
 }

@@ -6,6 +6,7 @@
 //! the shed controller when due, debits the ledger, writes the details into a Float64Array (`result`)
 //! and returns the verdict as a small integer. One crossing into Rust per request.
 use crate::core::clock::{Clock, MonotonicClock};
+use crate::core::defense::FairShare;
 use crate::core::gate::{check_cost, Decision, Gate, GateConfig, OptionValue, ShedOptions, TierSource, Verdict, MAX_HEADER_LEN, SHED_OPTIONS};
 use crate::core::health::{HealthSample, LoopHealth};
 use crate::core::net::ipkey::IpKeyConfig;
@@ -20,6 +21,7 @@ use napi::bindgen_prelude::*;
 use napi::{sys, JsValue};
 use napi_derive::napi;
 use std::cell::UnsafeCell;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -485,7 +487,7 @@ raw::guarded!(decide = "Gate.decide" => decide_unguarded);
 #[inline(always)]
 unsafe fn decide_unguarded(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
     let (argv, argc, data) = raw::args::<3>(env, info);
-    match decide_args(env, &*(data as *const Bound), &argv, argc, gate_now_ns()) {
+    match decide_args(env, &*(data as *const Bound), &argv, argc, gate_now_ns(), None) {
         Some(v) => raw::int32(env, v),
         None => std::ptr::null_mut(),
     }
@@ -493,9 +495,9 @@ unsafe fn decide_unguarded(env: sys::napi_env, info: sys::napi_callback_info) ->
 
 /// `decide`'s work on its arguments `argv[..argc]` (at least 3 slots) at `now_ns` (the gate's clock,
 /// `gate_now_ns`, read by the caller: the defense's call shares its reading): the verdict, or `None`
-/// with an exception pending.
+/// with an exception pending. `ranked`: the fair-share backstop and the request's client address.
 #[inline(always)]
-pub(crate) unsafe fn decide_args(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value], argc: usize, now_ns: u64) -> Option<i32> {
+pub(crate) unsafe fn decide_args(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value], argc: usize, now_ns: u64, ranked: Option<(&FairShare, Option<IpAddr>)>) -> Option<i32> {
     let gate = &bound.gate;
     let sel = match raw::get_f64(env, argv[0]) {
         Some(n) if argc >= 1 && (0.0..65536.0).contains(&n) && n.fract() == 0.0 => n as i32,
@@ -531,7 +533,11 @@ pub(crate) unsafe fn decide_args(env: sys::napi_env, bound: &Bound, argv: &[sys:
     } else {
         None
     };
-    let d = gate.decide(tier, header, key, now_ns, || idle_ns(bound.loop_), current_turn_age_ms, unix_now_sec);
+    let ranked = ranked.map(|(fair, ip)| {
+        let mut share = None;
+        (move |tokens, budget| fair.admits(ip, now_ns, tokens, budget, &mut share), move || fair.count_refusal())
+    });
+    let d = gate.decide_ranked(tier, header, key, now_ns, || idle_ns(bound.loop_), current_turn_age_ms, unix_now_sec, ranked);
     write_result(&mut *bound.out.get(), &d);
     Some(d.verdict as i32)
 }

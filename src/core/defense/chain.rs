@@ -3,10 +3,13 @@
 //! 1. allow list, or the user's `skip`: exempt, nothing below is looked at (not even the deny list);
 //! 2. deny list: refused (403);
 //! 3. ban table, by the request's ban key or a CIDR ban on its address: refused (403);
-//! 3½. the challenge step-up, when configured (`with_challenge`): a ban key with at least that many
-//!    live strikes (under every rule together) is answered with the application's challenge instead
-//!    of being served. A valid pass (`honour_pass`, checked by the binding before deciding) has cleared
-//!    its strikes, so it goes on;
+//! 3½. the challenge step-up, when configured (`with_challenge`): a client whose ban key, or one of
+//!    the prefixes it belongs to that prefix limits strike (step 4), has at least that many live
+//!    strikes (under every rule together) is answered with the application's challenge instead of
+//!    being served: the challenge comes before a rule's ban, a CIDR ban of the client's /24 included.
+//!    A request with a valid pass (`honour_pass`, checked by the binding before deciding: it has
+//!    cleared the ban key's strikes; `Request::passed`) goes on, and its refusals strike nothing: one
+//!    solved challenge clears no prefix's strikes for the other clients in it;
 //! 4. every named limit that applies, all or nothing: refused (429), which counts a strike against
 //!    what the refusing limit counts by (enough of them ban it: `rules.rs`): the ban key, or, for a
 //!    limit over a wider address prefix than the ban key's (`with_prefix_strikes`), that prefix, banned
@@ -67,6 +70,8 @@ pub struct Request<'a> {
     pub cost: u32,
     /// One cost per limit (`limit_keys.len()` of them); empty: `cost` for every limit.
     pub costs: &'a [u32],
+    /// The request carried a valid challenge pass for its ban key.
+    pub passed: bool,
 }
 
 /// A decision's details, reused across calls.
@@ -90,11 +95,13 @@ pub struct Defense {
     /// Per limit, the (IPv4, IPv6) prefix lengths whose prefix a refusal strikes; empty, or `None` for
     /// a limit: the ban key.
     strike_prefixes: Vec<Option<(u8, u8)>>,
+    /// The distinct (IPv4, IPv6) lengths of `strike_prefixes`, whose strikes the challenge reads too.
+    challenge_prefixes: Vec<(u8, u8)>,
 }
 
 impl Defense {
     pub fn new(limits: LimitSet, bans: BanTable) -> Defense {
-        Defense { limits, bans, challenge_after: None, strike_prefixes: Vec::new() }
+        Defense { limits, bans, challenge_after: None, strike_prefixes: Vec::new(), challenge_prefixes: Vec::new() }
     }
 
     /// Per limit (in order), the (IPv4, IPv6) prefix lengths of the address prefix its refusals strike
@@ -103,7 +110,23 @@ impl Defense {
     pub fn with_prefix_strikes(mut self, prefixes: &[Option<(u8, u8)>], ban_prefixes: (u8, u8)) -> Defense {
         let wider = |len: u8, ban: u8| if len < ban { len } else { BAN_KEY };
         self.strike_prefixes = prefixes.iter().map(|p| p.map(|(v4, v6)| (wider(v4, ban_prefixes.0), wider(v6, ban_prefixes.1)))).collect();
+        self.challenge_prefixes = self.strike_prefixes.iter().flatten().copied().filter(|&(v4, v6)| v4 != BAN_KEY || v6 != BAN_KEY).collect();
+        self.challenge_prefixes.sort_unstable();
+        self.challenge_prefixes.dedup();
         self
+    }
+
+    /// Whether the client has `after` live strikes by its ban key or by a prefix it is in.
+    fn suspicious(&self, req: &Request, after: usize, now_ns: u64) -> bool {
+        if !req.ban_key.is_empty() && self.bans.live_strikes(req.ban_key, now_ns) >= after {
+            return true;
+        }
+        let Some(ip) = req.ip else { return false };
+        let addr = Addr::of(ip);
+        self.challenge_prefixes.iter().any(|&(v4, v6)| {
+            let len = if addr.v6 { v6 } else { v4 };
+            len != BAN_KEY && self.bans.live_strikes(&Cidr::around(addr, len, len).strike_key(), now_ns) >= after
+        })
     }
 
     /// The prefix a refusal by limit `refused_by` strikes, when it is wider than the ban key's.
@@ -158,7 +181,7 @@ impl Defense {
             return Verdict::Banned;
         }
         if let Some(after) = self.challenge_after {
-            if !req.ban_key.is_empty() && self.bans.live_strikes(req.ban_key, now_ns) >= after {
+            if !req.passed && self.suspicious(req, after, now_ns) {
                 return Verdict::Challenged;
             }
         }
@@ -167,7 +190,9 @@ impl Defense {
             return Verdict::Pass;
         }
         if let Some(cidr) = self.strike_cidr(out.limits.refused_by, req.ip) {
-            self.bans.record_cidr(cidr, StrikeKind::RateLimited, now_ns, events);
+            if !req.passed {
+                self.bans.record_cidr(cidr, StrikeKind::RateLimited, now_ns, events);
+            }
         } else if !req.ban_key.is_empty() {
             self.bans.record(req.ban_key, StrikeKind::RateLimited, now_ns, events);
         }
@@ -209,7 +234,7 @@ mod tests {
     }
 
     fn req<'a>(ip: &str, keys: &'a [Option<&'a [u8]>]) -> Request<'a> {
-        Request { ip: Some(ip.parse().unwrap()), skip: false, ban_key: keys[0].unwrap_or_default(), limit_keys: keys, cost: 1, costs: &[] }
+        Request { ip: Some(ip.parse().unwrap()), skip: false, ban_key: keys[0].unwrap_or_default(), limit_keys: keys, cost: 1, costs: &[], passed: false }
     }
 
     #[test]
@@ -357,6 +382,45 @@ mod tests {
         // The per-IP limit (same prefixes as the ban key) strikes the ban key in both families.
         assert_eq!(d.strike_cidr(Some(0), Some("2001:db8:1:2::9".parse().unwrap())), None);
         assert_eq!(d.strike_cidr(Some(0), Some("198.51.100.1".parse().unwrap())), None);
+    }
+
+    /// With a challenge, a /24 whose limit refuses is challenged before the rule bans it: its strikes
+    /// count for the challenge as its addresses' own do. A client with a valid pass goes on (the /24
+    /// limit still refuses it) and its refusals strike nothing.
+    #[test]
+    fn a_prefix_with_strikes_is_challenged_before_it_is_banned() {
+        let mut per_ip = LimitSpec::new("per-ip", AlgorithmKind::FixedWindow, 2.0, 1000.0);
+        per_ip.max_keys = Some(1000.0);
+        let per_24 = LimitSpec::new("per-24", AlgorithmKind::FixedWindow, 4.0, 1000.0);
+        let mut b = BanSpec::default();
+        b.escalation.jitter = 0.0;
+        let d = Defense::new(LimitSet::new(&[per_ip, per_24]).unwrap(), BanTable::new(b.validate("bans").unwrap(), 1))
+            .with_prefix_strikes(&[Some((32, 56)), Some((24, 48))], (32, 56))
+            .with_challenge(2);
+        let lists = AccessLists::default();
+        let (mut out, mut ev) = (Outcome::default(), Vec::new());
+        use Verdict::*;
+        let mut verdicts = Vec::new();
+        for host in 1..=10u8 {
+            let ip = format!("198.51.100.{host}");
+            let keys = [Some(ip.as_bytes()), Some(&b"198.51.100.0/24"[..])];
+            verdicts.push(d.decide(&lists, &req(&ip, &keys), u64::from(host) * 1000, &mut out, &mut ev));
+        }
+        assert_eq!(verdicts, vec![Pass, Pass, Pass, Pass, RateLimited, RateLimited, Challenged, Challenged, Challenged, Challenged]);
+        let cidr = Cidr::parse("198.51.100.0/24").unwrap();
+        assert_eq!((ev.len(), d.bans().live_strikes(&cidr.strike_key(), 0)), (0, 2), "challenged, not banned");
+        // A client of the /24 with a valid pass: refused by the /24 limit, never challenged, no strike.
+        let keys = [Some(&b"198.51.100.77"[..]), Some(&b"198.51.100.0/24"[..])];
+        let passed = Request { passed: true, ..req("198.51.100.77", &keys) };
+        for _ in 0..5 {
+            assert_eq!(d.decide(&lists, &passed, 20_000, &mut out, &mut ev), RateLimited);
+        }
+        assert_eq!((ev.len(), d.bans().live_strikes(&cidr.strike_key(), 0)), (0, 2));
+        // Another /24 and IPv6 clients are not challenged by this one's strikes.
+        let k = [Some(&b"198.51.101.1"[..]), Some(&b"198.51.101.0/24"[..])];
+        assert_eq!(d.decide(&lists, &req("198.51.101.1", &k), 30_000, &mut out, &mut ev), Pass);
+        let k6 = [Some(&b"2001:db8::1"[..]), Some(&b"2001:db8::/48"[..])];
+        assert_eq!(d.decide(&lists, &req("2001:db8::1", &k6), 30_000, &mut out, &mut ev), Pass);
     }
 
     /// Every request from a new address, each hitting its limit and earning a ban: the limit's keys,

@@ -9,10 +9,13 @@
 //! - `ban.rs`: a ban, the events reported, the counters; `table.rs`: the ban table;
 //! - `persist.rs`: export and import as records with Unix-millisecond times;
 //! - challenge passes (HMAC-SHA256, bound to the key, expiring) live with the tier tokens, in `token/pass.rs`;
-//! - `rng.rs`: the seeded generator behind the jitter.
+//! - `rng.rs`: the seeded generator behind the jitter;
+//! - `usage.rs`: requests per client in a window, in fixed memory; `fair.rs`: the fair-share backstop
+//!   that refuses the heaviest clients first when the global limit runs low.
 mod ban;
 mod chain;
 mod cidr;
+mod fair;
 mod lists;
 mod persist;
 pub mod rng;
@@ -20,12 +23,14 @@ mod rules;
 mod strikes;
 mod table;
 mod trie;
+mod usage;
 #[cfg(test)]
 mod tests;
 
 pub use ban::{Ban, BanEvent, BanEventKind, BanHit, BanSource, BanStats, BanTarget};
 pub use chain::{Defense, Outcome, Request, Verdict};
 pub use cidr::{Addr, Cidr, CidrError};
+pub use fair::{FairShare, FairShareConfig, FairShareSpec};
 pub use lists::{Access, AccessLists};
 pub use crate::core::token::pass::{PassError, PassSigner, MAX_PASS_LEN, MIN_SECRET_LEN};
 pub use persist::{BanRecord, ImportReport};

@@ -142,6 +142,9 @@ struct State {
     /// As of the last update or decision (stats).
     now_ns: u64,
     counters: Vec<TierCounters>,
+    /// Per tier, its tokens as this gate's last tier-only debit left them (NaN: not known), for the
+    /// ranked decision.
+    levels: Vec<f64>,
 }
 
 pub struct Gate {
@@ -198,6 +201,7 @@ impl Gate {
                 capacity: CapacityBudget::new(cfg.shed.target_elu, next_rank),
                 now_ns: 0,
                 counters: vec![TierCounters::default(); n],
+                levels: vec![f64::NAN; n],
             }),
             ledger,
             cfg,
@@ -317,6 +321,27 @@ impl Gate {
         turn_age_ms: impl FnOnce() -> f64,
         now_sec: impl FnOnce() -> u64,
     ) -> Decision {
+        self.decide_ranked(tier, header, key, now_ns, idle_ns, turn_age_ms, now_sec, None::<(fn(f64, f64) -> bool, fn())>)
+    }
+
+    /// `decide`, with a backstop that ranks clients (core/defense/fair.rs): `ranked = (admits,
+    /// refused)`. `admits(tokens, budget)` is asked with the tier's tokens and budget before the
+    /// debit: first as the gate's last tier-only debit left them (that debit reads them anyway), and
+    /// if that says no, as they are now (the pool may have refilled since). A `false` then refuses
+    /// the request as the pool would (shed while the tier is throttled, else tier-full) without
+    /// debiting anything, and calls `refused()`. Protected tiers are not ranked.
+    #[allow(clippy::too_many_arguments)]
+    pub fn decide_ranked(
+        &self,
+        tier: Option<usize>,
+        header: Option<&[u8]>,
+        key: Option<(&[u8], bool)>,
+        now_ns: u64,
+        idle_ns: impl FnOnce() -> u64,
+        turn_age_ms: impl FnOnce() -> f64,
+        now_sec: impl FnOnce() -> u64,
+        ranked: Option<(impl FnMut(f64, f64) -> bool, impl FnOnce())>,
+    ) -> Decision {
         let (tier, source) = match (tier, header) {
             (Some(t), _) if t < self.protected.len() => (t, TierSource::Given),
             (_, Some(h)) => self.header_tier(h, now_sec),
@@ -357,6 +382,38 @@ impl Gate {
             st.counters[tier].capacity_shed += 1;
             return d;
         }
+        // A protected tier is not ranked: the shares are of every tier's traffic, and its admission
+        // must not depend on the load other tiers offer.
+        if let Some((mut admits, refused)) = ranked.filter(|_| !self.protected[tier]) {
+            let seen = st.levels[tier];
+            if !(seen >= 0.0 && admits(seen, self.ledger.config()[tier].capacity * scale)) {
+                let (tokens, budget, rate) = self.ledger.level(tier, now_ns);
+                st.levels[tier] = tokens;
+                if admits(tokens, budget) {
+                    return self.debit(st, d, key, now_ns);
+                }
+                refused();
+                let c = &mut st.counters[tier];
+                d.verdict = if scale < 1.0 {
+                    c.shed += 1;
+                    Verdict::Shed
+                } else {
+                    c.tier_full += 1;
+                    Verdict::TierFull
+                };
+                // Retry once the pool has refilled by a request's cost.
+                let retry = if rate > 0.0 { 1000.0 * self.cfg.cost.max(1.0) / rate } else { f64::INFINITY };
+                d.outcome = Outcome { allowed: false, limited_by: Limit::Tier, remaining: tokens, limit: self.ledger.config()[tier].capacity, retry_after_ms: retry, reset_ms: 0.0 };
+                return d;
+            }
+        }
+        self.debit(st, d, key, now_ns)
+    }
+
+    /// The debit of `decide`: the tier pool and the key's bucket, and the verdict.
+    #[inline(always)]
+    fn debit(&self, mut st: parking_lot::MutexGuard<'_, State>, mut d: Decision, key: Option<(&[u8], bool)>, now_ns: u64) -> Decision {
+        let (tier, scale) = (d.tier, d.scale);
         let mut buf = IpKeyBuf::default();
         let mut tagged = [IP_KEY_TAG; MAX_IP_KEY_LEN + 1];
         let key = match key {
@@ -369,6 +426,8 @@ impl Gate {
             _ => None,
         };
         let o = self.ledger.consume(tier, key, self.cfg.cost, now_ns);
+        // A tier-only debit's `remaining` is the pool's tokens (a keyed one's is the key's).
+        st.levels[tier] = if key.is_none() { o.remaining } else { f64::NAN };
         d.outcome = o;
         let c = &mut st.counters[tier];
         d.verdict = if o.allowed {

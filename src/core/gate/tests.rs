@@ -395,3 +395,33 @@ fn invalid_gate_configs_name_the_field() {
     c.shed.critical_lag_ms = 1.0;
     assert_eq!(err(c), "criticalLagMs");
 }
+
+/// The fair-share backstop (core/defense/fair.rs) through the gate: a heavy client (3 fair shares)
+/// is admitted until the pool falls to 37.5 of its 100 (3 of 4 shares × 50 reserve), then refused
+/// as tier-full without a debit; a client with no usage takes the pool to its last token.
+#[test]
+fn a_ranked_decision_refuses_a_heavy_client_before_the_pool_runs_dry_and_debits_nothing() {
+    use crate::core::defense::{FairShare, FairShareSpec};
+    use crate::core::net::ipkey::IpKeyConfig;
+    let (g, _) = gate();
+    let fair = FairShare::new(FairShareSpec::default().validate("fairShare").unwrap(), IpKeyConfig::new(32, 56).unwrap());
+    let ranked = |share: f64| g.decide_ranked(Some(1), None, None, 0, || 0, || 0.0, || 0, Some((|tokens, budget| fair.admits_share(share, tokens, budget), || fair.count_refusal())));
+    let heavy: Vec<Verdict> = (0..70).map(|_| ranked(3.0).verdict).collect();
+    assert_eq!(heavy.iter().filter(|&&v| v == Verdict::Admit).count(), 63, "100 down to 37");
+    assert!(heavy[63..].iter().all(|&v| v == Verdict::TierFull));
+    let d = ranked(3.0);
+    assert_eq!((d.outcome.remaining, d.outcome.limit, d.outcome.retry_after_ms), (37.0, 100.0, 10.0));
+    assert_eq!(fair.refused(), 8);
+    let light: Vec<Verdict> = (0..38).map(|_| ranked(0.0).verdict).collect();
+    assert!(light[..37].iter().all(|&v| v == Verdict::Admit) && light[37] == Verdict::TierFull);
+    assert_eq!(fair.refused(), 8, "the pool itself refused the last one");
+    let c = g.stats().counters[1];
+    assert_eq!((c.admitted, c.tier_full), (100, 9));
+    // A protected tier is not ranked: the heavy client takes its pool to the last token.
+    let ranked0 = |share: f64| g.decide_ranked(Some(0), None, None, 0, || 0, || 0.0, || 0, Some((|tokens, budget| fair.admits_share(share, tokens, budget), || fair.count_refusal())));
+    assert_eq!((0..101).filter(|_| ranked0(9.0).verdict == Verdict::Admit).count(), 100);
+    assert_eq!(fair.refused(), 8);
+    // Without a backstop the same heavy client would have had the pool's last tokens.
+    let (g2, _) = gate();
+    assert_eq!((0..101).filter(|_| decide(&g2, Some(1), None, 0).verdict == Verdict::Admit).count(), 100);
+}

@@ -276,6 +276,12 @@ impl Ledger {
         pool.scale = scale;
     }
 
+    /// `tier`'s tokens at `now_ns` (pool and leases), its budget (capacity × refill scale) and its
+    /// refill rate now: one lock of the pool.
+    pub fn level(&self, tier: usize, now_ns: u64) -> (f64, f64, f64) {
+        self.tiers[tier].level(now_ns)
+    }
+
     pub fn refill_scale(&self, tier: usize) -> f64 {
         self.tiers[tier].pool.0.lock().scale
     }

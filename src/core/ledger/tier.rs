@@ -105,10 +105,16 @@ impl Tier {
 
     /// The tier's tokens now (pool and leases) and its current refill rate.
     pub(crate) fn view(&self, now_ns: u64) -> (f64, f64) {
+        let (tokens, _, rate) = self.level(now_ns);
+        (tokens, rate)
+    }
+
+    /// The tier's tokens now (as `view`), its budget (capacity × the refill scale) and its rate.
+    pub(crate) fn level(&self, now_ns: u64) -> (f64, f64, f64) {
         let pool = self.pool.0.lock();
         let rate = self.rate(&pool);
         let leased = self.leased();
         let cap = (self.capacity - leased).max(0.0);
-        (pool.bucket.tokens_at(cap, rate, now_ns).min(cap) + leased, rate)
+        (pool.bucket.tokens_at(cap, rate, now_ns).min(cap) + leased, self.capacity * pool.scale, rate)
     }
 }

@@ -168,6 +168,16 @@ fn mask_v6(a: Ipv6Addr, prefix: u8) -> Ipv6Addr {
     Ipv6Addr::from(bits & mask)
 }
 
+/// `ip` masked to `cfg`'s prefix as 128 bits, IPv4 in its IPv4-mapped IPv6 form (so the two
+/// families never meet); 0 (`::`, never a client) for `None`. A compact key to hash for counting.
+pub fn ip_bits(ip: Option<IpAddr>, cfg: &IpKeyConfig) -> u128 {
+    match ip {
+        None => 0,
+        Some(IpAddr::V4(a)) => 0xffff << 32 | u128::from(u32::from(mask_v4(a, cfg.ipv4_prefix))),
+        Some(IpAddr::V6(a)) => u128::from(mask_v6(a, cfg.ipv6_prefix)),
+    }
+}
+
 /// The client's address in `input` (decoration removed, IPv4-mapped IPv6 folded to IPv4), or `None`.
 pub fn client_addr(input: &[u8]) -> Option<IpAddr> {
     match parse_ip(input)? {
@@ -265,6 +275,17 @@ pub fn ip_bin_key(ip: Option<IpAddr>, cfg: &IpKeyConfig, tag: u8, out: &mut [u8;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ip_bits_masks_and_keeps_the_families_apart() {
+        let c = IpKeyConfig::new(24, 48).unwrap();
+        let v4 = |s: &str| ip_bits(Some(s.parse().unwrap()), &c);
+        assert_eq!(v4("203.0.113.77"), 0xffff_cb00_7100);
+        assert_eq!(v4("203.0.113.1"), v4("203.0.113.254"));
+        assert_eq!(v4("2001:db8:1:2::9"), 0x2001_0db8_0001 << 80);
+        assert_ne!(v4("0.0.0.0"), ip_bits(None, &c));
+        assert_eq!(ip_bits(None, &c), 0);
+    }
 
     /// The byte-level dotted-quad path agrees with the std parser on every input it accepts, and
     /// parse_ip's answer is the general path's answer for edge cases and random byte strings.
