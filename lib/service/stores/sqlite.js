@@ -1,14 +1,16 @@
 'use strict';
 // The embedded store: one SQLite file in the data folder (WAL). better-sqlite3 is synchronous, so a
 // decision batch is one transaction that nothing can interleave with; it commits before any of its
-// answers is sent (a crash cannot give back quota that was answered as used). synchronous=NORMAL in
-// WAL mode: a committed transaction survives the process being killed; an OS crash or power loss
-// may lose the last transactions (docs/service.md, "Durability").
+// answers is sent (a crash cannot give back quota that was answered as used). The batch decides
+// against clients held in memory and commits its states as one appended row (sqlite-decisions.js).
+// synchronous=NORMAL in WAL mode: a committed transaction survives the process being killed; an OS
+// crash or power loss may lose the last transactions (docs/service.md, "Durability").
 const fs = require('node:fs');
 const path = require('node:path');
 const { requireOptional } = require('../../optional');
 const { migrations } = require('../migrations');
 const rows = require('./rows');
+const { SqliteDecisions } = require('./sqlite-decisions');
 
 // Activity rows deleted per pruning transaction.
 const PRUNE_ROWS = 2000;
@@ -56,10 +58,6 @@ class SqliteStore {
     const db = this.db;
     const q = (sql) => db.prepare(sql);
     this.sql = {
-      decisionRow: q(`SELECT c.*, b.created_at AS ban_created_at, b.reason AS ban_reason, b.expires_at AS ban_expires_at
-        FROM clients c LEFT JOIN bans b ON b.client_key = c.client_key AND (b.expires_at IS NULL OR b.expires_at > ?)
-        WHERE c.client_key = ?`),
-      saveState: q('UPDATE clients SET state = ? WHERE client_key = ?'),
       insertClient: q(`INSERT INTO clients (client_key, algorithm, requests_per_second, burst_size, max_requests, window_seconds, state, created_at, updated_at)
         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (client_key) DO NOTHING`),
       replaceClient: q(`UPDATE clients SET algorithm = ?, requests_per_second = ?, burst_size = ?, max_requests = ?, window_seconds = ?, state = ?, updated_at = ?
@@ -95,15 +93,7 @@ class SqliteStore {
       deleteBan: q('DELETE FROM bans WHERE client_key = ? AND (expires_at IS NULL OR expires_at > ?)'),
       ping: q('SELECT 1').pluck(),
     };
-    this.decideTx = db.transaction((batch, now) => {
-      const out = new Map();
-      for (const [key, costs] of batch) {
-        const { outcome, state } = rows.decideRow(this.sql.decisionRow.get(now, key), costs, now);
-        if (state !== null) this.sql.saveState.run(state, key);
-        out.set(key, outcome);
-      }
-      return out;
-    });
+    this.decisions = new SqliteDecisions(db);
     this.activityTx = db.transaction((records) => {
       let i = 0;
       const args = new Array(ACTIVITY_ROWS * 5);
@@ -126,7 +116,7 @@ class SqliteStore {
 
   /** Decides a batch (Map clientKey → costs) in one transaction; Map clientKey → outcome. */
   async decideBatch(batch) {
-    return this.decideTx.immediate(batch, Date.now());
+    return this.decisions.decideBatch(batch, Date.now());
   }
 
   async createClient(policy) {
@@ -137,7 +127,7 @@ class SqliteStore {
 
   async replaceClient(policy) {
     const now = Date.now();
-    const info = this.sql.replaceClient.run(...rows.policyColumns(policy), rows.freshState(policy, now), now, policy.clientKey);
+    const info = this.decisions.rewrite(policy.clientKey, () => this.sql.replaceClient.run(...rows.policyColumns(policy), rows.freshState(policy, now), now, policy.clientKey));
     return info.changes === 1 ? rows.clientOf(this.sql.getClient.get(policy.clientKey)) : null;
   }
 
@@ -151,15 +141,16 @@ class SqliteStore {
   }
 
   async deleteClient(key) {
-    return this.db.transaction(() => {
+    return this.decisions.rewrite(key, () => {
       const n = this.sql.deleteClient.run(key).changes;
       this.sql.deleteStats.run(key);
       this.sql.deleteActivity.run(key);
       return n === 1;
-    }).immediate();
+    });
   }
 
   async clientActivity(key, limit) {
+    this.decisions.foldAll(); // clients.state then holds every decided state
     const row = this.sql.getClient.get(key);
     if (!row) return null;
     const s = this.sql.stats.get(key);
@@ -210,11 +201,14 @@ class SqliteStore {
     const now = Date.now();
     const expires = durationSeconds === null ? null : now + durationSeconds * 1000;
     this.sql.putBan.run(clientKey, reason, now, expires);
+    this.decisions.setBan(clientKey, { reason, expiresAtMs: expires });
     return rows.banOf({ client_key: clientKey, reason, created_at: now, expires_at: expires });
   }
 
   async deleteBan(key) {
-    return this.sql.deleteBan.run(key, Date.now()).changes === 1;
+    const lifted = this.sql.deleteBan.run(key, Date.now()).changes === 1;
+    if (lifted) this.decisions.setBan(key, null);
+    return lifted;
   }
 
   async ping() {
@@ -222,7 +216,12 @@ class SqliteStore {
   }
 
   async close() {
-    if (this.db.open) this.db.close();
+    if (!this.db.open) return;
+    if (this.decisions) {
+      this.decisions.stop();
+      this.decisions.foldAll(); // not needed for a restart (start folds), but leaves the file plain
+    }
+    this.db.close();
   }
 }
 
