@@ -13,7 +13,7 @@ const rows = require('./rows');
 
 /** How often the background fold runs (ms), and the log rows it folds per transaction. */
 const FOLD_MS = 200;
-const FOLD_ROWS = 64;
+const FOLD_ROWS = 16;
 /** Clients held in memory; beyond it, the longest-held ones whose state is folded are forgotten. */
 const MAX_HELD = 100_000;
 
