@@ -209,4 +209,4 @@ function match(method, pathname) {
   return allow.length ? { allow } : null;
 }
 
-module.exports = { ROUTES, match };
+module.exports = { ROUTES, match, check };
