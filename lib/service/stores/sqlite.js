@@ -17,6 +17,15 @@ const PRUNE_ROWS = 2000;
 // Activity rows per multi-row INSERT (5 parameters each, well under SQLite's 32,766).
 const ACTIVITY_ROWS = 200;
 
+/** Adds `n` clients' totals (5 parameters each) to client_stats, for clients that still exist. */
+function addStatsSql(n) {
+  return `INSERT INTO client_stats (client_key, total, allowed, denied, last_at)
+    SELECT v.column1, v.column2, v.column3, v.column4, v.column5 FROM (VALUES ${Array(n).fill('(?, ?, ?, ?, ?)').join(', ')}) AS v
+    WHERE EXISTS (SELECT 1 FROM clients WHERE client_key = v.column1)
+    ON CONFLICT (client_key) DO UPDATE SET total = total + excluded.total, allowed = allowed + excluded.allowed,
+    denied = denied + excluded.denied, last_at = max(last_at, excluded.last_at)`;
+}
+
 /** Applies the migrations not yet applied; BEGIN IMMEDIATE takes the write lock, so two processes
  * starting on one file apply each version once. */
 function migrate(db) {
@@ -39,6 +48,14 @@ function openDatabase(file) {
   db.pragma('synchronous = NORMAL');
   db.pragma('busy_timeout = 5000');
   return db;
+}
+
+function activityValues(r, out, at) {
+  out[at] = r.clientKey; out[at + 1] = r.at; out[at + 2] = r.allowed ? 1 : 0; out[at + 3] = r.cost; out[at + 4] = r.responseMs;
+}
+
+function statsValues(c, out, at) {
+  out[at] = c.clientKey; out[at + 1] = c.total; out[at + 2] = c.allowed; out[at + 3] = c.denied; out[at + 4] = c.lastAt;
 }
 
 class SqliteStore {
@@ -69,11 +86,9 @@ class SqliteStore {
       deleteActivity: q('DELETE FROM activity WHERE client_key = ?'),
       stats: q('SELECT * FROM client_stats WHERE client_key = ?'),
       insertActivity: q('INSERT INTO activity (client_key, at, allowed, cost, response_ms) VALUES (?, ?, ?, ?, ?)'),
-      // Rows go in ACTIVITY_ROWS at a time: one statement step per row costs more than the row.
       insertActivityRows: q(`INSERT INTO activity (client_key, at, allowed, cost, response_ms) VALUES ${Array(ACTIVITY_ROWS).fill('(?, ?, ?, ?, ?)').join(', ')}`),
-      addStats: q(`INSERT INTO client_stats (client_key, total, allowed, denied, last_at) SELECT @key, @total, @allowed, @denied, @lastAt WHERE EXISTS (SELECT 1 FROM clients WHERE client_key = @key)
-        ON CONFLICT (client_key) DO UPDATE SET total = total + excluded.total, allowed = allowed + excluded.allowed,
-        denied = denied + excluded.denied, last_at = max(last_at, excluded.last_at)`),
+      addStats: q(addStatsSql(1)),
+      addStatsRows: q(addStatsSql(ACTIVITY_ROWS)),
       addBucket: q(`INSERT INTO activity_buckets (resolution, start, incoming, allowed, denied, response_ms_sum) VALUES (?, ?, ?, ?, ?, ?)
         ON CONFLICT (resolution, start) DO UPDATE SET incoming = incoming + excluded.incoming, allowed = allowed + excluded.allowed,
         denied = denied + excluded.denied, response_ms_sum = response_ms_sum + excluded.response_ms_sum`),
@@ -94,22 +109,22 @@ class SqliteStore {
       ping: q('SELECT 1').pluck(),
     };
     this.decisions = new SqliteDecisions(db);
-    this.activityTx = db.transaction((records) => {
+    // Rows go ACTIVITY_ROWS at a time (5 values each), the rest one by one: one statement step per
+    // row costs more than the row.
+    const inRows = (list, many, one, values) => {
       let i = 0;
       const args = new Array(ACTIVITY_ROWS * 5);
-      for (; i + ACTIVITY_ROWS <= records.length; i += ACTIVITY_ROWS) {
-        for (let j = 0; j < ACTIVITY_ROWS; j++) {
-          const r = records[i + j];
-          args[j * 5] = r.clientKey; args[j * 5 + 1] = r.at; args[j * 5 + 2] = r.allowed ? 1 : 0; args[j * 5 + 3] = r.cost; args[j * 5 + 4] = r.responseMs;
-        }
-        this.sql.insertActivityRows.run(args);
+      for (; i + ACTIVITY_ROWS <= list.length; i += ACTIVITY_ROWS) {
+        for (let j = 0; j < ACTIVITY_ROWS; j++) values(list[i + j], args, j * 5);
+        many.run(args);
       }
-      for (; i < records.length; i++) {
-        const r = records[i];
-        this.sql.insertActivity.run(r.clientKey, r.at, r.allowed ? 1 : 0, r.cost, r.responseMs);
-      }
+      const single = new Array(5);
+      for (; i < list.length; i++) { values(list[i], single, 0); one.run(single); }
+    };
+    this.activityTx = db.transaction((records) => {
+      inRows(records, this.sql.insertActivityRows, this.sql.insertActivity, activityValues);
       const { clients, buckets } = rows.aggregate(records);
-      for (const c of clients) this.sql.addStats.run({ key: c.clientKey, total: c.total, allowed: c.allowed, denied: c.denied, lastAt: c.lastAt });
+      inRows(clients, this.sql.addStatsRows, this.sql.addStats, statsValues);
       for (const b of buckets) this.sql.addBucket.run(b.resolution, b.start, b.incoming, b.allowed, b.denied, b.responseMsSum);
     });
   }
