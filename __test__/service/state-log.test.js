@@ -1,7 +1,8 @@
 'use strict';
 // The embedded store's decisions: held in memory, committed as one state_log row per batch, folded
 // into clients.state. Exact with two connections on one file (another writer makes a batch fold and
-// reload), nothing of a failed batch counts, the log is folded away, and memory stays bounded.
+// reload; also two service processes), nothing of a failed batch counts, the log is folded away, and
+// memory stays bounded.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
@@ -98,5 +99,22 @@ test('memory holds at most maxHeld clients once their states are folded, and for
     for (const [, o] of decisions.decideBatch(batch(), Date.now())) assert.equal(o.results[0].allowed, false);
   } finally {
     await store.close();
+  }
+});
+
+test('two service processes on one data folder: 500 simultaneous checks over both on a window of 100 allow exactly 100', async () => {
+  const { startService, admin, check } = require('./helpers');
+  const dir = tmpdir('tiergate-statelog-two-');
+  dirs.push(dir);
+  const one = await startService({ flags: { data: dir } }).ready;
+  const two = await startService({ flags: { data: dir } }).ready;
+  try {
+    assert.equal((await admin(one.url, 'POST', '/api/v1/admin/clients', window('two-procs', 100))).status, 201);
+    const res = await Promise.all(Array.from({ length: 500 }, (_, i) => check(i % 2 ? one.url : two.url, 'two-procs')));
+    const statuses = res.map((r) => r.status);
+    assert.equal(statuses.filter((s) => s === 200).length, 100);
+    assert.equal(statuses.filter((s) => s === 429).length, 400);
+  } finally {
+    await Promise.all([one.stop(), two.stop()]);
   }
 });
