@@ -69,10 +69,12 @@ class SqliteDecisions {
         this.held.set(key, e);
       }
       const outcome = rows.decideEntry(e, costs, now);
-      if (outcome.results) { changed.push(key, JSON.stringify(e.state)); entries.push(e); }
+      if (outcome.results) { changed.push(key, e.state); entries.push(e); }
       out.set(key, outcome);
     }
     if (changed.length) {
+      // One JSON text for the batch ([key, state, ...]); a state is turned into its own column's
+      // text only when folded, once per client per fold rather than once per decision.
       const id = this.sql.append.run(JSON.stringify(changed)).lastInsertRowid;
       for (const e of entries) e.logId = id;
     }
@@ -97,7 +99,7 @@ class SqliteDecisions {
       const a = JSON.parse(r.states);
       for (let i = 0; i < a.length; i += 2) latest.set(a[i], a[i + 1]);
     }
-    for (const [key, state] of latest) this.sql.save.run(state, key);
+    for (const [key, state] of latest) this.sql.save.run(JSON.stringify(state), key);
     const last = logged[logged.length - 1].id;
     this.sql.forget.run(last);
     return { rows: logged.length, last };
