@@ -81,7 +81,8 @@ class SqliteDecisions {
     return out;
   }
 
-  /** Inside a write transaction: the whole log into clients.state, and nothing held. */
+  /** Inside a write transaction: the whole log into clients.state, and nothing held. (If the
+   * transaction rolls back, decideBatch marks the memory stale and the next batch does this again.) */
   #reset() {
     this.#folded(this.#fold(-1));
     this.held.clear();
@@ -140,21 +141,18 @@ class SqliteDecisions {
     }
   }
 
-  /** A client's held entry, if any (its state is then newer than or equal to clients.state). */
-  entry(key) {
-    return this.held.get(key);
-  }
-
   /**
    * Runs `write` (which replaces or deletes the client's row) in one transaction after folding the
    * whole log, so that no logged state of the client can land on its new row; returns what it returns.
    */
   rewrite(key, write) {
     try {
+      let fold;
       const out = this.db.transaction(() => {
-        this.#folded(this.#fold(-1));
+        fold = this.#fold(-1);
         return write();
       }).immediate();
+      this.#folded(fold);
       this.held.delete(key);
       return out;
     } catch (err) {
@@ -174,4 +172,4 @@ class SqliteDecisions {
   }
 }
 
-module.exports = { SqliteDecisions, FOLD_MS, MAX_HELD };
+module.exports = { SqliteDecisions };
