@@ -8,7 +8,7 @@ const config = require('./config');
 const { createLogger } = require('./log');
 const { HttpError, requestId, sendError, sendJson } = require('./http');
 const { bearer } = require('./auth');
-const { match } = require('./routes');
+const { match, check } = require('./routes');
 const { Decisions } = require('./decisions');
 const { ActivityWriter } = require('./activity');
 const { ServiceMetrics } = require('./metrics');
@@ -63,6 +63,29 @@ function createService(explicit = {}, env = process.env) {
     dashboard: dashboard({ token: options.adminToken, lag, service: { apiBase: '/api/v1' } }),
   };
 
+  /** Answers a request that failed: an HttpError as it is, anything else as a 500 with no detail. */
+  function fail(res, err) {
+    if (res.headersSent) { res.destroy(); return; }
+    if (err instanceof HttpError) {
+      sendError(res, err);
+      return;
+    }
+    // Anything else is a bug or a store failure: logged here, never shown to the caller.
+    log.error('request failed', { requestId: res.requestId, error: String(err && err.stack) });
+    sendError(res, new HttpError(500, 'INTERNAL_ERROR', 'the service could not handle this request'));
+  }
+
+  // One 'close' listener for every response (`this` is the response): no closure per request.
+  function closed() {
+    const res = this;
+    ctx.inFlight--;
+    ctx.metrics.response(res.route, res.statusCode);
+    if (log.enabled('info')) {
+      const { req } = res;
+      log.info('request', { requestId: res.requestId, method: req.method, path: req.url.split('?', 1)[0], status: res.statusCode, durationMs: Math.round(Number(process.hrtime.bigint() - req.startedAt) / 1e3) / 1e3 });
+    }
+  }
+
   async function handle(req, res) {
     const q = req.url.indexOf('?');
     const pathname = q < 0 ? req.url : req.url.slice(0, q);
@@ -100,29 +123,20 @@ function createService(explicit = {}, env = process.env) {
     req.startedAt = process.hrtime.bigint();
     res.requestId = requestId(req);
     res.route = 'unmatched';
-    // A check answers through sendJson, which puts the id in its one writeHead (a setHeader first
-    // would send node down writeHead's slower merging path); every other answer gets it here.
-    if (req.method === 'POST' && req.url === CHECK_PATH) res.idInHead = true;
-    else res.setHeader('X-Request-ID', res.requestId);
     if (ctx.draining) res.setHeader('Connection', 'close');
     ctx.inFlight++;
-    res.on('close', () => {
-      ctx.inFlight--;
-      ctx.metrics.response(res.route, res.statusCode);
-      if (log.enabled('info')) {
-        log.info('request', { requestId: res.requestId, method: req.method, path: req.url.split('?', 1)[0], status: res.statusCode, durationMs: Math.round(Number(process.hrtime.bigint() - req.startedAt) / 1e3) / 1e3 });
-      }
-    });
-    handle(req, res).catch((err) => {
-      if (res.headersSent) { res.destroy(); return; }
-      if (err instanceof HttpError) {
-        sendError(res, err);
-        return;
-      }
-      // Anything else is a bug or a store failure: logged here, never shown to the caller.
-      log.error('request failed', { requestId: res.requestId, error: String(err && err.stack) });
-      sendError(res, new HttpError(500, 'INTERNAL_ERROR', 'the service could not handle this request'));
-    });
+    res.on('close', closed);
+    if (req.method === 'POST' && req.url === CHECK_PATH) {
+      // The check goes straight to its handler (no router). Its answer puts the id in its one
+      // writeHead: a setHeader first would send node down writeHead's slower merging path.
+      res.idInHead = true;
+      res.route = CHECK_PATH;
+      corsHeaders(options.corsOrigins, req, res);
+      check(ctx, req, res).catch((err) => fail(res, err));
+      return;
+    }
+    res.setHeader('X-Request-ID', res.requestId);
+    handle(req, res).catch((err) => fail(res, err));
   });
   server.on('clientError', (err, socket) => {
     // A request the parser could not read: no handler runs, but the answer still carries an id.

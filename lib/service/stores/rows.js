@@ -35,22 +35,40 @@ function banOf(row) {
   return { clientKey: row.client_key, reason: row.reason, createdAt: iso(row.created_at), expiresAt: iso(row.expires_at) };
 }
 
+/** What a decision needs of a client's row (read with its active ban): { policy, state, ban }. */
+function entryOf(row) {
+  const banned = row.ban_created_at !== null && row.ban_created_at !== undefined;
+  return {
+    policy: policyOf(row),
+    state: JSON.parse(row.state),
+    ban: banned ? { reason: row.ban_reason, expiresAtMs: row.ban_expires_at === null ? null : Number(row.ban_expires_at) } : null,
+  };
+}
+
+/**
+ * Decides `costs` in order against a client's entry (held under the store's lock), at `now`,
+ * updating `entry.state` in place. The outcome has `results` when the state changed.
+ */
+function decideEntry(entry, costs, now) {
+  const { ban } = entry;
+  if (ban !== null && (ban.expiresAtMs === null || ban.expiresAtMs > now)) return { found: true, banned: ban, now };
+  const { policy, state } = entry;
+  // Time never runs backwards for a state: a clock read before a lock wait (or another host's clock)
+  // may be behind the last decision's.
+  const t = Math.max(now, lastTime(policy, state));
+  const results = costs.map((cost) => decide(policy, state, t, cost));
+  return { found: true, policy, results, now: t };
+}
+
 /**
  * Decides `costs` in order against the client's row (read under the store's lock), at `now`.
  * Returns the outcome for every check and the state to write back (null: nothing changed).
  */
 function decideRow(row, costs, now) {
   if (!row) return { outcome: { found: false }, state: null };
-  if (row.ban_created_at !== null && row.ban_created_at !== undefined) {
-    return { outcome: { found: true, banned: { reason: row.ban_reason, expiresAtMs: row.ban_expires_at === null ? null : Number(row.ban_expires_at) }, now }, state: null };
-  }
-  const policy = policyOf(row);
-  const state = JSON.parse(row.state);
-  // Time never runs backwards for a state: a clock read before a lock wait (or another host's clock)
-  // may be behind the last decision's.
-  const t = Math.max(now, lastTime(policy, state));
-  const results = costs.map((cost) => decide(policy, state, t, cost));
-  return { outcome: { found: true, policy, results, now: t }, state: JSON.stringify(state) };
+  const entry = entryOf(row);
+  const outcome = decideEntry(entry, costs, now);
+  return { outcome, state: outcome.results ? JSON.stringify(entry.state) : null };
 }
 
 function currentState(row, now) {
@@ -119,4 +137,4 @@ function points(range, rows, now) {
   };
 }
 
-module.exports = { RESOLUTIONS, RANGES, policyOf, clientOf, policyColumns, freshState, banOf, decideRow, currentState, aggregate, activityOf, points, iso };
+module.exports = { RESOLUTIONS, RANGES, policyOf, clientOf, policyColumns, freshState, banOf, entryOf, decideEntry, decideRow, currentState, aggregate, activityOf, points, iso };

@@ -1,19 +1,30 @@
 'use strict';
 // The embedded store: one SQLite file in the data folder (WAL). better-sqlite3 is synchronous, so a
 // decision batch is one transaction that nothing can interleave with; it commits before any of its
-// answers is sent (a crash cannot give back quota that was answered as used). synchronous=NORMAL in
-// WAL mode: a committed transaction survives the process being killed; an OS crash or power loss
-// may lose the last transactions (docs/service.md, "Durability").
+// answers is sent (a crash cannot give back quota that was answered as used). The batch decides
+// against clients held in memory and commits its states as one appended row (sqlite-decisions.js).
+// synchronous=NORMAL in WAL mode: a committed transaction survives the process being killed; an OS
+// crash or power loss may lose the last transactions (docs/service.md, "Durability").
 const fs = require('node:fs');
 const path = require('node:path');
 const { requireOptional } = require('../../optional');
 const { migrations } = require('../migrations');
 const rows = require('./rows');
+const { SqliteDecisions } = require('./sqlite-decisions');
 
 // Activity rows deleted per pruning transaction.
 const PRUNE_ROWS = 2000;
 // Activity rows per multi-row INSERT (5 parameters each, well under SQLite's 32,766).
 const ACTIVITY_ROWS = 200;
+
+/** Adds `n` clients' totals (5 parameters each) to client_stats, for clients that still exist. */
+function addStatsSql(n) {
+  return `INSERT INTO client_stats (client_key, total, allowed, denied, last_at)
+    SELECT v.column1, v.column2, v.column3, v.column4, v.column5 FROM (VALUES ${Array(n).fill('(?, ?, ?, ?, ?)').join(', ')}) AS v
+    WHERE EXISTS (SELECT 1 FROM clients WHERE client_key = v.column1)
+    ON CONFLICT (client_key) DO UPDATE SET total = total + excluded.total, allowed = allowed + excluded.allowed,
+    denied = denied + excluded.denied, last_at = max(last_at, excluded.last_at)`;
+}
 
 /** Applies the migrations not yet applied; BEGIN IMMEDIATE takes the write lock, so two processes
  * starting on one file apply each version once. */
@@ -39,6 +50,14 @@ function openDatabase(file) {
   return db;
 }
 
+function activityValues(r, out, at) {
+  out[at] = r.clientKey; out[at + 1] = r.at; out[at + 2] = r.allowed ? 1 : 0; out[at + 3] = r.cost; out[at + 4] = r.responseMs;
+}
+
+function statsValues(c, out, at) {
+  out[at] = c.clientKey; out[at + 1] = c.total; out[at + 2] = c.allowed; out[at + 3] = c.denied; out[at + 4] = c.lastAt;
+}
+
 class SqliteStore {
   constructor({ dataDir }) {
     fs.mkdirSync(dataDir, { recursive: true });
@@ -56,10 +75,6 @@ class SqliteStore {
     const db = this.db;
     const q = (sql) => db.prepare(sql);
     this.sql = {
-      decisionRow: q(`SELECT c.*, b.created_at AS ban_created_at, b.reason AS ban_reason, b.expires_at AS ban_expires_at
-        FROM clients c LEFT JOIN bans b ON b.client_key = c.client_key AND (b.expires_at IS NULL OR b.expires_at > ?)
-        WHERE c.client_key = ?`),
-      saveState: q('UPDATE clients SET state = ? WHERE client_key = ?'),
       insertClient: q(`INSERT INTO clients (client_key, algorithm, requests_per_second, burst_size, max_requests, window_seconds, state, created_at, updated_at)
         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (client_key) DO NOTHING`),
       replaceClient: q(`UPDATE clients SET algorithm = ?, requests_per_second = ?, burst_size = ?, max_requests = ?, window_seconds = ?, state = ?, updated_at = ?
@@ -71,11 +86,9 @@ class SqliteStore {
       deleteActivity: q('DELETE FROM activity WHERE client_key = ?'),
       stats: q('SELECT * FROM client_stats WHERE client_key = ?'),
       insertActivity: q('INSERT INTO activity (client_key, at, allowed, cost, response_ms) VALUES (?, ?, ?, ?, ?)'),
-      // Rows go in ACTIVITY_ROWS at a time: one statement step per row costs more than the row.
       insertActivityRows: q(`INSERT INTO activity (client_key, at, allowed, cost, response_ms) VALUES ${Array(ACTIVITY_ROWS).fill('(?, ?, ?, ?, ?)').join(', ')}`),
-      addStats: q(`INSERT INTO client_stats (client_key, total, allowed, denied, last_at) SELECT @key, @total, @allowed, @denied, @lastAt WHERE EXISTS (SELECT 1 FROM clients WHERE client_key = @key)
-        ON CONFLICT (client_key) DO UPDATE SET total = total + excluded.total, allowed = allowed + excluded.allowed,
-        denied = denied + excluded.denied, last_at = max(last_at, excluded.last_at)`),
+      addStats: q(addStatsSql(1)),
+      addStatsRows: q(addStatsSql(ACTIVITY_ROWS)),
       addBucket: q(`INSERT INTO activity_buckets (resolution, start, incoming, allowed, denied, response_ms_sum) VALUES (?, ?, ?, ?, ?, ?)
         ON CONFLICT (resolution, start) DO UPDATE SET incoming = incoming + excluded.incoming, allowed = allowed + excluded.allowed,
         denied = denied + excluded.denied, response_ms_sum = response_ms_sum + excluded.response_ms_sum`),
@@ -95,38 +108,30 @@ class SqliteStore {
       deleteBan: q('DELETE FROM bans WHERE client_key = ? AND (expires_at IS NULL OR expires_at > ?)'),
       ping: q('SELECT 1').pluck(),
     };
-    this.decideTx = db.transaction((batch, now) => {
-      const out = new Map();
-      for (const [key, costs] of batch) {
-        const { outcome, state } = rows.decideRow(this.sql.decisionRow.get(now, key), costs, now);
-        if (state !== null) this.sql.saveState.run(state, key);
-        out.set(key, outcome);
-      }
-      return out;
-    });
-    this.activityTx = db.transaction((records) => {
+    this.decisions = new SqliteDecisions(db);
+    // Rows go ACTIVITY_ROWS at a time (5 values each), the rest one by one: one statement step per
+    // row costs more than the row.
+    const inRows = (list, many, one, values) => {
       let i = 0;
       const args = new Array(ACTIVITY_ROWS * 5);
-      for (; i + ACTIVITY_ROWS <= records.length; i += ACTIVITY_ROWS) {
-        for (let j = 0; j < ACTIVITY_ROWS; j++) {
-          const r = records[i + j];
-          args[j * 5] = r.clientKey; args[j * 5 + 1] = r.at; args[j * 5 + 2] = r.allowed ? 1 : 0; args[j * 5 + 3] = r.cost; args[j * 5 + 4] = r.responseMs;
-        }
-        this.sql.insertActivityRows.run(args);
+      for (; i + ACTIVITY_ROWS <= list.length; i += ACTIVITY_ROWS) {
+        for (let j = 0; j < ACTIVITY_ROWS; j++) values(list[i + j], args, j * 5);
+        many.run(args);
       }
-      for (; i < records.length; i++) {
-        const r = records[i];
-        this.sql.insertActivity.run(r.clientKey, r.at, r.allowed ? 1 : 0, r.cost, r.responseMs);
-      }
+      const single = new Array(5);
+      for (; i < list.length; i++) { values(list[i], single, 0); one.run(single); }
+    };
+    this.activityTx = db.transaction((records) => {
+      inRows(records, this.sql.insertActivityRows, this.sql.insertActivity, activityValues);
       const { clients, buckets } = rows.aggregate(records);
-      for (const c of clients) this.sql.addStats.run({ key: c.clientKey, total: c.total, allowed: c.allowed, denied: c.denied, lastAt: c.lastAt });
+      inRows(clients, this.sql.addStatsRows, this.sql.addStats, statsValues);
       for (const b of buckets) this.sql.addBucket.run(b.resolution, b.start, b.incoming, b.allowed, b.denied, b.responseMsSum);
     });
   }
 
   /** Decides a batch (Map clientKey → costs) in one transaction; Map clientKey → outcome. */
   async decideBatch(batch) {
-    return this.decideTx.immediate(batch, Date.now());
+    return this.decisions.decideBatch(batch, Date.now());
   }
 
   async createClient(policy) {
@@ -137,7 +142,7 @@ class SqliteStore {
 
   async replaceClient(policy) {
     const now = Date.now();
-    const info = this.sql.replaceClient.run(...rows.policyColumns(policy), rows.freshState(policy, now), now, policy.clientKey);
+    const info = this.decisions.rewrite(policy.clientKey, () => this.sql.replaceClient.run(...rows.policyColumns(policy), rows.freshState(policy, now), now, policy.clientKey));
     return info.changes === 1 ? rows.clientOf(this.sql.getClient.get(policy.clientKey)) : null;
   }
 
@@ -151,15 +156,16 @@ class SqliteStore {
   }
 
   async deleteClient(key) {
-    return this.db.transaction(() => {
+    return this.decisions.rewrite(key, () => {
       const n = this.sql.deleteClient.run(key).changes;
       this.sql.deleteStats.run(key);
       this.sql.deleteActivity.run(key);
       return n === 1;
-    }).immediate();
+    });
   }
 
   async clientActivity(key, limit) {
+    this.decisions.foldAll(); // clients.state then holds every decided state
     const row = this.sql.getClient.get(key);
     if (!row) return null;
     const s = this.sql.stats.get(key);
@@ -210,11 +216,14 @@ class SqliteStore {
     const now = Date.now();
     const expires = durationSeconds === null ? null : now + durationSeconds * 1000;
     this.sql.putBan.run(clientKey, reason, now, expires);
+    this.decisions.setBan(clientKey, { reason, expiresAtMs: expires });
     return rows.banOf({ client_key: clientKey, reason, created_at: now, expires_at: expires });
   }
 
   async deleteBan(key) {
-    return this.sql.deleteBan.run(key, Date.now()).changes === 1;
+    const lifted = this.sql.deleteBan.run(key, Date.now()).changes === 1;
+    if (lifted) this.decisions.setBan(key, null);
+    return lifted;
   }
 
   async ping() {
@@ -222,7 +231,12 @@ class SqliteStore {
   }
 
   async close() {
-    if (this.db.open) this.db.close();
+    if (!this.db.open) return;
+    if (this.decisions) {
+      this.decisions.stop();
+      this.decisions.foldAll(); // not needed for a restart (start folds), but leaves the file plain
+    }
+    this.db.close();
   }
 }
 
