@@ -341,27 +341,40 @@ mod tests {
         assert_eq!(d.decide(&lists, &req("203.0.113.8", &k2), 2 * S, &mut out, &mut ev), Pass);
     }
 
-    /// A crawler spread over a /24, one request per address: the /24 limit refuses, each refusal
-    /// strikes the /24 (not the address, which has no strikes of its own), and the third bans the /24
-    /// as a CIDR for the rule's 5 minutes. A per-IP refusal still strikes the address.
-    #[test]
-    fn a_refusal_by_a_prefix_limit_strikes_and_bans_the_prefix() {
+    /// Per IP 2 and per /24 4 per second (fixed windows), the /24 limit striking the /24; no jitter.
+    fn per_ip_and_per_24() -> Defense {
         let mut per_ip = LimitSpec::new("per-ip", AlgorithmKind::FixedWindow, 2.0, 1000.0);
         per_ip.max_keys = Some(1000.0);
         let per_24 = LimitSpec::new("per-24", AlgorithmKind::FixedWindow, 4.0, 1000.0);
         let mut b = BanSpec::default();
         b.escalation.jitter = 0.0;
-        let d = Defense::new(LimitSet::new(&[per_ip, per_24]).unwrap(), BanTable::new(b.validate("bans").unwrap(), 1))
-            .with_prefix_strikes(&[Some((32, 56)), Some((24, 48))], (32, 56));
+        Defense::new(LimitSet::new(&[per_ip, per_24]).unwrap(), BanTable::new(b.validate("bans").unwrap(), 1))
+            .with_prefix_strikes(&[Some((32, 56)), Some((24, 48))], (32, 56))
+    }
+
+    /// One request from each of 198.51.100.1 ..= 10, a second apart: their verdicts.
+    fn one_request_per_address_of_a_24(d: &Defense, lists: &AccessLists, out: &mut Outcome, ev: &mut Vec<BanEvent>) -> Vec<Verdict> {
+        (1..=10u8)
+            .map(|host| {
+                let ip = format!("198.51.100.{host}");
+                let keys = [Some(ip.as_bytes()), Some(&b"198.51.100.0/24"[..])];
+                d.decide(lists, &req(&ip, &keys), u64::from(host) * 1000, out, ev)
+            })
+            .collect()
+    }
+
+    /// A crawler spread over a /24, one request per address: the /24 limit refuses, each refusal
+    /// strikes the /24 (not the address, which has no strikes of its own), and the third bans the /24
+    /// as a CIDR for the rule's 5 minutes. A per-IP refusal still strikes the address.
+    #[test]
+    fn a_refusal_by_a_prefix_limit_strikes_and_bans_the_prefix() {
+        let d = per_ip_and_per_24();
         let lists = AccessLists::default();
         let (mut out, mut ev) = (Outcome::default(), Vec::new());
         use Verdict::*;
-        let mut verdicts = Vec::new();
+        let verdicts = one_request_per_address_of_a_24(&d, &lists, &mut out, &mut ev);
         for host in 1..=10u8 {
-            let ip = format!("198.51.100.{host}");
-            let keys = [Some(ip.as_bytes()), Some(&b"198.51.100.0/24"[..])];
-            verdicts.push(d.decide(&lists, &req(&ip, &keys), host as u64 * 1000, &mut out, &mut ev));
-            assert_eq!(d.bans().live_strikes(ip.as_bytes(), 0), 0, "the address has no strike");
+            assert_eq!(d.bans().live_strikes(format!("198.51.100.{host}").as_bytes(), 0), 0, "the address has no strike");
         }
         assert_eq!(verdicts, vec![Pass, Pass, Pass, Pass, RateLimited, RateLimited, RateLimited, Banned, Banned, Banned]);
         let cidr = Cidr::parse("198.51.100.0/24").unwrap();
@@ -389,23 +402,11 @@ mod tests {
     /// limit still refuses it) and its refusals strike nothing.
     #[test]
     fn a_prefix_with_strikes_is_challenged_before_it_is_banned() {
-        let mut per_ip = LimitSpec::new("per-ip", AlgorithmKind::FixedWindow, 2.0, 1000.0);
-        per_ip.max_keys = Some(1000.0);
-        let per_24 = LimitSpec::new("per-24", AlgorithmKind::FixedWindow, 4.0, 1000.0);
-        let mut b = BanSpec::default();
-        b.escalation.jitter = 0.0;
-        let d = Defense::new(LimitSet::new(&[per_ip, per_24]).unwrap(), BanTable::new(b.validate("bans").unwrap(), 1))
-            .with_prefix_strikes(&[Some((32, 56)), Some((24, 48))], (32, 56))
-            .with_challenge(2);
+        let d = per_ip_and_per_24().with_challenge(2);
         let lists = AccessLists::default();
         let (mut out, mut ev) = (Outcome::default(), Vec::new());
         use Verdict::*;
-        let mut verdicts = Vec::new();
-        for host in 1..=10u8 {
-            let ip = format!("198.51.100.{host}");
-            let keys = [Some(ip.as_bytes()), Some(&b"198.51.100.0/24"[..])];
-            verdicts.push(d.decide(&lists, &req(&ip, &keys), u64::from(host) * 1000, &mut out, &mut ev));
-        }
+        let verdicts = one_request_per_address_of_a_24(&d, &lists, &mut out, &mut ev);
         assert_eq!(verdicts, vec![Pass, Pass, Pass, Pass, RateLimited, RateLimited, Challenged, Challenged, Challenged, Challenged]);
         let cidr = Cidr::parse("198.51.100.0/24").unwrap();
         assert_eq!((ev.len(), d.bans().live_strikes(&cidr.strike_key(), 0)), (0, 2), "challenged, not banned");
