@@ -1,5 +1,7 @@
 //! Slots: a key's entry named by position.
-use super::entry::{tag_of, EntryData};
+use super::entry::tag_of;
+#[cfg(not(loom))]
+use super::entry::EntryData;
 use super::shard::{EntryGuard, ShardCell};
 
 /// Where a key's bucket was found: for a caller that looks a key up once and then debits it by
