@@ -121,20 +121,3 @@ test('idealTierLatency: no wait below capacity; under overload the favoured tier
   assert.throws(() => checkKind('md5'), /work kind must be one of pbkdf2, sha256-chain/);
   assert.ok(calibrate(1, 'pbkdf2', 3) >= 1);
 });
-
-test('controllerPerBucket: the last reading per bucket and what was shed in it, from cumulative counters', () => {
-  const { controllerPerBucket } = require('../benchmark/lib/scenario');
-  const tiers = (scale, shed, turnShed, capacityShed) => ({ standard: { scale, admitted: 0, shed, turnShed, capacityShed } });
-  const samples = [
-    { t: 1000, pressure: 0, lagMs: 1, capacity: null, tiers: tiers(1, 0, 0, 0) },
-    { t: 1050, pressure: 0.5, lagMs: 30, capacity: { engaged: true }, tiers: tiers(0.5, 4, 1, 0) },
-    { t: 1090, pressure: 0.25, lagMs: 10, capacity: { engaged: true }, tiers: tiers(1, 10, 1, 5) },
-    { t: 1250, pressure: 0, lagMs: 2, capacity: { engaged: false }, tiers: tiers(1, 12, 1, 7) },
-  ];
-  const rows = controllerPerBucket(samples, 1000, 100, 4);
-  assert.equal(rows[0].pressure, 0.25, 'the last reading of the bucket');
-  assert.deepEqual([rows[0].shed.standard, rows[0].turnShed.standard, rows[0].capacityShed.standard], [10, 1, 5]);
-  assert.equal(rows[1], null, 'no sample in the bucket');
-  assert.deepEqual([rows[2].shed.standard, rows[2].capacityShed.standard, rows[2].capacity.engaged], [2, 2, false]);
-  assert.equal(rows[3], null);
-});

@@ -85,6 +85,4 @@ test('under real overload critical keeps 2xx while background gets 503', { timeo
   assert.equal(stats.tiers.critical.shed + stats.tiers.critical.tierFull, 0, 'the protected tier was never refused');
   assert.ok(stats.tiers.background.shed > 0);
   assert.ok(stats.episodes >= 1, 'the controller shed at least once');
-  assert.ok(stats.capacity.costMs > 0 && stats.capacity.budgetPerSec > 0, `the capacity budget learned what one admission costs the loop: ${JSON.stringify(stats.capacity)}`);
-  assert.equal(stats.tiers.critical.capacityShed, 0);
 });

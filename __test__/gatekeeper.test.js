@@ -22,10 +22,7 @@ const TIERS = [
 // confirmMs 0: an injected reading acts at once (the spike filter has its own tests).
 // turnBudgetMs 0: these tests are about the refill scales; during an injected episode the turn budget
 // would also shed a request that arrives late in a busy turn of this test process (it has its own tests).
-// targetElu 0: likewise the capacity budget, which an injected episode engages, measures this test
-// process's live loop (client and server in one) and would refuse by what it measures (own tests in
-// the core; the real overload suite runs with it).
-const SHED = { targetLagMs: 50, criticalLagMs: 150, holdMs: 0, recoveryMs: 0, hysteresisMs: 10, integralMs: 0, confirmMs: 0, turnBudgetMs: 0, targetElu: 0 };
+const SHED = { targetLagMs: 50, criticalLagMs: 150, holdMs: 0, recoveryMs: 0, hysteresisMs: 10, integralMs: 0, confirmMs: 0, turnBudgetMs: 0 };
 
 /** Starts a node:http server behind `gatekeeper.http(options)` that echoes 200 JSON. */
 async function serve(t, options) {
@@ -743,13 +740,6 @@ test('turnBudgetMs is validated', () => {
   for (const bad of [-1, NaN, Infinity, '5', 60_001]) {
     assert.throws(() => gatekeeper({ shed: { turnBudgetMs: bad } }), /options\.shed\.turnBudgetMs must be/);
   }
-});
-
-test('targetElu is validated', () => {
-  for (const bad of [-0.1, 1.01, NaN, Infinity, '0.9', null]) {
-    assert.throws(() => gatekeeper({ shed: { targetElu: bad } }), (e) => e.code === 'ERR_TIERGATE_INVALID_OPTION' && /options\.shed\.targetElu must be/.test(e.message));
-  }
-  for (const ok of [0, 0.5, 1]) assert.equal(typeof gatekeeper({ shed: { targetElu: ok } }), 'function');
 });
 
 test('the default tiers cap nothing on a healthy loop: 20,000 requests at once are all admitted', () => {

@@ -40,10 +40,7 @@ void never;
 
 const mw = gatekeeper(options);
 const s: GatekeeperStats = mw.stats();
-const admitted: number = s.tiers.critical.admitted + s.lagMs + s.elu + s.heapRatio + s.tiers.critical.capacityShed + s.capacity.budgetPerSec;
-const engaged: boolean = s.capacity.engaged;
-void engaged;
-gatekeeper({ shed: { targetElu: 0.9 } });
+const admitted: number = s.tiers.critical.admitted + s.lagMs + s.elu + s.heapRatio;
 mw.injectHealth({ lagMs: 120, stalled: false });
 mw.useLiveHealth();
 const handler = gatekeeper.http({ shed: false }, (_req, res) => res.end('ok'));

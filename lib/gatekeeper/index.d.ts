@@ -64,12 +64,8 @@ export interface ShedOptions {
   idleElu?: number;
   /** Turn budget: during a shed episode, an unprotected request that arrives once the current
    *  event-loop turn has run this long (ms) is shed, so one turn cannot run a burst of admitted work
-   *  in front of everyone behind it. 0 turns it off. Default 2. */
+   *  in front of everyone behind it; on a saturated loop these sheds also deepen the episode. 0 turns it off. Default 2. */
   turnBudgetMs?: number;
-  /** Capacity budget: while requests come faster than the loop can run them (or an episode runs),
-   *  unprotected ones are admitted up to the rate that keeps the loop busy this share of the time,
-   *  highest tier first. 0..1; 0 turns it off. Default 0.95. */
-  targetElu?: number;
 }
 
 /** 'banned': a ban shared by cluster mode (`options.cluster`). */
@@ -174,8 +170,6 @@ export interface TierStats {
   shed: number;
   /** Of `shed`: by the turn budget. */
   turnShed: number;
-  /** Of `shed`: by the capacity budget. */
-  capacityShed: number;
   /** 503s because the tier's own pool was empty while the loop was healthy. */
   tierFull: number;
   /** 429s from per-key quotas. */
@@ -201,18 +195,6 @@ export interface GatekeeperStats {
   targetLagMs: number;
   criticalLagMs: number;
   injected: boolean;
-  capacity: CapacityStats;
-}
-
-/** The capacity budget (see `ShedOptions.targetElu`). */
-export interface CapacityStats {
-  engaged: boolean;
-  /** Admissions per second it allows; 0 until the loop's cost per admission is known. */
-  budgetPerSec: number;
-  /** Loop time (ms) one admission costs, refusals meanwhile included. */
-  costMs: number;
-  /** Requests decided per second (decayed rate). */
-  arrivalsPerSec: number;
 }
 
 /** A health reading for the test seam; ewma and p99 default to lagMs. */

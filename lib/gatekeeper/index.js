@@ -60,8 +60,7 @@ const HEALTH_NUMBERS = ['lagMs', 'ewmaLagMs', 'p99LagMs', 'elu', 'heapUsed', 'he
 const HEALTH_FIELDS = new Set([...HEALTH_NUMBERS, 'stalled']);
 
 function shedOptions(shed) {
-  // No shedding at all: no sampler, and no capacity budget either.
-  if (shed === false) return { ...SHED_DEFAULTS, enabled: false, maxBaselineMs: SHED_DEFAULTS.targetLagMs, targetElu: 0 };
+  if (shed === false) return { ...SHED_DEFAULTS, enabled: false, maxBaselineMs: SHED_DEFAULTS.targetLagMs };
   if (shed === undefined) shed = {};
   if (!isObject(shed)) throw new TypeError(`gatekeeper: options.shed must be an object or false, got ${typeName(shed)}`);
   onlyKnown(shed, SHED_FIELDS, 'gatekeeper: options.shed');
@@ -92,7 +91,6 @@ function shedOptions(shed) {
   finite(o.maxBaselineMs, at('maxBaselineMs'));
   finite(o.idleElu, at('idleElu'), { max: 1 });
   finite(o.turnBudgetMs, at('turnBudgetMs'), { max: 60_000 });
-  finite(o.targetElu, at('targetElu'), { max: 1 });
   return o;
 }
 
@@ -573,7 +571,7 @@ class Gatekeeper {
     const s = this.#handle.stats();
     const tiers = {};
     for (const t of s.tiers) {
-      tiers[t.name] = { protected: t.protected, admitted: t.admitted, shed: t.shed, turnShed: t.turnShed, capacityShed: t.capacityShed, tierFull: t.tierFull, rateLimited: t.rateLimited, refillScale: t.refillScale };
+      tiers[t.name] = { protected: t.protected, admitted: t.admitted, shed: t.shed, turnShed: t.turnShed, tierFull: t.tierFull, rateLimited: t.rateLimited, refillScale: t.refillScale };
     }
     return {
       tiers,
@@ -593,7 +591,6 @@ class Gatekeeper {
       targetLagMs: s.targetLagMs,
       criticalLagMs: s.criticalLagMs,
       injected: s.injected,
-      capacity: s.capacity,
     };
   }
 

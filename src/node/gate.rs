@@ -76,8 +76,6 @@ pub struct GateTierStats {
     pub shed: f64,
     /// Of `shed`: by the turn budget.
     pub turn_shed: f64,
-    /// Of `shed`: by the capacity budget.
-    pub capacity_shed: f64,
     /// Refused because the tier's pool was empty while the loop was healthy (503).
     pub tier_full: f64,
     /// Refused by the key's own quota (429).
@@ -104,16 +102,6 @@ pub struct GateStats {
     pub target_lag_ms: f64,
     pub critical_lag_ms: f64,
     pub injected: bool,
-    pub capacity: GateCapacity,
-}
-
-/// The capacity budget (`core::shed::CapacityReading`).
-#[napi(object)]
-pub struct GateCapacity {
-    pub engaged: bool,
-    pub budget_per_sec: f64,
-    pub cost_ms: f64,
-    pub arrivals_per_sec: f64,
 }
 
 /// A tier's per-key quota (capacity 0: the tier keeps no per-key buckets).
@@ -267,7 +255,6 @@ impl GateHandle {
                 admitted: c.admitted as f64,
                 shed: c.shed as f64,
                 turn_shed: c.turn_shed as f64,
-                capacity_shed: c.capacity_shed as f64,
                 tier_full: c.tier_full as f64,
                 rate_limited: c.key_limited as f64,
                 refill_scale: s.scales[t],
@@ -290,12 +277,6 @@ impl GateHandle {
             target_lag_ms: s.thresholds_ms.0,
             critical_lag_ms: s.thresholds_ms.1,
             injected: s.injected,
-            capacity: GateCapacity {
-                engaged: s.capacity.engaged,
-                budget_per_sec: s.capacity.budget_per_sec,
-                cost_ms: s.capacity.cost_ms,
-                arrivals_per_sec: s.capacity.arrivals_per_sec,
-            },
         }
     }
 

@@ -23,19 +23,14 @@
 //! what lets shedding start within the very run of requests that is choking the loop — while a process
 //! that was merely descheduled while it waited for I/O (a noisy neighbour) is not mistaken for one.
 //!
-//! Capacity budget (`core::shed::CapacityBudget`): the gate counts every decision and admission and
-//! gives the budget the loop's idle time on each update; while it is engaged, an unprotected request
-//! also needs one of its tokens (highest unprotected tier first), so the admitted work is what the
-//! loop can run at `target_elu`, whatever the tiers' own budgets are.
-//!
-//! Turn budget: a burst admitted in one event-loop turn runs back to back on a CPU-bound route, and
-//! every request behind it — a protected one included, and those still unread in their sockets —
-//! waits for all of it. So during an episode (pressure > 0) an unprotected request is also shed once
-//! the current turn has run `turn_budget_ms` (`turn_age_ms`: time since the loop last came back from
-//! polling for I/O). A turn then holds at most about one budget of unprotected work, and the
-//! protected tiers' latency stays near one request's. (Not while only the capacity budget is engaged:
-//! its bucket already admits about one turn's worth, and a loop catching up after a slow tick must
-//! not lose its long turns' requests.)
+//! Turn budget: the refill scales set a rate, and a bucket admits its tokens in bursts: on a
+//! CPU-bound route, a burst admitted in one event-loop turn runs back to back, and every request
+//! behind it — a protected one included, and those still unread in their sockets — waits for all of
+//! it. So during an episode (pressure > 0) an unprotected request is also shed once the current turn
+//! has run `turn_budget_ms` (`turn_age_ms`: time since the loop last came back from polling for I/O).
+//! A turn then holds at most about one budget of unprotected work, the protected tiers' latency stays
+//! near one request's, and the budget's sheds renew the controller's hold: they mean the loop is still
+//! over capacity even though the lag they keep down no longer shows it.
 //!
 //! Files: `config.rs` (the gate's options), `tier.rs` (the tier header: names and signed tokens).
 mod config;
@@ -52,10 +47,12 @@ use crate::core::health::{HealthSample, LoopHealth};
 use crate::core::net::ipkey::{ip_key, IpKeyBuf, MAX_KEY_LEN as MAX_IP_KEY_LEN};
 use crate::core::ledger::{Ledger, Limit, Outcome};
 use crate::core::names::named_enum;
-use crate::core::shed::{CapacityBudget, CapacityReading, Cause, ShedConfigError, ShedController, ShedInput};
+use crate::core::shed::{Cause, ShedConfigError, ShedController, ShedInput};
 use parking_lot::Mutex;
 use std::sync::Arc;
 
+/// Time constant (ms) of the gate's short-window utilisation (`ShedInput::busy`).
+const BUSY_TAU_MS: f64 = 100.0;
 /// Leads every client-IP key in the ledger, so IP keys and given keys (user ids) are separate
 /// namespaces: `x-user-id: 127.0.0.1` must not share the bucket of the client at 127.0.0.1. Given
 /// keys come from JS strings as UTF-8, which never contains the byte 0xFF.
@@ -104,8 +101,6 @@ pub struct TierCounters {
     pub shed: u64,
     /// Of `shed`: by the turn budget.
     pub turn_shed: u64,
-    /// Of `shed`: by the capacity budget.
-    pub capacity_shed: u64,
     pub tier_full: u64,
     pub key_limited: u64,
 }
@@ -123,7 +118,6 @@ pub struct GateStats {
     pub episodes: u64,
     pub baseline_ms: f64,
     pub thresholds_ms: (f64, f64),
-    pub capacity: CapacityReading,
 }
 
 struct State {
@@ -138,9 +132,10 @@ struct State {
     /// The loop's cumulative idle time when the current tick was first seen.
     idle_seen_ns: u64,
     input: ShedInput,
-    capacity: CapacityBudget,
-    /// As of the last update or decision (stats).
-    now_ns: u64,
+    /// Utilisation of the last ~100 ms (EWMA of busy time over wall time between updates), and the
+    /// time and idle total it was last updated at.
+    busy: f64,
+    busy_seen: Option<(u64, u64)>,
     counters: Vec<TierCounters>,
     /// Per tier, its tokens as this gate's last tier-only debit left them (NaN: not known), for the
     /// ranked decision.
@@ -151,8 +146,6 @@ pub struct Gate {
     ledger: Arc<Ledger>,
     cfg: GateConfig,
     protected: Vec<bool>,
-    /// Per tier, its rank among the unprotected tiers (0 = the highest), `None` when protected.
-    ranks: Vec<Option<usize>>,
     update_interval_ns: u64,
     state: Mutex<State>,
 }
@@ -175,16 +168,6 @@ impl Gate {
             }
         }
         let ctl = ShedController::new(cfg.shed.clone(), &protected)?;
-        let mut next_rank = 0;
-        let ranks: Vec<Option<usize>> = protected
-            .iter()
-            .map(|&p| {
-                (!p).then(|| {
-                    next_rank += 1;
-                    next_rank - 1
-                })
-            })
-            .collect();
         let applied = (0..n).map(|t| ledger.refill_scale(t)).collect();
         Ok(Gate {
             update_interval_ns: (cfg.update_interval_ms * NS_PER_MS) as u64,
@@ -198,15 +181,14 @@ impl Gate {
                 tick_seen_ns: 0,
                 idle_seen_ns: 0,
                 input: ShedInput::default(),
-                capacity: CapacityBudget::new(cfg.shed.target_elu, next_rank),
-                now_ns: 0,
+                busy: 0.0,
+                busy_seen: None,
                 counters: vec![TierCounters::default(); n],
                 levels: vec![f64::NAN; n],
             }),
             ledger,
             cfg,
             protected,
-            ranks,
         })
     }
 
@@ -267,10 +249,18 @@ impl Gate {
                 }
             }
         }
-        let episode = st.ctl.pressure() > 0.0;
-        st.capacity.observe(now_ns, idle_ns, episode);
-        st.now_ns = st.now_ns.max(now_ns);
-        input.capacity_engaged = st.capacity.engaged(now_ns);
+        if let Some((t0, idle0)) = st.busy_seen {
+            let dt = now_ns.saturating_sub(t0);
+            if dt > 0 {
+                let idle = idle_ns.saturating_sub(idle0).min(dt);
+                let frac = 1.0 - idle as f64 / dt as f64;
+                st.busy += (frac - st.busy) * (1.0 - (-(dt as f64) / (BUSY_TAU_MS * NS_PER_MS)).exp());
+            }
+        }
+        st.busy_seen = Some((now_ns, idle_ns));
+        if !st.injected {
+            input.busy = st.busy;
+        }
         st.input = input;
         let changed = st.ctl.update(&input, now_ns);
         for t in 0..self.protected.len() {
@@ -362,25 +352,18 @@ impl Gate {
             lag_ms: st.input.lag_ms,
             cause: st.ctl.cause(),
         };
-        st.capacity.note_arrival();
-        st.now_ns = st.now_ns.max(now_ns);
-        let rank = self.ranks[tier];
-        if rank.is_some() {
+        if !self.protected[tier] {
             if scale == 0.0 {
                 st.counters[tier].shed += 1;
                 return d;
             }
             let budget = self.cfg.shed.turn_budget_ms;
             if d.pressure > 0.0 && budget > 0.0 && turn_age_ms() >= budget {
+                st.ctl.note_turn_shed();
                 st.counters[tier].shed += 1;
                 st.counters[tier].turn_shed += 1;
                 return d;
             }
-        }
-        if !st.capacity.take(now_ns, rank) {
-            st.counters[tier].shed += 1;
-            st.counters[tier].capacity_shed += 1;
-            return d;
         }
         // A protected tier is not ranked: the shares are of every tier's traffic, and its admission
         // must not depend on the load other tiers offer.
@@ -443,9 +426,6 @@ impl Gate {
             c.tier_full += 1;
             Verdict::TierFull
         };
-        if o.allowed {
-            st.capacity.note_admitted();
-        }
         d
     }
 
@@ -475,7 +455,6 @@ impl Gate {
             episodes: st.ctl.episodes(),
             baseline_ms: st.ctl.baseline_ms(),
             thresholds_ms: st.ctl.thresholds_ms(),
-            capacity: st.capacity.reading(st.now_ns),
         }
     }
 

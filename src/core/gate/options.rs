@@ -165,7 +165,6 @@ pub const SHED_OPTIONS: &[ShedOption] = &[
     },
     number_option!("idleElu", shed.idle_elu),
     number_option!("turnBudgetMs", shed.turn_budget_ms),
-    number_option!("targetElu", shed.target_elu),
 ];
 
 impl ShedOptions {

@@ -186,7 +186,7 @@ fn a_drained_pool_is_a_shed_while_throttled_and_tier_full_while_healthy() {
     let d = decide(&g, Some(1), None, 1);
     assert_eq!(d.verdict, Verdict::Shed);
     assert!(d.scale > 0.0 && d.scale < 1.0);
-    assert_eq!(g.stats().counters[1], TierCounters { admitted: 100, shed: 1, turn_shed: 0, capacity_shed: 0, tier_full: 1, key_limited: 0 });
+    assert_eq!(g.stats().counters[1], TierCounters { admitted: 100, shed: 1, turn_shed: 0, tier_full: 1, key_limited: 0 });
 }
 
 #[test]
@@ -234,7 +234,7 @@ fn given_keys_and_ip_keys_are_separate_namespaces() {
 }
 
 #[test]
-fn the_turn_budget_sheds_late_in_a_turn_only_during_an_episode_and_raises_no_pressure() {
+fn the_turn_budget_sheds_late_in_a_turn_only_during_an_episode_and_holds_the_episode() {
     let mut five = cfg();
     five.shed.turn_budget_ms = 5.0;
     let (g, h) = gate_with(five, None);
@@ -251,16 +251,32 @@ fn the_turn_budget_sheds_late_in_a_turn_only_during_an_episode_and_raises_no_pre
     let c = g.stats().counters;
     assert_eq!((c[1].shed, c[1].turn_shed, c[2].shed, c[2].turn_shed, c[0].shed), (1, 1, 1, 1, 0));
     assert!((g.stats().pressure - 0.1).abs() < 1e-9);
-    // The lag falls; turn-budget sheds on a saturated loop (no idle time: `idle_ns` stays 0) do not
-    // hold the pressure up (a part that rose on them had no level at which the loop ran at capacity,
-    // and drove it idle): the proportional part's hold ends at 1001 ms, 0.1 recovers in 200 ms.
+    // The lag falls (the budget keeps it down) on a saturated loop (no idle time: `idle_ns` stays
+    // 0). A turn-budget shed at 500 ms raises the turn part on the next update (100 ms at 1.0 per
+    // 1000 ms: 0.1) and holds it until 1600 ms, past the proportional part's own hold (1001 ms),
+    // which then recovers.
     h.record_tick(0.0, 0.0, 0.0);
     assert_eq!(at(1, 500, 6.0), Verdict::Shed);
-    assert_eq!(at(1, 900, 6.0), Verdict::Shed);
+    assert_eq!(at(1, 600, 0.0), Verdict::Admit);
+    assert_eq!(at(1, 1400, 0.0), Verdict::Admit);
     assert!((g.stats().pressure - 0.1).abs() < 1e-9, "{}", g.stats().pressure);
-    assert_eq!(at(1, 1300, 0.0), Verdict::Admit);
+    // Nothing more to shed: the turn part recovers after its hold (0.1 takes 200 ms at 2000 ms per 1.0).
+    assert_eq!(at(1, 2500, 0.0), Verdict::Admit);
     assert_eq!(g.stats().pressure, 0.0);
-    assert_eq!(at(1, 1301, 40.0), Verdict::Admit); // episode over: no budget
+    assert_eq!(at(1, 2501, 40.0), Verdict::Admit); // episode over: no budget
+
+    // With idle time on the loop (half of every interval), turn sheds only trimmed bursts: the
+    // pressure does not rise from them.
+    let (g, h) = gate_with(cfg(), None);
+    let idle_at = |t_ms: u64| t_ms * MS / 2;
+    h.record_tick(60.0, 60.0, 60.0);
+    g.decide(Some(1), None, None, MS, || idle_at(1), || 0.0, || 0);
+    h.record_tick(0.0, 0.0, 0.0);
+    for t in 2..=400u64 {
+        assert_eq!(g.decide(Some(1), None, None, t * MS, || idle_at(t), || 3.0, || 0).verdict, Verdict::Shed);
+    }
+    assert_eq!(g.stats().counters[1].turn_shed, 399);
+    assert!((g.stats().pressure - 0.1).abs() < 1e-9, "{}", g.stats().pressure);
 
     // turnBudgetMs 0 turns it off.
     let mut off = cfg();

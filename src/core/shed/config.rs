@@ -56,9 +56,6 @@ pub struct ShedConfig {
     /// Turn budget (ms), applied by the gate during an episode: an unprotected request that arrives
     /// once the current event-loop turn has run this long is shed. 0 turns it off.
     pub turn_budget_ms: f64,
-    /// Event-loop utilisation the capacity budget admits unprotected work up to (`capacity.rs`), in
-    /// (0, 1]; 0 turns the capacity budget off.
-    pub target_elu: f64,
 }
 
 impl Default for ShedConfig {
@@ -78,9 +75,6 @@ impl Default for ShedConfig {
             max_baseline_ms: 20.0,
             idle_elu: 0.5,
             turn_budget_ms: 2.0,
-            // 5% of the loop left idle: the margin that keeps its lag near zero while the admitted
-            // work is what it can run.
-            target_elu: 0.95,
         }
     }
 }
@@ -131,9 +125,6 @@ impl ShedConfig {
             return Err(ShedConfigError { field: "idleElu", reason: "must be a number in [0, 1]" });
         }
         finite_non_negative(self.turn_budget_ms, "turnBudgetMs")?;
-        if !(self.target_elu.is_finite() && (0.0..=1.0).contains(&self.target_elu)) {
-            return Err(ShedConfigError { field: "targetElu", reason: "must be a number in [0, 1]" });
-        }
         Ok(())
     }
 }

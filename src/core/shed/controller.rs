@@ -8,11 +8,16 @@ pub struct ShedController {
     sheddable: Vec<usize>,
     scales: Vec<f64>,
     pressure: f64,
-    /// The proportional part (with hold and gradual recovery) and the integral part.
+    /// The proportional part (with hold and gradual recovery), the integral part, and the turn part
+    /// (driven by the gate's turn-budget sheds, see `note_turn_shed`).
     prop: f64,
     integral: f64,
+    turn: f64,
     cause: Cause,
     hold_until_ns: u64,
+    /// Turn-budget sheds since the last update, and until when the turn part is held.
+    turn_sheds: u64,
+    turn_hold_until_ns: u64,
     last_ns: Option<u64>,
     baseline_ms: Option<f64>,
     episodes: u64,
@@ -24,6 +29,11 @@ pub struct ShedController {
     /// The lag has been under the target since the proportional part last rose.
     was_under: bool,
 }
+
+/// Time (ms) in which turn-budget sheds, one or more in every update, raise the turn part from 0 to 1.
+const TURN_RISE_MS: f64 = 1000.0;
+/// Share of the last ~100 ms the loop was busy from which turn-budget sheds count as overload.
+const TURN_SATURATED_BUSY: f64 = 0.95;
 
 /// How much slower a recovery goes below the level of its last relapse: near the pressure the
 /// overload needs, creep rather than swing back into it.
@@ -53,7 +63,10 @@ impl ShedController {
             prop: 0.0,
             integral: 0.0,
             cause: Cause::None,
+            turn: 0.0,
             hold_until_ns: 0,
+            turn_sheds: 0,
+            turn_hold_until_ns: 0,
             last_ns: None,
             baseline_ms: None,
             episodes: 0,
@@ -187,16 +200,6 @@ impl ShedController {
             self.was_under = false;
             prop_cause = Some(if heap_demand > lag_demand { Cause::Heap } else { Cause::Lag });
             self.hold_until_ns = hold(now_ns);
-        } else if input.capacity_engaged {
-            // The capacity budget holds the loop at its utilisation target, so the hold, the
-            // hysteresis and the gradual recovery (which kept a loop from relapsing into overload)
-            // would only keep tiers shed that the loop can run: the part sheds what the lag asks
-            // for now, and no more.
-            self.prop = if demand <= 1e-9 { 0.0 } else { demand };
-            if self.prop == 0.0 {
-                self.relapse = None;
-                self.was_under = false;
-            }
         } else if self.prop > 0.0 && release >= self.prop {
             // Still justified: keep holding.
             self.hold_until_ns = hold(now_ns);
@@ -233,13 +236,10 @@ impl ShedController {
         // at most 100 ms of it.
         if self.cfg.integral_ms > 0.0 {
             let dt = dt_ms.min(100.0);
-            // With the capacity budget engaged the loop is held at its utilisation target: the
-            // integral no longer grows (the budget is what follows the loop's capacity), and drains
-            // as soon as the lag is under the target.
-            if lag > t && lag_counts && !input.capacity_engaged {
+            if lag > t && lag_counts {
                 let excess = ((lag - t) / (c - t)).min(1.0);
                 self.integral = (self.integral + excess * dt / self.cfg.integral_ms).min(1.0);
-            } else if (lag < t - self.cfg.hysteresis_ms || (input.capacity_engaged && lag < t)) && self.integral > 0.0 {
+            } else if lag < t - self.cfg.hysteresis_ms && self.integral > 0.0 {
                 let step = if self.cfg.recovery_ms == 0.0 { 1.0 } else { dt_ms / self.cfg.recovery_ms };
                 self.integral = (self.integral - step).max(0.0);
                 if self.integral <= 1e-9 {
@@ -250,10 +250,28 @@ impl ShedController {
             self.integral = 0.0;
         }
 
-        self.pressure = self.prop.max(self.integral);
+        // Turn part. The turn budget keeps the lag down, so while it sheds the lag no longer shows the
+        // overload: the sheds themselves do, on a saturated loop (busy >= TURN_SATURATED_BUSY over the
+        // last ~100 ms; with idle time left, a turn shed only trimmed a burst). They raise this
+        // part (full range in TURN_RISE_MS) and hold it; once none came for `hold_ms` it recovers at
+        // the recovery rate. The refill scales follow, lowest tier first, until the tiers' budgets
+        // admit about what the loop can run.
+        let turn_sheds = std::mem::take(&mut self.turn_sheds);
+        if turn_sheds > 0 && self.pressure > 0.0 && input.busy >= TURN_SATURATED_BUSY {
+            self.turn = (self.turn + dt_ms.min(100.0) / TURN_RISE_MS).min(1.0);
+            self.turn_hold_until_ns = hold(now_ns);
+        } else if self.turn > 0.0 && now_ns >= self.turn_hold_until_ns {
+            let step = if self.cfg.recovery_ms == 0.0 { 1.0 } else { dt_ms / self.cfg.recovery_ms };
+            self.turn = (self.turn - step).max(0.0);
+            if self.turn <= 1e-9 {
+                self.turn = 0.0;
+            }
+        }
+
+        self.pressure = self.prop.max(self.integral).max(self.turn);
         if self.pressure == 0.0 {
             self.cause = Cause::None;
-        } else if self.integral > self.prop {
+        } else if self.integral > self.prop || self.turn > self.prop {
             self.cause = Cause::Lag;
         } else if let Some(cause) = prop_cause {
             self.cause = cause;
@@ -282,13 +300,22 @@ impl ShedController {
         changed
     }
 
+    /// The gate shed a request by the turn budget: the loop is still over capacity, however low the
+    /// lag the budget keeps it at. Counted into the turn part on the next update.
+    pub fn note_turn_shed(&mut self) {
+        self.turn_sheds += 1;
+    }
+
     /// Forgets all pressure and the learned baseline (scales back to 1).
     pub fn reset(&mut self) {
         self.pressure = 0.0;
         self.prop = 0.0;
         self.integral = 0.0;
         self.cause = Cause::None;
+        self.turn = 0.0;
         self.hold_until_ns = 0;
+        self.turn_sheds = 0;
+        self.turn_hold_until_ns = 0;
         self.last_ns = None;
         self.baseline_ms = None;
         self.excursion = None;

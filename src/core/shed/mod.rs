@@ -29,22 +29,14 @@
 //!   loop adds little, and it drains away.
 //!
 //!
-//! With the gate's capacity budget engaged (`capacity.rs`: unprotected work admitted up to what the
-//! loop can run), both parts shed only what the lag asks for now: no hold, hysteresis or gradual
-//! recovery, and the integral does not grow.
-//!
 //! Files: `config.rs` (options, defaults, validation), `controller.rs` (the pressure and its parts),
-//! `spike.rs` (the spike filter), `capacity.rs` (the capacity budget the gate applies).
-mod capacity;
+//! `spike.rs` (the spike filter).
 mod config;
 mod controller;
 mod spike;
 #[cfg(test)]
-mod capacity_tests;
-#[cfg(test)]
 mod tests;
 
-pub use capacity::{CapacityBudget, CapacityReading};
 pub use config::{LagSignal, ShedConfig, ShedConfigError};
 pub use controller::ShedController;
 
@@ -57,10 +49,10 @@ pub struct ShedInput {
     pub heap_ratio: f64,
     /// Event-loop utilisation over the sampler's window (relative mode learns its baseline from it).
     pub elu: f64,
+    /// Utilisation of the last ~100 ms (the gate's own estimate; `elu` where it has none): whether
+    /// turn-budget sheds mean overload (see the turn part).
+    pub busy: f64,
     pub stalled: bool,
-    /// The gate's capacity budget is engaged (`capacity.rs`): the lag parts shed only what the lag
-    /// asks for now (module notes).
-    pub capacity_engaged: bool,
 }
 
 impl ShedInput {
@@ -71,7 +63,7 @@ impl ShedInput {
             LagSignal::P99 => s.p99_lag_ms,
             LagSignal::Max => s.latest_lag_ms.max(s.ewma_lag_ms),
         };
-        ShedInput { lag_ms, heap_ratio: s.heap_ratio(), elu: s.elu, stalled: s.stalled, capacity_engaged: false }
+        ShedInput { lag_ms, heap_ratio: s.heap_ratio(), elu: s.elu, busy: s.elu, stalled: s.stalled }
     }
 }
 
