@@ -5,22 +5,27 @@
 // sheds every tier alike (toobusy-js on Express, @fastify/under-pressure on Fastify); tiergate.
 // The server runs in a child process (scenario.js), the generator here: one core each.
 //
-//   node benchmark/overload.js [--quick] [--only id,id] [--load 3] [--seconds 6] [--work-ms 3] [--work pbkdf2|sha256-chain] [--shed '{json}']
-//   (ids: none, toobusy, under-pressure, tiergate-defaults, tiergate, tiergate-plain [extra], tiergate-fastify [extra];
-//    --shed overrides tiergate's shed options)
+//   node benchmark/overload.js [--runs 5] [--quick] [--only id,id] [--load 3] [--seconds 6] [--work-ms 3] [--work pbkdf2|sha256-chain] [--shed '{json}']
+//   (ids: none, toobusy, under-pressure, tiergate-defaults, tiergate-fastify, tiergate-http,
+//    tiergate [extra: spike filter off], tiergate-plain [extra]; --shed overrides tiergate's shed options)
 //
-// Per configuration, one server process, phases in order: warm-up (0.5x, 1 s), unloaded (0.25x, 3 s:
-// the unloaded latency), 0.8x (3 s: must not shed), a pause until the gate is calm, overload (3x,
-// 6 s: the table). Writes benchmark/out/overload.{svg,json}.
+// Per configuration and run, one server process, phases in order: warm-up (0.5x, 1 s), unloaded (0.25x,
+// 3 s: the unloaded latency), 0.8x (3 s: must not shed), a pause until the gate is calm, overload (3x,
+// 6 s: the table) and, without a gap, 0.8x again (3 s: shed only while it recovers, <= 1 s).
+// The tiergate configurations run `--runs` times (runs interleaved: run 1 of each, then run 2, ...),
+// the others once; each run's figures are printed, then the median [min-max] over the runs.
+// Writes benchmark/out/overload.{svg,json}: per run, goodput per tier with the server's lag and,
+// under it, the controller (pressure, refill scales, capacity budget, turn and capacity sheds).
 const fs = require('node:fs');
 const http = require('node:http');
 const path = require('node:path');
 const os = require('node:os');
 const { startServer, calibrateWork, measureCapacity, runLoad } = require('./lib/scenario');
+const { controllerSvg, stackSvgs } = require('./lib/controller-svg');
 const { checkKind, DEFAULT_WORK_KIND } = require('./lib/work');
 const { idealTierLatency, idealText } = require('./lib/ideal');
 const { timelineSvg } = require('./lib/svg');
-const { openLoop } = require('./lib/openloop');
+const { openLoop, warmPool, nowAbs } = require('./lib/openloop');
 
 const MIX = [
   { tier: 'critical', weight: 0.1 },
@@ -33,6 +38,8 @@ const TIERS = MIX.map((m) => m.tier);
 const LAG_MS = 20;
 const CRITICAL_LAG_MS = 60;
 const WARM_CONNECTIONS = 500;
+const AFTER_MS = 3000; // the 0.8x phase right after the overload
+const RECOVERY_MS = 1000; // of it, the time the gate may take to stop shedding
 
 /**
  * tiergate's options for a server whose measured capacity is `cap` req/s; `shed` as given (the
@@ -89,6 +96,24 @@ function configurations(cap) {
       target: true,
     },
     {
+      id: 'tiergate-fastify',
+      title: `tiergate (Fastify, default shed)`,
+      framework: 'fastify',
+      protection: 'tiergate',
+      options: tiergateOptions(cap, {}),
+      thresholdMs: LAG_MS,
+      target: true,
+    },
+    {
+      id: 'tiergate-http',
+      title: `tiergate (node:http, default shed)`,
+      framework: 'http',
+      protection: 'tiergate',
+      options: tiergateOptions(cap, {}),
+      thresholdMs: LAG_MS,
+      target: true,
+    },
+    {
       id: 'tiergate',
       title: `tiergate (Express, lag ${LAG_MS}..${CRITICAL_LAG_MS} ms, spike filter off)`,
       framework: 'express',
@@ -96,6 +121,7 @@ function configurations(cap) {
       options: tiergateOptions(cap, NO_FILTER_SHED),
       thresholdMs: LAG_MS,
       target: true,
+      extra: true,
     },
     {
       id: 'tiergate-plain',
@@ -107,24 +133,18 @@ function configurations(cap) {
       target: true,
       extra: true,
     },
-    {
-      id: 'tiergate-fastify',
-      title: `tiergate (Fastify, default shed: lag ${LAG_MS}..${CRITICAL_LAG_MS} ms)`,
-      framework: 'fastify',
-      protection: 'tiergate',
-      options: tiergateOptions(cap, {}),
-      thresholdMs: LAG_MS,
-      target: true,
-      extra: true,
-    },
   ];
 }
 
 function parseArgs(argv) {
-  const a = { quick: false, only: null, load: 3, seconds: 6, workMs: 3, work: DEFAULT_WORK_KIND, shed: {} };
+  const a = { runs: 5, quick: false, only: null, load: 3, seconds: 6, workMs: 3, work: DEFAULT_WORK_KIND, shed: {} };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     if (k === '--quick') a.quick = true;
+    else if (k === '--runs') {
+      a.runs = Number(argv[++i]);
+      if (!Number.isInteger(a.runs) || a.runs < 1) throw new RangeError('--runs must be a whole number >= 1');
+    }
     else if (k === '--only') a.only = argv[++i].split(',');
     else if (k === '--load') a.load = Number(argv[++i]);
     else if (k === '--seconds') a.seconds = Number(argv[++i]);
@@ -184,10 +204,17 @@ async function runConfig(cfg, { cap, workIters, workKind, load, seconds, quick, 
       light.stats = await srv.guardStats().catch(() => null);
       calm = await settle(srv, agent);
     }
-    const over = await runLoad(srv, { ...base, rate: load * cap, durationMs: seconds * 1000 });
+    // The overload and, on the same clock without a gap, the 0.8x phase after it.
+    await warmPool(agent, { port: srv.port, ...warm });
+    const startAt = nowAbs() + 50;
+    const { warm: _w, ...cold } = base;
+    const [over, after] = await Promise.all([
+      runLoad(srv, { ...cold, rate: load * cap, durationMs: seconds * 1000, startAt }),
+      quick ? null : openLoop({ ...cold, port: srv.port, rate: 0.8 * cap, durationMs: AFTER_MS, startAt: startAt + seconds * 1000, steadyFromMs: RECOVERY_MS, seed: 7 }),
+    ]);
     const stats = await srv.guardStats().catch(() => null);
     log?.(`  ${cfg.id}: done`);
-    return { cfg, unloaded, light, over, stats, calm };
+    return { cfg, unloaded, light, over, after, stats, calm };
   } finally {
     agent.destroy();
     await srv.stop();
@@ -268,19 +295,100 @@ function printTargets(cfg, targets, out = console.log) {
   for (const t of targets) out(`  ${t.pass ? 'PASS' : 'MISS'}  ${pad(t.name, 46)} ${t.value}`);
 }
 
+/** One run's figures for the issue's table (null where a phase did not run). */
+function runFigures(r, ideal, cap) {
+  const t = r.over.load.tiers;
+  const crit = t.critical;
+  const count503 = (rej) => rej['503'] || 0;
+  const after = r.after;
+  const shedAfter = after ? TIERS.reduce((n, k) => n + count503(after.tiers[k].rejections), 0) : null;
+  const shedAfterSteady = after ? TIERS.reduce((n, k) => n + count503(after.tiers[k].steady.rejections), 0) : null;
+  return {
+    critSuccess: crit.successPct,
+    critP99: crit.p99,
+    critSteadyP99: crit.steady.p99,
+    idealP99: ideal.p99,
+    ratio: crit.p99 / ideal.p99,
+    steadyRatio: crit.steady.p99 / ideal.p99,
+    goodputPct: (100 * r.over.load.goodputPerSec) / cap,
+    standardPct: t.standard.successPct,
+    backgroundPct: t.background.successPct,
+    shed08: r.light ? r.light.server.rejected : null,
+    shedAfter,
+    shedAfterSteady,
+  };
+}
+
+// The figures of the table, in order: [key, label, format].
+const FIGURES = [
+  ['critSuccess', 'critical success %', (v) => v.toFixed(1)],
+  ['critP99', 'critical p99 ms (whole run)', f1],
+  ['critSteadyP99', 'critical p99 ms (after 1st s)', f1],
+  ['idealP99', 'ideal scheduler p99 ms', f1],
+  ['ratio', 'critical p99 / ideal (whole)', (v) => v.toFixed(2)],
+  ['steadyRatio', 'critical p99 / ideal (after 1st s)', (v) => v.toFixed(2)],
+  ['goodputPct', 'goodput % of capacity', (v) => v.toFixed(0)],
+  ['standardPct', 'standard served %', (v) => v.toFixed(1)],
+  ['backgroundPct', 'background served %', (v) => v.toFixed(1)],
+  ['shed08', 'shed at 0.8x (before)', (v) => String(v)],
+  ['shedAfter', 'shed at 0.8x after overload', (v) => String(v)],
+  ['shedAfterSteady', '... of it after 1 s recovery', (v) => String(v)],
+];
+
+function median(values) {
+  const v = values.filter((x) => x != null && !Number.isNaN(x)).sort((a, b) => a - b);
+  if (!v.length) return null;
+  const m = v.length >> 1;
+  return { median: v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2, min: v[0], max: v[v.length - 1], n: v.length };
+}
+
+function printRuns(byConfig, out = console.log) {
+  out('\nPer run (overload 3x; ratios against the ideal scheduler on the same arrivals):');
+  out(`  ${pad('configuration', 20)} ${pad('run', 4)} ${FIGURES.map(([key]) => lpad(key, 16)).join('')}`);
+  for (const runs of byConfig.values()) {
+    runs.forEach((r, k) => {
+      out(`  ${pad(r.cfg.id, 20)} ${pad(k + 1, 4)} ${FIGURES.map(([key, , fmt]) => lpad(r.figures[key] == null ? '—' : fmt(r.figures[key]), 16)).join('')}`);
+    });
+  }
+}
+
+function printSummary(byConfig, out = console.log) {
+  const cols = [...byConfig.values()];
+  out(`\nMedian [min–max] over the runs (n = runs per configuration):`);
+  out(`${pad('figure', 36)} ${cols.map((runs) => pad(`${runs[0].cfg.id} (n=${runs.length})`, 26)).join(' ')}`);
+  for (const [key, label, fmt] of FIGURES) {
+    const cells = cols.map((runs) => {
+      const m = median(runs.map((r) => r.figures[key]));
+      return pad(m == null ? '—' : `${fmt(m.median)} [${fmt(m.min)}–${fmt(m.max)}]`, 26);
+    });
+    out(`${pad(label, 36)} ${cells.join(' ')}`);
+  }
+}
+
 function writeSvg(results, file, { cap, load }) {
-  const svg = timelineSvg(
-    results.map((r) => ({
-      title: r.cfg.title,
-      timeline: r.over.load.timeline,
-      tiers: TIERS,
-      thresholdMs: r.cfg.thresholdMs,
-      note: TIERS.map((t) => `${t} ${f1(r.over.load.tiers[t].successPct)}%`).join('  ·  '),
-    })),
-    { title: `Goodput per tier and server lag at ${load}x capacity (${Math.round(load * cap)} req/s offered, 10/30/60 mix)` },
-  );
+  const parts = [];
+  for (const r of results) {
+    const run = r.run ? ` — run ${r.run}` : '';
+    parts.push(
+      timelineSvg(
+        [
+          {
+            title: r.cfg.title + run,
+            timeline: r.over.load.timeline,
+            tiers: TIERS,
+            thresholdMs: r.cfg.thresholdMs,
+            note: TIERS.map((t) => `${t} ${f1(r.over.load.tiers[t].successPct)}%`).join('  ·  '),
+          },
+        ],
+        { title: parts.length ? '' : `Goodput per tier and server lag at ${load}x capacity (${Math.round(load * cap)} req/s offered, 10/30/60 mix); under each tiergate run, its controller` },
+      ),
+    );
+    if (r.cfg.protection === 'tiergate' && r.over.load.timeline.some((row) => row.controller)) {
+      parts.push(controllerSvg([{ title: `controller${run}`, timeline: r.over.load.timeline, tiers: TIERS.slice(1), capacity: cap }]));
+    }
+  }
   fs.mkdirSync(path.dirname(file), { recursive: true });
-  fs.writeFileSync(file, svg);
+  fs.writeFileSync(file, stackSvgs(parts));
 }
 
 async function main() {
@@ -293,29 +401,46 @@ async function main() {
   console.log(`work: ${args.work} x ${workIters} per /work request (~${args.workMs} ms calibrated); capacity (closed loop, 8 clients, Express, no protection): ${Math.round(cap)} req/s, p50 ${f1(capRun.p50)} ms`);
   let configs = configurations(cap);
   configs = args.only ? configs.filter((c) => args.only.includes(c.id)) : configs.filter((c) => !c.extra);
+  if (args.only) {
+    const unknown = args.only.filter((id) => !configurations(cap).some((c) => c.id === id));
+    if (unknown.length) throw new Error(`--only: unknown configuration(s) ${unknown.join(', ')}`);
+  }
   for (const c of configs) {
     if (c.protection !== 'tiergate' || !Object.keys(args.shed).length) continue;
     Object.assign(c.options.shed, args.shed);
     if (args.shed.targetLagMs) c.thresholdMs = args.shed.targetLagMs;
     c.title += ` + ${JSON.stringify(args.shed)}`;
   }
+  const ideal = idealTierLatency({ rate: args.load * cap, durationMs: args.seconds * 1000, serviceMs: 1000 / cap, mix: MIX });
   const results = [];
-  for (const cfg of configs) {
-    try {
-      results.push(await runConfig(cfg, { cap, workIters, workKind: args.work, load: args.load, seconds: args.seconds, quick: args.quick }));
-    } catch (err) {
-      console.log(`  ${cfg.title}: could not run (${err.message.split('\n')[0]})`);
+  const byConfig = new Map(configs.map((c) => [c.id, []]));
+  for (let run = 1; run <= args.runs; run++) {
+    for (const cfg of configs) {
+      if (run > 1 && cfg.protection !== 'tiergate') continue; // the comparisons run once
+      try {
+        const r = await runConfig(cfg, { cap, workIters, workKind: args.work, load: args.load, seconds: args.seconds, quick: args.quick });
+        r.run = cfg.protection === 'tiergate' ? run : 0;
+        r.figures = runFigures(r, ideal, cap);
+        results.push(r);
+        byConfig.get(cfg.id).push(r);
+        const f = r.figures;
+        console.log(`  ${cfg.id} run ${run}: critical ${f1(f.critSuccess)}%, p99 ${f1(f.critP99)} ms (${f.ratio.toFixed(2)}x ideal), after 1st s ${f1(f.critSteadyP99)} ms (${f.steadyRatio.toFixed(2)}x); goodput ${f.goodputPct.toFixed(0)}%; standard ${f1(f.standardPct)}%, background ${f1(f.backgroundPct)}%; 0.8x shed ${f.shed08 ?? '—'}, after overload ${f.shedAfter ?? '—'} (${f.shedAfterSteady ?? '—'} after 1 s); load ${os.loadavg()[0].toFixed(1)}`);
+      } catch (err) {
+        console.log(`  ${cfg.title} run ${run}: could not run (${err.message.split('\n')[0]})`);
+      }
     }
   }
-  printTable(results, { cap, load: args.load });
+  for (const [id, runs] of byConfig) if (!runs.length) byConfig.delete(id);
+  const firstRuns = [...byConfig.values()].map((runs) => runs[0]);
+  printTable(firstRuns, { cap, load: args.load });
   const starved = results.filter((r) => r.over.load.genLag.p99 > 20);
   if (starved.length) {
-    console.log(`\nWARNING: the load generator ran late (schedule lag p99 > 20 ms) in: ${starved.map((r) => r.cfg.id).join(', ')};`);
+    console.log(`\nWARNING: the load generator ran late (schedule lag p99 > 20 ms) in: ${starved.map((r) => `${r.cfg.id}${r.run ? ' run ' + r.run : ''}`).join(', ')};`);
     console.log('the machine is busy with other work, so these figures are noisier than usual.');
   }
   if (!args.quick) {
-    console.log('\nUnloaded (0.25x capacity, 3 s) latency of every tier, p50 / p99 ms; and the 0.8x phase:');
-    for (const r of results) {
+    console.log('\nUnloaded (0.25x capacity, 3 s) latency of every tier, p50 / p99 ms; and the 0.8x phase (first run):');
+    for (const r of firstRuns) {
       const u = r.unloaded.load.latency;
       const l = r.light;
       console.log(
@@ -324,9 +449,11 @@ async function main() {
       );
     }
   }
-  const ideal = idealTierLatency({ rate: args.load * cap, durationMs: args.seconds * 1000, serviceMs: 1000 / cap, mix: MIX });
+  console.log(`\n${idealText(ideal)}; capacity probe ${Math.round(cap)} req/s`);
+  printRuns(byConfig);
+  printSummary(byConfig);
   const summary = [];
-  for (const r of results) {
+  for (const r of firstRuns) {
     if (!r.cfg.target) continue;
     const targets = evaluateTargets(r, ideal);
     printTargets(r.cfg, targets);
@@ -343,10 +470,15 @@ async function main() {
         capacity: cap,
         workIters,
         load: args.load,
+        runs: args.runs,
+        ideal,
         results: results.map((r) => ({
           config: r.cfg.id,
+          run: r.run,
           title: r.cfg.title,
+          figures: r.figures,
           overload: { tiers: r.over.load.tiers, serverLag: r.over.server.lag, goodputPerSec: r.over.load.goodputPerSec, genLag: r.over.load.genLag, onset: r.cfg.thresholdMs ? r.over.onset(r.cfg.thresholdMs) : null, timeline: r.over.load.timeline },
+          after: r.after && { tiers: r.after.tiers, timeline: r.after.timeline },
           unloaded: r.unloaded && { latency: r.unloaded.load.latency, tiers: r.unloaded.load.tiers, serverLag: r.unloaded.server.lag },
           light: r.light && { tiers: r.light.load.tiers, serverLag: r.light.server.lag, shed: r.light.server.rejected },
           stats: r.stats,
@@ -360,7 +492,7 @@ async function main() {
   console.log(`\nwrote benchmark/out/overload.svg and overload.json (${((Date.now() - t0) / 1000).toFixed(0)} s)`);
 }
 
-module.exports = { MIX, TIERS, WARM_CONNECTIONS, LAG_MS, CRITICAL_LAG_MS, NO_FILTER_SHED, tiergateOptions, configurations, runConfig, printTable, evaluateTargets, printTargets, writeSvg };
+module.exports = { MIX, TIERS, WARM_CONNECTIONS, LAG_MS, CRITICAL_LAG_MS, NO_FILTER_SHED, tiergateOptions, configurations, runConfig, runFigures, printTable, evaluateTargets, printTargets, writeSvg };
 
 if (require.main === module) {
   main().catch((err) => {

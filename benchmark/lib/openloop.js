@@ -13,7 +13,7 @@
 //
 //   const r = await openLoop({ port, path: '/work', rate: 600, durationMs: 5000,
 //                              mix: [{ tier: 'critical', weight: 0.1 }, ...] });
-//   r.tiers.critical -> { sent, ok, successPct, p50, p99, steady: { fromMs, ok, p50, p99 },
+//   r.tiers.critical -> { sent, ok, successPct, p50, p99, steady: { fromMs, sent, ok, p50, p99, rejections },
 //                         rejections: { 503: n, timeout: n, ... } }   (steady: requests due >= 1 s in)
 //   r.timeline       -> [{ t, sent: {tier: n}, goodput: {tier: req/s}, rejected: {tier: n},
 //                         maxLatencyMs: {tier: ms, by scheduled time}, genLagMs }]
@@ -104,7 +104,9 @@ async function warmPool(agent, { host = '127.0.0.1', port, path: reqPath = '/', 
  *   tierHeader ('x-user-tier'; set to null to send no tier header), headers (extra, all requests),
  *   maxOutstanding (4096), timeoutMs (2000), drainMs (timeoutMs + 500), bucketMs (100), seed (42),
  *   agent (an http.Agent; default a keep-alive agent with maxOutstanding sockets, destroyed at the end),
- *   warm ({ connections, path, headers }: open that many keep-alive connections before the clock starts).
+ *   warm ({ connections, path, headers }: open that many keep-alive connections before the clock starts),
+ *   startAt (absolute ms, nowAbs() clock: when the schedule starts; default a few ms from now, after
+ *   the warm-up: loads that follow one another without a gap), steadyFromMs (1000: what `steady` counts from).
  */
 async function openLoop(opts) {
   const host = opts.host || '127.0.0.1';
@@ -142,6 +144,8 @@ async function openLoop(opts) {
     latencies: new Float64Array(total),
     okScheduledAt: new Float64Array(total), // of each latency: when it was due, ms after the start
     rejections: {},
+    steadySent: 0,
+    steadyRejections: {}, // of requests due >= steadyFromMs
     bSent: new Uint32Array(nBuckets),
     bOk: new Uint32Array(nBuckets),
     bRej: new Uint32Array(nBuckets),
@@ -157,7 +161,8 @@ async function openLoop(opts) {
   let finished = 0;
   const inflight = new Set();
 
-  const start = nowAbs() + 5; // a few ms to set up
+  const start = opts.startAt ?? nowAbs() + 5; // a few ms to set up
+  const steadyFromMs = opts.steadyFromMs ?? 1000;
   const bucketOf = (t) => Math.min(nBuckets - 1, Math.max(0, Math.floor((t - start) / bucketMs)));
 
   let resolveDone;
@@ -167,14 +172,16 @@ async function openLoop(opts) {
     if (!sending && finished === issued) resolveDone();
   };
 
-  function reject(t, reason, at) {
+  function reject(t, reason, at, scheduled) {
     t.rejections[reason] = (t.rejections[reason] || 0) + 1;
     t.bRej[bucketOf(at)]++;
+    if (scheduled - start >= steadyFromMs) t.steadyRejections[reason] = (t.steadyRejections[reason] || 0) + 1;
   }
 
   function fire(tierIdx, scheduled, now) {
     const t = tiers[tierIdx];
     t.sent++;
+    if (scheduled - start >= steadyFromMs) t.steadySent++;
     t.bSent[bucketOf(scheduled)]++;
     issued++;
     const lag = now - scheduled;
@@ -182,7 +189,7 @@ async function openLoop(opts) {
     const b = bucketOf(scheduled);
     if (lag > bGenLag[b]) bGenLag[b] = lag;
     if (outstanding >= maxOutstanding) {
-      reject(t, 'overflow', now);
+      reject(t, 'overflow', now, scheduled);
       finished++;
       return;
     }
@@ -205,7 +212,7 @@ async function openLoop(opts) {
         const sb = bucketOf(scheduled);
         if (latency > t.bMaxLat[sb]) t.bMaxLat[sb] = latency;
       } else {
-        reject(t, String(status), end);
+        reject(t, String(status), end, scheduled);
       }
       maybeDone();
     };
@@ -260,7 +267,6 @@ async function openLoop(opts) {
   if (ownAgent) agent.destroy();
 
   const results = {};
-  const steadyFromMs = opts.steadyFromMs ?? 1000;
   let allSent = 0;
   let allOk = 0;
   const allLat = new Float64Array(tiers.reduce((n, t) => n + t.ok, 0));
@@ -284,7 +290,7 @@ async function openLoop(opts) {
       max: lat.length ? lat[lat.length - 1] : NaN,
       // Successes of requests due at least `steadyFromMs` after the start: the tail once a controller
       // has settled, apart from the onset of the load.
-      steady: { fromMs: steadyFromMs, ok: steady.length, p50: percentile(steady, 50), p99: percentile(steady, 99) },
+      steady: { fromMs: steadyFromMs, sent: t.steadySent, ok: steady.length, p50: percentile(steady, 50), p99: percentile(steady, 99), rejections: t.steadyRejections },
       rejections: t.rejections,
     };
   }

@@ -147,6 +147,36 @@ function lagPerBucket(samples, start, bucketMs, nBuckets) {
 }
 
 /**
+ * The protection's controller samples (server.js, every 50 ms) per openLoop bucket: the last reading
+ * in the bucket (pressure, per tier refill scale, capacity budget) and what was shed in it (per tier
+ * sheds, turn-budget sheds, capacity sheds: differences of the cumulative counters). Null rows for
+ * buckets without a sample.
+ */
+function controllerPerBucket(samples, start, bucketMs, nBuckets) {
+  const out = new Array(nBuckets).fill(null);
+  let prev = null;
+  for (const s of samples || []) {
+    const b = Math.floor((s.t - start) / bucketMs);
+    if (prev && b >= 0 && b < nBuckets) {
+      const row = out[b] || { pressure: 0, lagMs: 0, capacity: null, scales: {}, shed: {}, turnShed: {}, capacityShed: {} };
+      row.pressure = s.pressure;
+      row.lagMs = s.lagMs;
+      row.capacity = s.capacity;
+      for (const [tier, t] of Object.entries(s.tiers)) {
+        const p = prev.tiers[tier] || t;
+        row.scales[tier] = t.scale;
+        row.shed[tier] = (row.shed[tier] || 0) + t.shed - p.shed;
+        row.turnShed[tier] = (row.turnShed[tier] || 0) + t.turnShed - p.turnShed;
+        row.capacityShed[tier] = (row.capacityShed[tier] || 0) + t.capacityShed - p.capacityShed;
+      }
+      out[b] = row;
+    }
+    prev = s;
+  }
+  return out;
+}
+
+/**
  * Runs an open-loop load (openLoop options; port filled in) against a started server and collects
  * the server's view of the same window. Returns { load, server, lagTimeline, onset(thresholdMs) }.
  */
@@ -155,7 +185,11 @@ async function runLoad(srv, loadOpts) {
   const load = await openLoop({ ...loadOpts, port: srv.port });
   const server = await srv.windowEnd();
   const lagTimeline = lagPerBucket(server.samples, load.start, load.bucketMs, load.timeline.length);
-  for (let b = 0; b < load.timeline.length; b++) load.timeline[b].serverLagMs = lagTimeline[b];
+  const ctl = controllerPerBucket(server.controller, load.start, load.bucketMs, load.timeline.length);
+  for (let b = 0; b < load.timeline.length; b++) {
+    load.timeline[b].serverLagMs = lagTimeline[b];
+    if (ctl[b]) load.timeline[b].controller = ctl[b];
+  }
   return {
     load,
     server,
@@ -183,4 +217,4 @@ async function runLoad(srv, loadOpts) {
   };
 }
 
-module.exports = { startServer, calibrateWork, measureCapacity, runLoad, lagPerBucket };
+module.exports = { startServer, calibrateWork, measureCapacity, runLoad, lagPerBucket, controllerPerBucket };

@@ -15,6 +15,7 @@
 // endpoint, GET /api/items and GET /api/items/:id, each the same CPU-bound work as /work, or none when
 // workIters is 0 (the crawler scenario and the HTTP cost runs of bench:defense). Commands (IPC, {id, cmd}):
 //   window-start  reset the lag histogram and timeline;   window-end  -> lag figures for the window
+//                 (and, with record and a protection that has stats(), its controller every 50 ms)
 //   guard-stats   -> the protection's stats() if it has one;   cpu -> process.cpuUsage();   exit
 const http = require('node:http');
 const path = require('node:path');
@@ -56,6 +57,27 @@ const sampler = setInterval(() => {
   }
 }, SAMPLE_MS);
 sampler.unref();
+
+// ---- the protection's controller over the window (record only): pressure, scales, sheds, budget ----
+const CONTROLLER_MS = 50;
+const MAX_CONTROLLER_SAMPLES = 20_000;
+let controller = [];
+const controllerSampler = setInterval(() => {
+  if (!windowOpen || !record || !statsSource || typeof statsSource.stats !== 'function' || controller.length >= MAX_CONTROLLER_SAMPLES) return;
+  let s;
+  try {
+    s = statsSource.stats();
+  } catch {
+    return;
+  }
+  if (!s || typeof s.pressure !== 'number') return;
+  const tiers = {};
+  for (const [name, t] of Object.entries(s.tiers || {})) {
+    tiers[name] = { scale: t.refillScale, admitted: t.admitted, shed: t.shed, turnShed: t.turnShed, capacityShed: t.capacityShed ?? 0 };
+  }
+  controller.push({ t: nowAbs(), pressure: s.pressure, lagMs: s.controllerLagMs, elu: s.elu, capacity: s.capacity ?? null, tiers });
+}, CONTROLLER_MS);
+controllerSampler.unref();
 
 /** Stamps every request's arrival; remembers when the first rejection (429/503) was decided. */
 function recorder(req, res) {
@@ -205,6 +227,7 @@ async function main() {
       rejected = 0;
       handled = 0;
       connections = 0;
+      controller = [];
       windowOpen = true;
       reply({ at: nowAbs() });
     } else if (msg.cmd === 'window-end') {
@@ -220,6 +243,7 @@ async function main() {
           mean: Math.max(0, ms(histogram.mean) - SAMPLE_MS),
         },
         samples: { t: Array.from(lagT.subarray(0, lagN)), v: Array.from(lagV.subarray(0, lagN)) },
+        controller,
         firstRejectAt,
         rejected,
         handled,
