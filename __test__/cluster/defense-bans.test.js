@@ -99,7 +99,12 @@ test('cluster mode with the abuse defense: one ban table per process, shared ove
     assert.ok(missedLive > 0, 'at least one process missed a lift live and applied it from the hash');
   });
 
-  await t.test('a process that starts late loads the shared bans and lists into its defense', async () => {
+  await t.test('a process that starts late loads the shared bans and lists into its defense, and prunes what has ended', async () => {
+    // An expired ban and a lift older than the tombstones' 24 h, as another process left them.
+    const cli = (...a) => spawnSync('redis-cli', ['-p', String(redis.port), ...a], { encoding: 'utf8' });
+    const HASH = 'tiergate:{bans}';
+    cli('HSET', HASH, '192.0.2.200', JSON.stringify({ target: '192.0.2.200', cidr: false, until: Date.now() - 1000, reason: 'old', source: 'rule', offense: 1 }));
+    cli('HSET', HASH, '192.0.2.201', JSON.stringify({ target: '192.0.2.201', cidr: false, lifted: Date.now() - 25 * 3600_000 }));
     const late = startNode({ url: redis.url, ...CFG });
     nodes.push(late);
     await late.ready;
@@ -111,5 +116,11 @@ test('cluster mode with the abuse defense: one ban table per process, shared ove
     assert.equal(s, 403, 'the CIDR ban is in force in the late process');
     assert.equal(await late.call('status', { ip: '192.0.2.99', tier: 'paid' }), 403, 'and the deny list');
     assert.equal((await late.call('defense', { op: 'get', target: '203.0.113.0/24' })).cidr, true);
+    // The prune follows the load's apply: give it up to 2 s.
+    const held = (f) => cli('HEXISTS', HASH, f).stdout.trim() === '1';
+    for (let i = 0; i < 100 && (held('192.0.2.200') || held('192.0.2.201')); i++) await sleep(20);
+    assert.equal(held('192.0.2.200'), false, 'the expired ban is pruned');
+    assert.equal(held('192.0.2.201'), false, 'the old tombstone is pruned');
+    assert.equal(held('203.0.113.0/24'), true, 'a live ban stays');
   });
 });

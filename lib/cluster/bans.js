@@ -31,6 +31,7 @@ const LIFT_RETENTION_MS = 24 * 3600_000;
 /** The clock difference between hosts that a reloaded lift allows for. */
 const LIFT_SKEW_MS = 60_000;
 const RELOAD_MS = 10 * 60_000;
+const DELETE_IF_UNCHANGED = "if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end return 0";
 
 function checkBan(target, durationMs) {
   if (typeof target !== 'string' || target === '') throw new TypeError(`ban: target must be a non-empty string, got ${typeName(target)}`);
@@ -201,11 +202,12 @@ class BanChannel {
       if (field === 'lists') this.#apply({ op: 'lists', allow: e.allow, deny: e.deny });
       else if (typeof e.lifted === 'number') {
         if (e.lifted + LIFT_RETENTION_MS > now) this.#apply({ op: 'lift', target: e.target, cidr: e.cidr, before: e.lifted + LIFT_SKEW_MS });
-        else stale.push(field);
+        else stale.push([field, text]);
       } else if (e.until === null || e.until > now) this.#apply({ ...e, op: 'ban', durationMs: e.until === null ? null : e.until - now });
-      else stale.push(field);
+      else stale.push([field, text]);
     }
-    if (stale.length > 0) await this.#client.hdel(this.#hash, ...stale);
+    // Only if unchanged since read: another process may have banned the same target meanwhile.
+    for (const [field, text] of stale) await this.#client.eval(DELETE_IF_UNCHANGED, 1, this.#hash, field, text);
   }
 
   #receive(text) {
