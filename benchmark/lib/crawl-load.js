@@ -11,7 +11,7 @@
 //                     okAt: [{ scheduled, latency }] }
 //   r.timeline   -> [{ t (s), goodput: { name: req/s }, sent: { name: n }, refused: { name: n } }]
 const http = require('node:http');
-const { nowAbs, percentile } = require('./openloop');
+const { nowAbs, percentile, deadlineRequests } = require('./openloop');
 
 async function playSchedule({ host = '127.0.0.1', port, events, classes, timeoutMs = 2000, maxOutstanding = 4096, bucketMs = 250, agent: given, headers: extra = {} }) {
   const agent = given || new http.Agent({ keepAlive: true, maxSockets: 512, maxFreeSockets: 512 });
@@ -29,7 +29,7 @@ async function playSchedule({ host = '127.0.0.1', port, events, classes, timeout
     bRefused: new Uint32Array(nBuckets),
   }));
   const genLags = [];
-  const inflight = new Set();
+  const requests = deadlineRequests(timeoutMs);
   let outstanding = 0;
   let issued = 0;
   let finished = 0;
@@ -55,13 +55,9 @@ async function playSchedule({ host = '127.0.0.1', port, events, classes, timeout
       return;
     }
     outstanding++;
-    let settled = false;
-    const settle = (status) => {
-      if (settled) return;
-      settled = true;
+    requests.send({ host, port, path: ev.path, agent, headers: { ...extra, 'x-forwarded-for': ev.ip } }, scheduled + timeoutMs, (status) => {
       outstanding--;
       finished++;
-      inflight.delete(req);
       const end = nowAbs();
       if (status >= 200 && status < 300) {
         c.ok++;
@@ -73,28 +69,8 @@ async function playSchedule({ host = '127.0.0.1', port, events, classes, timeout
         c.bRefused[bucketOf(end)]++;
       }
       maybeDone();
-    };
-    const req = http.request({ host, port, path: ev.path, agent, headers: { ...extra, 'x-forwarded-for': ev.ip } }, (res) => {
-      res.on('error', (err) => settle(`error:${err.code || err.message}`));
-      res.on('end', () => settle(res.statusCode));
-      res.resume();
     });
-    req.deadline = scheduled + timeoutMs;
-    req.settle = settle;
-    inflight.add(req);
-    req.on('error', (err) => settle(`error:${err.code || err.message}`));
-    req.end();
   }
-
-  const sweeper = setInterval(() => {
-    const now = nowAbs();
-    for (const req of inflight) {
-      if (req.deadline <= now) {
-        req.settle('timeout');
-        req.destroy();
-      }
-    }
-  }, Math.min(50, timeoutMs / 4));
 
   await new Promise((resolve) => {
     function tick() {
@@ -107,15 +83,10 @@ async function playSchedule({ host = '127.0.0.1', port, events, classes, timeout
   });
   sending = false;
   maybeDone();
-  const drain = setTimeout(() => {
-    for (const req of inflight) {
-      req.settle('timeout');
-      req.destroy();
-    }
-  }, timeoutMs + 500);
+  const drain = requests.expireAllAfter(timeoutMs + 500);
   await done;
   clearTimeout(drain);
-  clearInterval(sweeper);
+  requests.stop();
   if (!given) agent.destroy();
 
   const lastBucket = bucketOf(nowAbs());

@@ -98,6 +98,55 @@ async function warmPool(agent, { host = '127.0.0.1', port, path: reqPath = '/', 
 }
 
 /**
+ * Requests sent against a deadline: each ends in its `onEnd(status)` exactly once, with its status,
+ * 'error:<code>', or 'timeout' at its deadline. The deadline covers the whole exchange, connect
+ * included (req.setTimeout would not start before the socket connects, and a SYN dropped by a full
+ * accept queue is retried only after 1 s); a sweep every min(50, timeoutMs / 4) ms enforces it.
+ */
+function deadlineRequests(timeoutMs) {
+  const inflight = new Set();
+  const expire = (req) => {
+    req.settle('timeout');
+    req.destroy();
+  };
+  const sweeper = setInterval(() => {
+    const now = nowAbs();
+    for (const req of inflight) if (req.deadline <= now) expire(req);
+  }, Math.min(50, timeoutMs / 4));
+  return {
+    /** Sends `options` (http.request's) with `deadline` (absolute ms, the nowAbs() clock). */
+    send(options, deadline, onEnd) {
+      let settled = false;
+      const settle = (status) => {
+        if (settled) return;
+        settled = true;
+        inflight.delete(req);
+        onEnd(status);
+      };
+      const req = http.request(options, (res) => {
+        res.on('error', (err) => settle(`error:${err.code || err.message}`));
+        res.on('end', () => settle(res.statusCode));
+        res.resume();
+      });
+      req.deadline = deadline;
+      req.settle = settle;
+      inflight.add(req);
+      req.on('error', (err) => settle(`error:${err.code || err.message}`));
+      req.end();
+    },
+    /** Ends what is still in flight after `ms` as timeouts; returns the timer. */
+    expireAllAfter(ms) {
+      return setTimeout(() => {
+        for (const req of inflight) expire(req);
+      }, ms);
+    },
+    stop() {
+      clearInterval(sweeper);
+    },
+  };
+}
+
+/**
  * Runs one open-loop load. Options:
  *   host ('127.0.0.1'), port, path ('/'), method ('GET'),
  *   rate (req/s), durationMs, mix ([{ tier, weight, headers? }], default one tier 'all'),
@@ -159,7 +208,7 @@ async function openLoop(opts) {
   let maxSeenOutstanding = 0;
   let issued = 0;
   let finished = 0;
-  const inflight = new Set();
+  const requests = deadlineRequests(timeoutMs);
 
   const start = opts.startAt ?? nowAbs() + 5; // a few ms to set up
   const steadyFromMs = opts.steadyFromMs ?? 1000;
@@ -195,13 +244,9 @@ async function openLoop(opts) {
     }
     outstanding++;
     if (outstanding > maxSeenOutstanding) maxSeenOutstanding = outstanding;
-    let settled = false;
-    const settle = (status) => {
-      if (settled) return;
-      settled = true;
+    requests.send({ host, port, path: reqPath, method, agent, headers: headersFor[tierIdx] }, scheduled + timeoutMs, (status) => {
       outstanding--;
       finished++;
-      inflight.delete(req);
       const end = nowAbs();
       if (status >= 200 && status < 300) {
         const latency = end - now;
@@ -215,30 +260,8 @@ async function openLoop(opts) {
         reject(t, String(status), end, scheduled);
       }
       maybeDone();
-    };
-    const req = http.request({ host, port, path: reqPath, method, agent, headers: headersFor[tierIdx] }, (res) => {
-      res.on('error', (err) => settle(`error:${err.code || err.message}`));
-      res.on('end', () => settle(res.statusCode));
-      res.resume();
     });
-    req.deadline = scheduled + timeoutMs;
-    req.settle = settle;
-    inflight.add(req);
-    req.on('error', (err) => settle(`error:${err.code || err.message}`));
-    req.end();
   }
-
-  // Timeouts cover the whole exchange, connect included (req.setTimeout would not start before the
-  // socket connects, and a SYN dropped by a full accept queue is retried only after 1 s).
-  const sweeper = setInterval(() => {
-    const now = nowAbs();
-    for (const req of inflight) {
-      if (req.deadline <= now) {
-        req.settle('timeout');
-        req.destroy();
-      }
-    }
-  }, Math.min(50, timeoutMs / 4));
 
   // The schedule: request i is due at start + i / rate. A 1 ms timer sends every due request.
   const interval = 1000 / rate;
@@ -255,15 +278,10 @@ async function openLoop(opts) {
   sending = false;
   const sendEnd = nowAbs();
   maybeDone();
-  const drainTimer = setTimeout(() => {
-    for (const req of inflight) {
-      req.settle('timeout');
-      req.destroy();
-    }
-  }, drainMs);
+  const drainTimer = requests.expireAllAfter(drainMs);
   await done;
   clearTimeout(drainTimer);
-  clearInterval(sweeper);
+  requests.stop();
   if (ownAgent) agent.destroy();
 
   const results = {};
@@ -372,4 +390,4 @@ async function closedLoop({ host = '127.0.0.1', port, path: reqPath = '/', heade
   return { reqPerSec: (ok * 1000) / durationMs, ok, other, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
 }
 
-module.exports = { openLoop, closedLoop, warmPool, percentile, prng, tierPicker, nowAbs };
+module.exports = { openLoop, closedLoop, warmPool, deadlineRequests, percentile, prng, tierPicker, nowAbs };
