@@ -14,6 +14,7 @@
 //   node benchmark/defense-layers.js [--rounds 7] [--requests 200000] [--only id,id]
 const net = require('node:net');
 const { Gatekeeper } = require('../lib/gatekeeper');
+const { prng: rng } = require('./lib/openloop');
 
 function parseArgs(argv) {
   const a = { rounds: 7, requests: 200_000, only: null };
@@ -32,16 +33,6 @@ function parseArgs(argv) {
 const POOL = 8192;
 const USERS = 2048;
 const TIERS = ['critical', 'standard', 'background'];
-function rng(seed) {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 function requests() {
   const r = rng(11);
   const out = [];

@@ -19,6 +19,7 @@ const http = require('node:http');
 const net = require('node:net');
 const { setTimeout: sleep } = require('node:timers/promises');
 const { performance } = require('node:perf_hooks');
+const { prng } = require('./openloop');
 
 const HOST = '127.0.0.1';
 /** The longest any one operation may take before the client gives up on it (ms). */
@@ -27,14 +28,7 @@ const TIERS = ['critical', 'standard', 'background'];
 
 /** A small seeded PRNG (mulberry32), so a run's mix can be repeated. */
 function rng(seed) {
-  let a = seed >>> 0;
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const next = prng(seed);
   return {
     next,
     int: (lo, hi) => lo + Math.floor(next() * (hi - lo + 1)),
