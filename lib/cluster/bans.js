@@ -287,4 +287,4 @@ class BanChannel {
   }
 }
 
-module.exports = { BanChannel, BanCache, LIFT_RETENTION_MS };
+module.exports = { BanChannel, BanCache };

@@ -257,4 +257,4 @@ function describeState(policy, state, now) {
   return { ...rest, resetAt: new Date(resetAtMs).toISOString() };
 }
 
-module.exports = { TOKEN_BUCKET, SLIDING_WINDOW, FIXED_WINDOW, SLIDING_COUNTER, GCRA, ALGORITHMS, RATE_FIELDS, WINDOW_FIELDS, isRate, initialState, decide, describeState, limitOf, windowSecondsOf, lastTime };
+module.exports = { ALGORITHMS, RATE_FIELDS, isRate, initialState, decide, describeState, limitOf, windowSecondsOf, lastTime };
