@@ -5,7 +5,10 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const { FRAMEWORKS } = require('./apps');
+const prom = require('prom-client');
+const { metrics } = require('../..');
 const { request } = require('../helpers/http');
+const { parsePrometheusText, sampleValue } = require('../helpers/prom-text');
 
 // A pool of 40 refilled at 50/s: above the light client's rate (a request at most every 50 ms),
 // far below the waves' (40 or more requests each, sent at once), which drain it.
@@ -56,7 +59,16 @@ for (const name of ['node:http', 'express 5']) {
       assert.ok(refusedShare(r.heavy) > 0.5, `heavy refused ${refusedShare(r.heavy)}`);
       assert.ok(r.heavy.every((s) => s === 200 || s === 503));
       assert.ok(refusedShare(r.heavy) > refusedShare(r.moderate), `heavy ${refusedShare(r.heavy)} vs moderate ${refusedShare(r.moderate)}`);
-      assert.ok(app.defense.stats().fairShareRefused > 0);
+      const refused = app.defense.stats().fairShareRefused;
+      assert.ok(refused > 0);
+      // Scraped, as an operator's dashboard sees it.
+      const m = metrics({ gatekeeper: app.gate, registry: new prom.Registry() });
+      try {
+        const fams = parsePrometheusText(await m.registry.metrics());
+        assert.equal(sampleValue(fams, 'tiergate_defense_refusals_total', { reason: 'fair-share' }), refused);
+      } finally {
+        m.unregister();
+      }
     } finally {
       await app.stop();
     }
