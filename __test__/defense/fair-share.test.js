@@ -6,8 +6,9 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const { FRAMEWORKS } = require('./apps');
 const prom = require('prom-client');
-const { metrics } = require('../..');
-const { request } = require('../helpers/http');
+const http = require('node:http');
+const { metrics, gatekeeper } = require('../..');
+const { request, listen, close } = require('../helpers/http');
 const { parsePrometheusText, sampleValue } = require('../helpers/prom-text');
 
 // A pool of 40 refilled at 50/s: above the light client's rate (a request at most every 50 ms),
@@ -101,8 +102,51 @@ test('a /24 of new addresses is one heavy client: its requests are refused and a
   }
 });
 
+/**
+ * A node:http app whose every request busies the loop for 3 ms of wall-clock time, behind a pool that
+ * never runs short; waves of requests sent at once: 10 heavy addresses 4 each per wave, and every
+ * third wave 20 light ones 1 each (a wave is 40–60 requests: the loop lags 120–180 ms however fast
+ * the machine is). Returns the statuses per class and the defense's stats.
+ */
+async function lagCrawl(fairShare, waves = 24) {
+  const busy = (ms) => {
+    const end = performance.now() + ms;
+    while (performance.now() < end);
+  };
+  const gate = gatekeeper.http({ tiers: [{ name: 'standard', capacity: 1e6, refillPerSec: 1e6 }], shed: false, trustProxy: true, fairShare }, (req, res) => {
+    busy(3);
+    res.end('ok');
+  });
+  const server = http.createServer(gate);
+  const port = await listen(server);
+  const out = { heavy: [], light: [] };
+  try {
+    for (let w = 0; w < waves; w++) {
+      const sends = [];
+      for (let i = 0; i < 10; i++) for (let k = 0; k < 4; k++) sends.push(['heavy', `45.1.${i}.9`]);
+      if (w % 3 === 0) for (let i = 0; i < 20; i++) sends.splice(2 * i, 0, ['light', `81.2.${i}.17`]);
+      await Promise.all(sends.map(([cls, ip]) => get(port, ip).then((r) => out[cls].push(r.status))));
+    }
+    return { ...out, stats: gate.defense.stats() };
+  } finally {
+    await close(server);
+  }
+}
+
+test('a loop lagging over lagMs ranks clients though the pool is full: the heavy addresses are refused, the light ones served', async (t2) => {
+  const r = await lagCrawl({ lagMs: 20 });
+  t2.diagnostic(`heavy refused ${refusedShare(r.heavy).toFixed(2)} of ${r.heavy.length}; light ${r.light.length}`);
+  assert.deepEqual(r.light, r.light.map(() => 200), 'every light request served');
+  assert.ok(r.heavy.every((s) => s === 200 || s === 503));
+  assert.ok(refusedShare(r.heavy) > 0.3, `heavy refused ${refusedShare(r.heavy)}`);
+  assert.ok(r.stats.fairShareRefused > 0);
+  // The control: with the lag part off the full pool refuses nobody, however the loop lags.
+  const off = await lagCrawl({ lagMs: 0 }, 6);
+  assert.deepEqual([...off.heavy, ...off.light].filter((s) => s !== 200), []);
+  assert.equal(off.stats.fairShareRefused, 0);
+});
+
 test('fairShare options: types checked in JS, numbers natively, each naming the option with a stable code', async () => {
-  const { gatekeeper } = require('../..');
   const cases = [
     [{ fairShare: 1 }, TypeError, 'ERR_TIERGATE_INVALID_OPTION', /options\.fairShare must be true, false or an object/],
     [{ fairShare: { reserve: 0 } }, RangeError, 'ERR_TIERGATE_INVALID_OPTION', /options\.fairShare\.reserve must be a finite number > 0 and at most 1 \(got 0\)/],
@@ -114,11 +158,14 @@ test('fairShare options: types checked in JS, numbers natively, each naming the 
     [{ fairShare: { subnet: { v4: 24, v6: 129 } } }, RangeError, 'ERR_TIERGATE_INVALID_OPTION', /fairShare\.subnet\.v6 must be an integer/],
     [{ fairShare: { subnet: 24 } }, TypeError, 'ERR_TIERGATE_INVALID_OPTION', /fairShare\.subnet must be \{ v4, v6 \}/],
     [{ fairShare: { reserv: 0.5 } }, TypeError, 'ERR_TIERGATE_UNKNOWN_OPTION', /fairShare has an unknown option "reserv"/],
+    [{ fairShare: { lagMs: -1 } }, RangeError, 'ERR_TIERGATE_INVALID_OPTION', /options\.fairShare\.lagMs must be a finite number from 0 to 60000 \(got -1\)/],
+    [{ fairShare: { lagMs: NaN } }, RangeError, 'ERR_TIERGATE_INVALID_OPTION', /fairShare\.lagMs .*got NaN/],
+    [{ fairShare: { lagMs: '50' } }, TypeError, 'ERR_TIERGATE_INVALID_OPTION', /fairShare\.lagMs must be a number, got string/],
   ];
   for (const [o, Ctor, code, message] of cases) {
     assert.throws(() => gatekeeper({ tiers: TIERS, ...o }), (e) => e instanceof Ctor && e.code === code && message.test(e.message), JSON.stringify(o));
   }
-  gatekeeper({ tiers: TIERS, fairShare: { reserve: 1, windowMs: 250, maxShare: 2, subnet: false, slots: 16 } });
+  gatekeeper({ tiers: TIERS, fairShare: { reserve: 1, windowMs: 250, maxShare: 2, subnet: false, slots: 16, lagMs: 0 } });
   // false alone asks for no defense at all.
   assert.equal(gatekeeper({ tiers: TIERS, fairShare: false }).defense, null);
   assert.notEqual(gatekeeper({ tiers: TIERS, fairShare: true }).defense, null);

@@ -160,6 +160,8 @@ export interface FairShareOptions {
   subnet?: { v4: number; v6: number } | false;
   /** Cells per row of each usage sketch (a power of two, 16..1048576). Default 4096. */
   slots?: number;
+  /** The loop lag (ms) above which the pool counts as short, whatever it holds; 0: the pool's level only. Default 50. */
+  lagMs?: number;
 }
 
 export interface Bans {

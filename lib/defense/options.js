@@ -22,7 +22,7 @@ const NUMBER_FIELDS = ['algorithm', 'limit', 'windowMs', 'burst', 'maxDelayMs', 
 const BAN_FIELDS = new Set(['rules', 'escalation', 'maxBans', 'maxTracked', 'probeStatuses']);
 const RULE_FIELDS = new Set(['name', 'on', 'threshold', 'windowMs', 'banMs']);
 const ESCALATION_FIELDS = new Set(['factor', 'maxBanMs', 'memoryMs', 'permanentAfter', 'jitter']);
-const FAIR_FIELDS = new Set(['reserve', 'windowMs', 'maxShare', 'subnet', 'slots']);
+const FAIR_FIELDS = new Set(['reserve', 'windowMs', 'maxShare', 'subnet', 'slots', 'lagMs']);
 const CHALLENGE_FIELDS = new Set(['secret', 'afterStrikes', 'ttlSec', 'header', 'cookie', 'respond']);
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 const COOKIE_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
@@ -213,17 +213,17 @@ function compileChallenge(c) {
 }
 
 /**
- * `fairShare`: true or { reserve?, windowMs?, maxShare?, subnet?, slots? } (the fair-share backstop,
+ * `fairShare`: true or { reserve?, windowMs?, maxShare?, subnet?, slots?, lagMs? } (the fair-share backstop,
  * src/core/defense/fair.rs), or null when absent or false. Types here; numbers natively.
  */
 function compileFairShare(f) {
   const at = 'gatekeeper: options.fairShare';
   if (f === undefined || f === false) return null;
   if (f === true) f = {};
-  if (!isObject(f)) throw new TypeError(`${at} must be true, false or an object { reserve?, windowMs?, maxShare?, subnet?, slots? }, got ${typeName(f)}`);
+  if (!isObject(f)) throw new TypeError(`${at} must be true, false or an object { reserve?, windowMs?, maxShare?, subnet?, slots?, lagMs? }, got ${typeName(f)}`);
   onlyKnown(f, FAIR_FIELDS, at);
   const o = {};
-  for (const k of ['reserve', 'windowMs', 'maxShare', 'slots']) {
+  for (const k of ['reserve', 'windowMs', 'maxShare', 'slots', 'lagMs']) {
     const v = f[k] === undefined ? FAIR_DEFAULTS[k] : f[k];
     if (typeof v !== 'number') throw new TypeError(`${at}.${k} must be a number, got ${typeName(v)}`);
     o[k] = v;

@@ -25,6 +25,8 @@ use crate::core::names::named_enum;
 use crate::core::net::ipkey::{client_addr, ip_bin_key, ip_key, ip_key_of, parse_ip, IpKeyBuf, IpKeyConfig, BIN_KEY_LEN};
 use crate::node::gate::{decide_args, gate_now_ns, invalid, read_bounded, Bound as GateBound, GateHandle};
 use crate::node::ledger::MAX_KEY_BYTES;
+use crate::core::health::{sampler::SamplerOptions, LoopHealth};
+use crate::node::lag::{acquire_thread_sampler_with, SamplerGuard};
 use crate::node::raw;
 use napi::bindgen_prelude::*;
 use napi::sys;
@@ -119,6 +121,8 @@ pub struct FairShareOptions {
     pub subnet_v4: Option<u32>,
     pub subnet_v6: Option<u32>,
     pub slots: f64,
+    /// The loop lag above which the pool counts as short; 0: the pool's level only.
+    pub lag_ms: f64,
 }
 
 #[napi(object)]
@@ -210,6 +214,8 @@ struct Shared {
     /// Ban events the hot path produced, for `takeEvents()`.
     pending: Mutex<Vec<BanEvent>>,
     fair: Option<FairShare>,
+    /// This thread's loop health, for the fair-share backstop's lag part (`lagMs` > 0).
+    loop_health: Option<Arc<LoopHealth>>,
 }
 
 /// What the raw callback carries: the shared state and this thread's reusable buffers.
@@ -233,6 +239,8 @@ unsafe impl Sync for Bound {}
 #[napi]
 pub struct DefenseHandle {
     shared: Arc<Shared>,
+    /// Keeps this thread's lag sampler running for `loop_health`.
+    _sampler: Option<SamplerGuard>,
     /// What `bind` gave `defend` (its result buffer is the one JS reads), for `bind_gate`.
     bound: Mutex<Option<Arc<Bound>>>,
 }
@@ -361,12 +369,18 @@ impl DefenseHandle {
                     (None, None) => None,
                     _ => return Err(invalid("fairShare.subnet needs both prefixes")),
                 };
-                let spec = FairShareSpec { reserve: f.reserve, window_ms: f.window_ms, max_share: f.max_share, subnet, slots: f.slots };
+                let spec = FairShareSpec { reserve: f.reserve, window_ms: f.window_ms, max_share: f.max_share, subnet, slots: f.slots, lag_ms: f.lag_ms };
                 Some(FairShare::new(spec.validate("fairShare").map_err(|e| invalid(e.0))?, ban_ip))
             }
         };
-        let shared = Arc::new(Shared { defense, lists: RwLock::new(Arc::new(lists)), signer, ip_cfgs, ban_ip, pending: Mutex::new(Vec::new()), fair });
-        Ok(DefenseHandle { shared, bound: Mutex::new(None) })
+        // The gate's sampler may be off (shed: false): the backstop's lag part keeps its own.
+        let sampler = match &fair {
+            Some(f) if f.config().lag_ms > 0.0 => Some(acquire_thread_sampler_with(env.raw(), SamplerOptions::default())?),
+            _ => None,
+        };
+        let loop_health = sampler.as_ref().map(|g| g.health().clone());
+        let shared = Arc::new(Shared { defense, lists: RwLock::new(Arc::new(lists)), signer, ip_cfgs, ban_ip, pending: Mutex::new(Vec::new()), fair, loop_health });
+        Ok(DefenseHandle { shared, _sampler: sampler, bound: Mutex::new(None) })
     }
 
     /// Defines the hot-path function `defend` and the Float64Array `result` on `target`.
@@ -633,6 +647,7 @@ pub fn defense_constants(env: Env) -> Result<Object<'static>> {
         fair.set("subnet", freeze(sub)?)?;
     }
     fair.set("slots", f.slots)?;
+    fair.set("lagMs", f.lag_ms)?;
     let mut flags = Object::new(&env)?;
     flags.set("SKIP", FLAG_SKIP)?;
     flags.set("EXEMPT_ENDS", FLAG_EXEMPT_ENDS)?;
@@ -716,7 +731,14 @@ unsafe fn defend_and_decide_unguarded(env: sys::napi_env, info: sys::napi_callba
         return raw::int32(env, v as i32);
     }
     // The fair-share backstop ranks what reaches the pool: requests the defense let on.
-    let ranked = both.defense.shared.fair.as_ref().filter(|_| v == Verdict::Pass).map(|f| (f, ip));
+    let shared = &*both.defense.shared;
+    let ranked = shared.fair.as_ref().filter(|_| v == Verdict::Pass).map(|f| {
+        let load = shared.loop_health.as_ref().map_or(0.0, |h| {
+            let l = h.sample();
+            f.load(l.latest_lag_ms.max(l.ewma_lag_ms))
+        });
+        (f, ip, load)
+    });
     match decide_args(env, &both.gate, &argv[..GATE_ARGS], GATE_ARGS, now_ns, ranked) {
         Some(g) => raw::int32(env, v as i32 | ((g + 1) << 4)),
         None => std::ptr::null_mut(),

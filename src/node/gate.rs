@@ -476,9 +476,10 @@ unsafe fn decide_unguarded(env: sys::napi_env, info: sys::napi_callback_info) ->
 
 /// `decide`'s work on its arguments `argv[..argc]` (at least 3 slots) at `now_ns` (the gate's clock,
 /// `gate_now_ns`, read by the caller: the defense's call shares its reading): the verdict, or `None`
-/// with an exception pending. `ranked`: the fair-share backstop and the request's client address.
+/// with an exception pending. `ranked`: the fair-share backstop, the request's client address and the
+/// loop's load (`FairShare::load`).
 #[inline(always)]
-pub(crate) unsafe fn decide_args(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value], argc: usize, now_ns: u64, ranked: Option<(&FairShare, Option<IpAddr>)>) -> Option<i32> {
+pub(crate) unsafe fn decide_args(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value], argc: usize, now_ns: u64, ranked: Option<(&FairShare, Option<IpAddr>, f64)>) -> Option<i32> {
     let gate = &bound.gate;
     let sel = match raw::get_f64(env, argv[0]) {
         Some(n) if argc >= 1 && (0.0..65536.0).contains(&n) && n.fract() == 0.0 => n as i32,
@@ -514,9 +515,9 @@ pub(crate) unsafe fn decide_args(env: sys::napi_env, bound: &Bound, argv: &[sys:
     } else {
         None
     };
-    let ranked = ranked.map(|(fair, ip)| {
+    let ranked = ranked.map(|(fair, ip, load)| {
         let mut share = None;
-        (move |tokens, budget| fair.admits(ip, now_ns, tokens, budget, &mut share), move || fair.count_refusal())
+        (move |tokens, budget| fair.admits(ip, now_ns, tokens, budget, load, &mut share), move || fair.count_refusal())
     });
     let d = gate.decide_ranked(tier, header, key, now_ns, || idle_ns(bound.loop_), current_turn_age_ms, unix_now_sec, ranked);
     write_result(&mut *bound.out.get(), &d);

@@ -19,6 +19,12 @@
 //! "Short" (`TRACK_WINDOWS`): below the level halfway from the reserve to full, and for two windows
 //! after. The backstop costs a comparison per request until a pool runs low, and its counts then
 //! describe the traffic that is draining it.
+//!
+//! A pool can also be full while the server is not: when the work the pool admits is more than the
+//! loop can run (a global limit set near the capacity, CPU-heavy routes), requests queue in the loop
+//! and the pool never sees it. So the loop's lag counts too: at `load` = lag / `lagMs` above 1, the
+//! pool is taken to hold at most `reserve / load` of its budget, so the threshold starts at
+//! `maxShare / load` fair shares and falls as the lag grows.
 use super::usage::UsageSketch;
 use crate::core::keymap::KeyHasher;
 use crate::core::ledger::{js_number, ConfigError};
@@ -39,11 +45,13 @@ pub struct FairShareSpec {
     pub subnet: Option<(u32, u32)>,
     /// Cells per row of each sketch (a power of two).
     pub slots: f64,
+    /// The loop lag above which the pool counts as short (0: the pool's level only).
+    pub lag_ms: f64,
 }
 
 impl Default for FairShareSpec {
     fn default() -> Self {
-        FairShareSpec { reserve: 0.5, window_ms: 1000.0, max_share: 4.0, subnet: Some((24, 48)), slots: 4096.0 }
+        FairShareSpec { reserve: 0.5, window_ms: 1000.0, max_share: 4.0, subnet: Some((24, 48)), slots: 4096.0, lag_ms: 50.0 }
     }
 }
 
@@ -61,6 +69,7 @@ fn tracking_level(reserve: f64) -> f64 {
 pub const MAX_SLOTS: f64 = (1u64 << 20) as f64;
 const MIN_SLOTS: f64 = 16.0;
 const MAX_WINDOW_MS: f64 = 3_600_000.0;
+const MAX_LAG_MS: f64 = 60_000.0;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct FairShareConfig {
@@ -69,6 +78,7 @@ pub struct FairShareConfig {
     pub max_share: f64,
     pub subnet: Option<IpKeyConfig>,
     pub slots: usize,
+    pub lag_ms: f64,
 }
 
 impl FairShareSpec {
@@ -87,6 +97,9 @@ impl FairShareSpec {
         if !(self.slots >= MIN_SLOTS && self.slots <= MAX_SLOTS && self.slots.fract() == 0.0 && (self.slots as u64).is_power_of_two()) {
             return bad("slots", "a power of two from 16 to 1048576", self.slots);
         }
+        if !(self.lag_ms.is_finite() && (0.0..=MAX_LAG_MS).contains(&self.lag_ms)) {
+            return bad("lagMs", "a finite number from 0 to 60000", self.lag_ms);
+        }
         let subnet = match self.subnet {
             None => None,
             Some((v4, v6)) => {
@@ -96,7 +109,7 @@ impl FairShareSpec {
                 Some(IpKeyConfig::new(a, b).map_err(|e| ConfigError(format!("{path}.subnet: {e}")))?)
             }
         };
-        Ok(FairShareConfig { reserve: self.reserve, window_ns: (self.window_ms * 1e6).round() as u64, max_share: self.max_share, subnet, slots: self.slots as usize })
+        Ok(FairShareConfig { reserve: self.reserve, window_ns: (self.window_ms * 1e6).round() as u64, max_share: self.max_share, subnet, slots: self.slots as usize, lag_ms: self.lag_ms })
     }
 }
 
@@ -184,12 +197,21 @@ impl FairShare {
         tokens >= reserve || share * reserve <= self.cfg.max_share * tokens
     }
 
-    /// Whether the request of the client at `ip` at `now_ns` may take a token from a pool holding
-    /// `tokens` of its `budget`: counted (`note`) while tracking, then `admits_share`. `share` keeps
-    /// the request's share between calls for one request (the gate may ask twice: with the pool's
-    /// level as last seen, then as it is now), so that it is counted once.
+    /// The loop's load for `admits`: its lag (`lag_ms`) over `lagMs`, 0 when that part is off.
     #[inline]
-    pub fn admits(&self, ip: Option<IpAddr>, now_ns: u64, tokens: f64, budget: f64, share: &mut Option<f64>) -> bool {
+    pub fn load(&self, lag_ms: f64) -> f64 {
+        if self.cfg.lag_ms > 0.0 { lag_ms / self.cfg.lag_ms } else { 0.0 }
+    }
+
+    /// Whether the request of the client at `ip` at `now_ns` may take a token from a pool holding
+    /// `tokens` of its `budget` while the loop is at `load` (`load()`): counted (`note`) while
+    /// tracking, then `admits_share`. `share` keeps the request's share between calls for one
+    /// request (the gate may ask twice: with the pool's level as last seen, then as it is now), so
+    /// that it is counted once.
+    #[inline]
+    pub fn admits(&self, ip: Option<IpAddr>, now_ns: u64, tokens: f64, budget: f64, load: f64, share: &mut Option<f64>) -> bool {
+        // A loop over its lag counts as a pool at reserve / load (module notes).
+        let tokens = if load > 1.0 { tokens.min(self.cfg.reserve * budget / load) } else { tokens };
         let s = match *share {
             Some(s) => s,
             None => {
@@ -260,6 +282,8 @@ mod tests {
         assert_eq!(err(|s| s.max_share = 0.5), "fairShare.maxShare must be a finite number from 1 to 1000 (got 0.5)");
         assert_eq!(err(|s| s.slots = 1000.0), "fairShare.slots must be a power of two from 16 to 1048576 (got 1000)");
         assert_eq!(err(|s| s.slots = -16.0), "fairShare.slots must be a power of two from 16 to 1048576 (got -16)");
+        assert_eq!(err(|s| s.lag_ms = -1.0), "fairShare.lagMs must be a finite number from 0 to 60000 (got -1)");
+        assert_eq!(err(|s| s.lag_ms = f64::NAN), "fairShare.lagMs must be a finite number from 0 to 60000 (got NaN)");
         assert_eq!(err(|s| s.subnet = Some((33, 48))), "fairShare.subnet: ipv4Prefix must be an integer in 0..32");
         let c = FairShareSpec::default().validate("fairShare").unwrap();
         assert_eq!((c.window_ns, c.slots, c.subnet.map(|s| (s.ipv4_prefix, s.ipv6_prefix))), (1000 * MS, 4096, Some((24, 48))));
@@ -371,7 +395,7 @@ mod tests {
         let a = ip("45.0.0.9");
         let ask = |t: u64, tokens: f64| {
             let mut share = None;
-            let ok = f.admits(a, t, tokens, 100.0, &mut share);
+            let ok = f.admits(a, t, tokens, 100.0, 0.0, &mut share);
             (ok, share)
         };
         // A full pool: admitted, nothing counted.
@@ -385,11 +409,42 @@ mod tests {
         assert_eq!(ask(2002 * MS, 90.0), (true, None));
         // Asked twice for one request: counted once.
         let mut share = None;
-        assert!(f.admits(a, 2003 * MS, 10.0, 100.0, &mut share));
+        assert!(f.admits(a, 2003 * MS, 10.0, 100.0, 0.0, &mut share));
         let first = share;
-        f.admits(a, 2003 * MS, 10.0, 100.0, &mut share);
+        f.admits(a, 2003 * MS, 10.0, 100.0, 0.0, &mut share);
         assert_eq!(share, first);
         // Epoch 2 holds its requests at 2002 ms and 2003 ms (once): 2 before this one, of 3.
         assert_eq!(f.note(a, 2003 * MS), 2.0 / 3.0);
+    }
+
+    /// A full pool on a lagging loop: at lag = 2 × lagMs the pool counts as at a quarter of its
+    /// budget (reserve 0.5 / 2), so requests are counted and a client over 2 fair shares is refused;
+    /// at or under lagMs, or with lagMs 0, the full pool admits everyone and counts nothing.
+    #[test]
+    fn a_lagging_loop_ranks_clients_whatever_the_pool_holds() {
+        let f = fair(FairShareSpec { subnet: None, ..FairShareSpec::default() });
+        assert_eq!((f.load(100.0), f.load(50.0)), (2.0, 1.0));
+        let (heavy, light) = (ip("45.0.0.9"), ip("81.0.0.1"));
+        let ask = |a, t: u64, load: f64| {
+            let mut share = None;
+            let ok = f.admits(a, t, 100.0, 100.0, load, &mut share);
+            (ok, share)
+        };
+        // Not lagging: nothing counted.
+        assert_eq!(ask(heavy, 0, 1.0), (true, None));
+        // Lagging: counted; 5 from the heavy client, then 1 from the light one (of 6 from 2 clients).
+        for i in 0..5 {
+            assert!(ask(heavy, (1 + i) * MS, 2.0).0);
+        }
+        assert_eq!(ask(light, 6 * MS, 2.0), (true, Some(0.0)));
+        // The heavy one has sent 5 of 7 (this one counted) from 2 clients: 1.43 fair shares, under
+        // 2: admitted; then 6 of 8, 1.5, over the threshold of 4/3 at a lag of 3 × lagMs: refused.
+        assert_eq!(ask(heavy, 7 * MS, 2.0), (true, Some(5.0 / (7.0 / 2.0))));
+        assert_eq!(ask(heavy, 8 * MS, 3.0), (false, Some(6.0 / (8.0 / 2.0))));
+        // The light client: 1 of 9, 0.22 fair shares.
+        assert!(ask(light, 9 * MS, 3.0).0);
+        // lagMs 0: the lag is not looked at.
+        let off = fair(FairShareSpec { subnet: None, lag_ms: 0.0, ..FairShareSpec::default() });
+        assert_eq!(off.load(1e6), 0.0);
     }
 }
