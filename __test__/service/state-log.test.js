@@ -82,6 +82,28 @@ test('the log is folded into clients.state and emptied; replacing a client folds
   }
 });
 
+test('every background fold runs, not only the first: the log stays short while batches go on', async () => {
+  const store = await openStore();
+  try {
+    await store.createClient(window('often', 1000));
+    for (let round = 1; round <= 3; round++) {
+      await store.decideBatch(new Map([['often', [1]]]));
+      assert.equal(logRows(store), 1);
+      await store.decisions.foldSoon();
+      assert.equal(logRows(store), 0, `fold ${round} emptied the log`);
+      const counted = stateInFile(store, 'often').entries.filter((_, i) => i % 2 === 1).reduce((a, b) => a + b, 0);
+      assert.equal(counted, round, `fold ${round} wrote the state`);
+    }
+    // The timer's folds too (FOLD_MS apart), bounded in time.
+    await store.decideBatch(new Map([['often', [1]]]));
+    const until = Date.now() + 5000;
+    while (logRows(store) > 0 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 20));
+    assert.equal(logRows(store), 0, 'the timer folded the log');
+  } finally {
+    await store.close();
+  }
+});
+
 test('memory holds at most maxHeld clients once their states are folded, and forgetting loses nothing', async () => {
   const store = await openStore();
   try {

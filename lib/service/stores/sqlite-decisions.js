@@ -120,17 +120,18 @@ class SqliteDecisions {
   /** The background fold: FOLD_ROWS rows per transaction, the event loop free in between. */
   foldSoon() {
     if (!this.folding) {
-      this.folding = (async () => {
-        try {
-          // A fold that took FOLD_ROWS rows may have left more: go on after a turn of the loop.
-          while (this.#folded(this.foldTx.immediate(FOLD_ROWS)) === FOLD_ROWS) await new Promise((resolve) => setImmediate(resolve));
-          this.#evict();
-        } finally {
-          this.folding = null;
-        }
-      })();
+      // Cleared in a .finally, not inside the async function: a fold that never awaits finishes
+      // before `this.folding` is assigned, and would leave it set to its settled promise for good
+      // (no later fold would run, and the log and memory would grow until an admin call).
+      this.folding = this.#foldSteps().finally(() => { this.folding = null; });
     }
     return this.folding;
+  }
+
+  async #foldSteps() {
+    // A fold that took FOLD_ROWS rows may have left more: go on after a turn of the loop.
+    while (this.#folded(this.foldTx.immediate(FOLD_ROWS)) === FOLD_ROWS) await new Promise((resolve) => setImmediate(resolve));
+    this.#evict();
   }
 
   #evict() {
