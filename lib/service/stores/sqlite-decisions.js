@@ -11,9 +11,10 @@
 // once its latest state is folded, so a client not in memory has its state in clients.state.
 const rows = require('./rows');
 
-/** How often the background fold runs (ms), and the log rows it folds per transaction. */
+/** How often the background fold runs (ms), and the log rows it folds per transaction: a row holds
+ * up to a batch's clients (hundreds under load), and a fold transaction holds every check meanwhile. */
 const FOLD_MS = 200;
-const FOLD_ROWS = 16;
+const FOLD_ROWS = 2;
 /** Clients held in memory; beyond it, the longest-held ones whose state is folded are forgotten. */
 const MAX_HELD = 100_000;
 
