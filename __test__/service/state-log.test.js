@@ -62,6 +62,33 @@ test('a batch whose transaction fails counts for nothing; the next one starts fr
   }
 });
 
+test('the background fold writes what the log holds: nothing of a failed batch, each client\'s latest state', async () => {
+  const store = await openStore();
+  const counted = (key) => stateInFile(store, key).entries.filter((_, i) => i % 2 === 1).reduce((a, b) => a + b, 0);
+  try {
+    await store.createClient(window('held', 10));
+    await store.createClient(window('other', 10));
+    await store.decideBatch(new Map([['held', [1, 1]], ['other', [1]]]));
+    // A batch that changes the held states and then fails: the memory is ahead of the file.
+    store.db.exec("CREATE TEMP TRIGGER no_log BEFORE INSERT ON state_log BEGIN SELECT RAISE(ABORT, 'refused'); END");
+    await assert.rejects(store.decideBatch(new Map([['held', [1, 1, 1]], ['other', [1, 1]]])), /refused/);
+    store.db.exec('DROP TRIGGER no_log');
+    await store.decisions.foldSoon();
+    assert.deepEqual([counted('held'), counted('other')], [2, 1], 'the failed batch\'s states were not written');
+    assert.equal(logRows(store), 0);
+    // Many clients over more than one fold transaction, some changed twice: each with its latest state.
+    const keys = Array.from({ length: 600 }, (_, i) => `many-${i}`);
+    for (const k of keys) await store.createClient(window(k, 10));
+    await store.decideBatch(new Map(keys.map((k) => [k, [1]])));
+    await store.decideBatch(new Map(keys.filter((_, i) => i % 3 === 0).map((k) => [k, [1, 1]])));
+    await store.decisions.foldSoon();
+    assert.equal(logRows(store), 0);
+    keys.forEach((k, i) => assert.equal(counted(k), i % 3 === 0 ? 3 : 1, k));
+  } finally {
+    await store.close();
+  }
+});
+
 test('the log is folded into clients.state and emptied; replacing a client folds first', async () => {
   const store = await openStore();
   try {
