@@ -142,3 +142,10 @@ test('the worker checkpoints the store file: its WAL restarts while batches go o
     await store.close();
   }
 });
+
+test('after close, a late write is refused and starts no worker again', async () => {
+  const store = await openStore(folder());
+  await store.close();
+  await assert.rejects(store.writeActivity([rec('late', true)]), /closed/);
+  assert.equal(store.activity.worker, null);
+});

@@ -14,6 +14,7 @@ class ActivityWorker {
     this.pending = new Map(); // id → { resolve, reject }
     this.next = 1;
     this.worker = null;
+    this.closed = false;
     this.#start(); // now, not at the first request: it checkpoints the store file from the start
   }
 
@@ -40,6 +41,7 @@ class ActivityWorker {
   }
 
   request(op, arg) {
+    if (this.closed) return Promise.reject(new Error('the activity worker is closed'));
     if (!this.worker) this.#start();
     return new Promise((resolve, reject) => {
       const id = this.next++;
@@ -49,8 +51,9 @@ class ActivityWorker {
   }
 
   async close() {
-    if (!this.worker) return;
+    if (this.closed || !this.worker) { this.closed = true; return; }
     await this.request('close');
+    this.closed = true; // a late request must not start a worker again
     const w = this.worker;
     this.worker = null;
     await w.terminate();
