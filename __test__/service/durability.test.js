@@ -86,7 +86,7 @@ test('retention: the activity table stays within its row cap; totals and analyti
   await admin(svc.url, 'POST', '/api/v1/admin/clients', window('busy', 1000));
   for (let round = 0; round < 3; round++) await Promise.all(Array.from({ length: 100 }, () => check(svc.url, 'busy')));
   await admin(svc.url, 'GET', '/api/v1/admin/overview'); // flushes
-  const db = new Database(path.join(data, 'tiergate.sqlite'), { readonly: true, fileMustExist: true });
+  const db = new Database(path.join(data, 'activity.sqlite'), { readonly: true, fileMustExist: true });
   let rows = Infinity;
   try {
     for (let i = 0; i < 100 && rows > 100; i++) {

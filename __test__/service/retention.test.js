@@ -1,6 +1,6 @@
 'use strict';
-// The embedded store's retention deletes in bounded steps (the event loop runs between them): a
-// backlog many steps long still ends at the row cap, and rows past their age all go.
+// The embedded store's retention deletes in bounded steps (in the activity worker; the event loop
+// runs meanwhile): a backlog many steps long still ends at the row cap, and rows past their age all go.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
@@ -32,7 +32,7 @@ test('a backlog of 9,001 rows over a cap of 100 is pruned to exactly the newest 
     await store.prune({ now, maxAgeMs: 3_600_000, maxRows: 100, bucketAgeMs: BUCKET_AGE_MS });
     counting = false;
     assert.equal(await store.activityCount(), 100);
-    const newest = store.db.prepare('SELECT min(id) AS lo, max(id) AS hi FROM activity').get();
+    const newest = store.activityDb.prepare('SELECT min(id) AS lo, max(id) AS hi FROM activity').get();
     assert.equal(newest.hi - newest.lo, 99);
     assert.ok(turns >= 3, `the prune gave the loop ${turns} turns`);
   } finally {

@@ -62,6 +62,33 @@ test('a batch whose transaction fails counts for nothing; the next one starts fr
   }
 });
 
+test('the background fold writes what the log holds: nothing of a failed batch, each client\'s latest state', async () => {
+  const store = await openStore();
+  const counted = (key) => stateInFile(store, key).entries.filter((_, i) => i % 2 === 1).reduce((a, b) => a + b, 0);
+  try {
+    await store.createClient(window('held', 10));
+    await store.createClient(window('other', 10));
+    await store.decideBatch(new Map([['held', [1, 1]], ['other', [1]]]));
+    // A batch that changes the held states and then fails: the memory is ahead of the file.
+    store.db.exec("CREATE TEMP TRIGGER no_log BEFORE INSERT ON state_log BEGIN SELECT RAISE(ABORT, 'refused'); END");
+    await assert.rejects(store.decideBatch(new Map([['held', [1, 1, 1]], ['other', [1, 1]]])), /refused/);
+    store.db.exec('DROP TRIGGER no_log');
+    await store.decisions.foldSoon();
+    assert.deepEqual([counted('held'), counted('other')], [2, 1], 'the failed batch\'s states were not written');
+    assert.equal(logRows(store), 0);
+    // Many clients over more than one fold transaction, some changed twice: each with its latest state.
+    const keys = Array.from({ length: 600 }, (_, i) => `many-${i}`);
+    for (const k of keys) await store.createClient(window(k, 10));
+    await store.decideBatch(new Map(keys.map((k) => [k, [1]])));
+    await store.decideBatch(new Map(keys.filter((_, i) => i % 3 === 0).map((k) => [k, [1, 1]])));
+    await store.decisions.foldSoon();
+    assert.equal(logRows(store), 0);
+    keys.forEach((k, i) => assert.equal(counted(k), i % 3 === 0 ? 3 : 1, k));
+  } finally {
+    await store.close();
+  }
+});
+
 test('the log is folded into clients.state and emptied; replacing a client folds first', async () => {
   const store = await openStore();
   try {
@@ -77,6 +104,28 @@ test('the log is folded into clients.state and emptied; replacing a client folds
     await store.decisions.foldSoon();
     assert.deepEqual(stateInFile(store, 'folded').entries, [], 'no logged state landed on the replaced row');
     assert.equal(allowedIn((await store.decideBatch(new Map([['folded', Array(6).fill(1)]]))).get('folded')), 5);
+  } finally {
+    await store.close();
+  }
+});
+
+test('every background fold runs, not only the first: the log stays short while batches go on', async () => {
+  const store = await openStore();
+  try {
+    await store.createClient(window('often', 1000));
+    for (let round = 1; round <= 3; round++) {
+      await store.decideBatch(new Map([['often', [1]]]));
+      assert.equal(logRows(store), 1);
+      await store.decisions.foldSoon();
+      assert.equal(logRows(store), 0, `fold ${round} emptied the log`);
+      const counted = stateInFile(store, 'often').entries.filter((_, i) => i % 2 === 1).reduce((a, b) => a + b, 0);
+      assert.equal(counted, round, `fold ${round} wrote the state`);
+    }
+    // The timer's folds too (FOLD_MS apart), bounded in time.
+    await store.decideBatch(new Map([['often', [1]]]));
+    const until = Date.now() + 5000;
+    while (logRows(store) > 0 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 20));
+    assert.equal(logRows(store), 0, 'the timer folded the log');
   } finally {
     await store.close();
   }

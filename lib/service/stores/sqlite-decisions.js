@@ -11,9 +11,10 @@
 // once its latest state is folded, so a client not in memory has its state in clients.state.
 const rows = require('./rows');
 
-/** How often the background fold runs (ms), and the log rows it folds per transaction. */
+/** How often the background fold runs (ms), and the log rows it folds per transaction: a row holds
+ * up to a batch's clients (hundreds under load), and a fold transaction holds every check meanwhile. */
 const FOLD_MS = 200;
-const FOLD_ROWS = 16;
+const FOLD_ROWS = 2;
 /** Clients held in memory; beyond it, the longest-held ones whose state is folded are forgotten. */
 const MAX_HELD = 100_000;
 
@@ -120,17 +121,18 @@ class SqliteDecisions {
   /** The background fold: FOLD_ROWS rows per transaction, the event loop free in between. */
   foldSoon() {
     if (!this.folding) {
-      this.folding = (async () => {
-        try {
-          // A fold that took FOLD_ROWS rows may have left more: go on after a turn of the loop.
-          while (this.#folded(this.foldTx.immediate(FOLD_ROWS)) === FOLD_ROWS) await new Promise((resolve) => setImmediate(resolve));
-          this.#evict();
-        } finally {
-          this.folding = null;
-        }
-      })();
+      // Cleared in a .finally, not inside the async function: a fold that never awaits finishes
+      // before `this.folding` is assigned, and would leave it set to its settled promise for good
+      // (no later fold would run, and the log and memory would grow until an admin call).
+      this.folding = this.#foldSteps().finally(() => { this.folding = null; });
     }
     return this.folding;
+  }
+
+  async #foldSteps() {
+    // A fold that took FOLD_ROWS rows may have left more: go on after a turn of the loop.
+    while (this.#folded(this.foldTx.immediate(FOLD_ROWS)) === FOLD_ROWS) await new Promise((resolve) => setImmediate(resolve));
+    this.#evict();
   }
 
   #evict() {

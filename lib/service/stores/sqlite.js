@@ -5,57 +5,41 @@
 // against clients held in memory and commits its states as one appended row (sqlite-decisions.js).
 // synchronous=NORMAL in WAL mode: a committed transaction survives the process being killed; an OS
 // crash or power loss may lose the last transactions (docs/service.md, "Durability").
+// Activity (records, totals, buckets) lives in a second file, activity.sqlite, written by a worker
+// thread (sqlite-activity.js); this thread reads it through a read-only connection.
 const fs = require('node:fs');
 const path = require('node:path');
-const { requireOptional } = require('../../optional');
-const { migrations } = require('../migrations');
 const rows = require('./rows');
 const { SqliteDecisions } = require('./sqlite-decisions');
+const { ActivityWorker } = require('./sqlite-activity-worker');
+const { migrate, openDatabase } = require('./sqlite-open');
 
-// Activity rows deleted per pruning transaction.
-const PRUNE_ROWS = 2000;
-// Activity rows per multi-row INSERT (5 parameters each, well under SQLite's 32,766).
-const ACTIVITY_ROWS = 200;
+// How often the activity worker checkpoints the store file's WAL (ms): the WAL holds at most about
+// this long's writes (a few MB under full load) before they are copied into the file.
+const CHECKPOINT_MS = 100;
 
-/** Adds `n` clients' totals (5 parameters each) to client_stats, for clients that still exist. */
-function addStatsSql(n) {
-  return `INSERT INTO client_stats (client_key, total, allowed, denied, last_at)
-    SELECT v.column1, v.column2, v.column3, v.column4, v.column5 FROM (VALUES ${Array(n).fill('(?, ?, ?, ?, ?)').join(', ')}) AS v
-    WHERE EXISTS (SELECT 1 FROM clients WHERE client_key = v.column1)
-    ON CONFLICT (client_key) DO UPDATE SET total = total + excluded.total, allowed = allowed + excluded.allowed,
-    denied = denied + excluded.denied, last_at = max(last_at, excluded.last_at)`;
-}
-
-/** Applies the migrations not yet applied; BEGIN IMMEDIATE takes the write lock, so two processes
- * starting on one file apply each version once. */
-function migrate(db) {
-  db.transaction(() => {
-    db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)');
-    const done = new Set(db.prepare('SELECT version FROM schema_migrations').pluck().all());
-    for (const m of migrations('sqlite')) {
-      if (done.has(m.version)) continue;
-      db.exec(m.sql);
-      db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(m.version, m.name, Date.now());
-    }
-  }).immediate();
-}
-
-/** A better-sqlite3 database on `file`, in WAL mode. */
-function openDatabase(file) {
-  const Database = requireOptional('better-sqlite3', 'the embedded store of `tiergate serve`');
-  const db = new Database(file);
-  db.pragma('journal_mode = WAL');
-  db.pragma('synchronous = NORMAL');
-  db.pragma('busy_timeout = 5000');
-  return db;
-}
-
-function activityValues(r, out, at) {
-  out[at] = r.clientKey; out[at + 1] = r.at; out[at + 2] = r.allowed ? 1 : 0; out[at + 3] = r.cost; out[at + 4] = r.responseMs;
-}
-
-function statsValues(c, out, at) {
-  out[at] = c.clientKey; out[at + 1] = c.total; out[at + 2] = c.allowed; out[at + 3] = c.denied; out[at + 4] = c.lastAt;
+/**
+ * Moves the activity tables of a store file from before activity.sqlite existed into the activity
+ * file, in one transaction holding both files' write locks (a second process starting meanwhile
+ * waits, then finds nothing to move). In WAL mode a transaction over two files is atomic per file:
+ * the activity file commits first, and a crash before the store file's DROPs commits leaves copies
+ * that the next start makes again (OR IGNORE / OR REPLACE of the same rows).
+ */
+function moveLegacyActivity(activityFile, coreFile) {
+  const db = openDatabase(activityFile);
+  try {
+    db.prepare('ATTACH DATABASE ? AS core').run(coreFile);
+    db.transaction(() => {
+      const legacy = db.prepare("SELECT count(*) FROM core.sqlite_master WHERE type = 'table' AND name = 'activity'").pluck().get();
+      if (!legacy) return;
+      db.exec(`INSERT OR IGNORE INTO main.activity SELECT * FROM core.activity;
+        INSERT OR REPLACE INTO main.client_stats SELECT * FROM core.client_stats;
+        INSERT OR REPLACE INTO main.activity_buckets SELECT * FROM core.activity_buckets;
+        DROP TABLE core.activity; DROP TABLE core.client_stats; DROP TABLE core.activity_buckets;`);
+    }).immediate();
+  } finally {
+    db.close();
+  }
 }
 
 class SqliteStore {
@@ -63,70 +47,56 @@ class SqliteStore {
     fs.mkdirSync(dataDir, { recursive: true });
     this.kind = 'sqlite';
     this.file = path.join(dataDir, 'tiergate.sqlite');
+    this.activityFile = path.join(dataDir, 'activity.sqlite');
     this.db = openDatabase(this.file);
+    this.activityDb = null;
+    this.activity = null;
   }
 
   async open() {
     migrate(this.db);
+    const act = openDatabase(this.activityFile);
+    try {
+      migrate(act, 'sqlite-activity');
+    } finally {
+      act.close();
+    }
+    moveLegacyActivity(this.activityFile, this.file);
+    // Reads only (admin calls): a read-only connection takes no lock a writer waits for.
+    this.activityDb = openDatabase(this.activityFile, { readonly: true });
+    this.activityDb.prepare('ATTACH DATABASE ? AS core').run(this.file);
+    // The worker checkpoints the store file's WAL; this connection's own checkpoints would pause the checks.
+    this.db.pragma('wal_autocheckpoint = 0');
+    this.activity = new ActivityWorker({ file: this.activityFile, coreFile: this.file, checkpointMs: CHECKPOINT_MS });
     this.prepare();
   }
 
   prepare() {
-    const db = this.db;
-    const q = (sql) => db.prepare(sql);
+    const q = (sql) => this.db.prepare(sql);
+    const a = (sql) => this.activityDb.prepare(sql);
     this.sql = {
       insertClient: q(`INSERT INTO clients (client_key, algorithm, requests_per_second, burst_size, max_requests, window_seconds, state, created_at, updated_at)
         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (client_key) DO NOTHING`),
       replaceClient: q(`UPDATE clients SET algorithm = ?, requests_per_second = ?, burst_size = ?, max_requests = ?, window_seconds = ?, state = ?, updated_at = ?
         WHERE client_key = ?`),
       getClient: q('SELECT * FROM clients WHERE client_key = ?'),
-      listClients: q(`SELECT c.*, s.total, s.last_at FROM clients c LEFT JOIN client_stats s ON s.client_key = c.client_key ORDER BY c.client_key`),
       deleteClient: q('DELETE FROM clients WHERE client_key = ?'),
-      deleteStats: q('DELETE FROM client_stats WHERE client_key = ?'),
-      deleteActivity: q('DELETE FROM activity WHERE client_key = ?'),
-      stats: q('SELECT * FROM client_stats WHERE client_key = ?'),
-      insertActivity: q('INSERT INTO activity (client_key, at, allowed, cost, response_ms) VALUES (?, ?, ?, ?, ?)'),
-      insertActivityRows: q(`INSERT INTO activity (client_key, at, allowed, cost, response_ms) VALUES ${Array(ACTIVITY_ROWS).fill('(?, ?, ?, ?, ?)').join(', ')}`),
-      addStats: q(addStatsSql(1)),
-      addStatsRows: q(addStatsSql(ACTIVITY_ROWS)),
-      addBucket: q(`INSERT INTO activity_buckets (resolution, start, incoming, allowed, denied, response_ms_sum) VALUES (?, ?, ?, ?, ?, ?)
-        ON CONFLICT (resolution, start) DO UPDATE SET incoming = incoming + excluded.incoming, allowed = allowed + excluded.allowed,
-        denied = denied + excluded.denied, response_ms_sum = response_ms_sum + excluded.response_ms_sum`),
-      recent: q('SELECT * FROM activity ORDER BY id DESC LIMIT ?'),
-      recentOf: q('SELECT * FROM activity WHERE client_key = ? ORDER BY id DESC LIMIT ?'),
-      totals: q('SELECT count(*) AS clients, coalesce(sum(s.allowed), 0) AS allowed, coalesce(sum(s.denied), 0) AS denied FROM clients c LEFT JOIN client_stats s ON s.client_key = c.client_key'),
-      buckets: q('SELECT * FROM activity_buckets WHERE resolution = ? AND start >= ? ORDER BY start'),
-      // Both delete at most PRUNE_ROWS rows (the oldest first); prune() repeats them until done.
-      pruneActivityAge: q(`DELETE FROM activity WHERE id IN (SELECT id FROM activity WHERE at < ? ORDER BY id LIMIT ${PRUNE_ROWS})`),
-      pruneActivityRows: q(`DELETE FROM activity WHERE id <= min((SELECT max(id) FROM activity) - ?, (SELECT min(id) FROM activity) + ${PRUNE_ROWS - 1})`),
-      pruneBuckets: q('DELETE FROM activity_buckets WHERE resolution = ? AND start < ?'),
       pruneBans: q('DELETE FROM bans WHERE expires_at IS NOT NULL AND expires_at <= ?'),
-      activityCount: q('SELECT count(*) FROM activity').pluck(),
       listBans: q('SELECT * FROM bans WHERE expires_at IS NULL OR expires_at > ? ORDER BY created_at DESC'),
       putBan: q(`INSERT INTO bans (client_key, reason, created_at, expires_at) VALUES (?, ?, ?, ?)
         ON CONFLICT (client_key) DO UPDATE SET reason = excluded.reason, created_at = excluded.created_at, expires_at = excluded.expires_at`),
       deleteBan: q('DELETE FROM bans WHERE client_key = ? AND (expires_at IS NULL OR expires_at > ?)'),
       ping: q('SELECT 1').pluck(),
+      // The activity file's (core: the store's file, attached to the read-only connection).
+      listClients: a(`SELECT c.*, s.total, s.last_at FROM core.clients c LEFT JOIN client_stats s ON s.client_key = c.client_key ORDER BY c.client_key`),
+      stats: a('SELECT * FROM client_stats WHERE client_key = ?'),
+      recent: a('SELECT * FROM activity ORDER BY id DESC LIMIT ?'),
+      recentOf: a('SELECT * FROM activity WHERE client_key = ? ORDER BY id DESC LIMIT ?'),
+      totals: a('SELECT count(*) AS clients, coalesce(sum(s.allowed), 0) AS allowed, coalesce(sum(s.denied), 0) AS denied FROM core.clients c LEFT JOIN client_stats s ON s.client_key = c.client_key'),
+      buckets: a('SELECT * FROM activity_buckets WHERE resolution = ? AND start >= ? ORDER BY start'),
+      activityCount: a('SELECT count(*) FROM activity').pluck(),
     };
-    this.decisions = new SqliteDecisions(db);
-    // Rows go ACTIVITY_ROWS at a time (5 values each), the rest one by one: one statement step per
-    // row costs more than the row.
-    const inRows = (list, many, one, values) => {
-      let i = 0;
-      const args = new Array(ACTIVITY_ROWS * 5);
-      for (; i + ACTIVITY_ROWS <= list.length; i += ACTIVITY_ROWS) {
-        for (let j = 0; j < ACTIVITY_ROWS; j++) values(list[i + j], args, j * 5);
-        many.run(args);
-      }
-      const single = new Array(5);
-      for (; i < list.length; i++) { values(list[i], single, 0); one.run(single); }
-    };
-    this.activityTx = db.transaction((records) => {
-      inRows(records, this.sql.insertActivityRows, this.sql.insertActivity, activityValues);
-      const { clients, buckets } = rows.aggregate(records);
-      inRows(clients, this.sql.addStatsRows, this.sql.addStats, statsValues);
-      for (const b of buckets) this.sql.addBucket.run(b.resolution, b.start, b.incoming, b.allowed, b.denied, b.responseMsSum);
-    });
+    this.decisions = new SqliteDecisions(this.db);
   }
 
   /** Decides a batch (Map clientKey → costs) in one transaction; Map clientKey → outcome. */
@@ -156,12 +126,12 @@ class SqliteStore {
   }
 
   async deleteClient(key) {
-    return this.decisions.rewrite(key, () => {
-      const n = this.sql.deleteClient.run(key).changes;
-      this.sql.deleteStats.run(key);
-      this.sql.deleteActivity.run(key);
-      return n === 1;
-    });
+    const deleted = this.decisions.rewrite(key, () => this.sql.deleteClient.run(key).changes === 1);
+    // Then its history, in the activity file: after every write posted before (the worker goes in
+    // order), and no later write adds totals for a client that is gone. A crash between the two
+    // leaves the history of a deleted client in the file (not counted in the totals).
+    if (deleted) await this.activity.request('forget', key);
+    return deleted;
   }
 
   async clientActivity(key, limit) {
@@ -187,21 +157,14 @@ class SqliteStore {
     return rows.points(range, this.sql.buckets.all(resolution, now - spanMs - stepMs), now).points;
   }
 
+  /** Resolves once the records are committed (in the worker). */
   async writeActivity(records) {
-    if (records.length) this.activityTx.immediate(records);
+    if (records.length) await this.activity.request('write', records);
   }
 
   async prune({ now, maxAgeMs, maxRows, bucketAgeMs }) {
-    // Activity goes PRUNE_ROWS rows per transaction, the event loop free in between: one statement
-    // deleting a busy service's 100,000 rows held every check for a quarter of a second.
-    const chunk = (stmt, arg) => this.db.transaction(() => stmt.run(arg).changes).immediate();
-    const yieldLoop = () => new Promise((resolve) => setImmediate(resolve));
-    while (chunk(this.sql.pruneActivityAge, now - maxAgeMs) === PRUNE_ROWS) await yieldLoop();
-    while (chunk(this.sql.pruneActivityRows, maxRows) > 0) await yieldLoop(); // ids may have gaps
-    this.db.transaction(() => {
-      for (const [name, resolution] of Object.entries(rows.RESOLUTIONS)) this.sql.pruneBuckets.run(resolution, now - bucketAgeMs[name]);
-      this.sql.pruneBans.run(now);
-    }).immediate();
+    await this.activity.request('prune', { now, maxAgeMs, maxRows, bucketAgeMs });
+    this.sql.pruneBans.run(now);
   }
 
   async activityCount() {
@@ -236,6 +199,8 @@ class SqliteStore {
       this.decisions.stop();
       this.decisions.foldAll(); // not needed for a restart (start folds), but leaves the file plain
     }
+    if (this.activity) await this.activity.close();
+    if (this.activityDb) this.activityDb.close();
     this.db.close();
   }
 }
