@@ -16,7 +16,6 @@ const { keyArg, UNUSABLE } = require('./keys');
 const { LimitHeaders } = require('./headers');
 const { DefenseResponder } = require('./respond');
 const { Shaper } = require('./shaper');
-const { SlotCache } = require('./slot-cache');
 const { Bans, BanEvents, BAN_CHANNEL, listsArg, call } = require('./bans');
 const { compileDefense, DEFENSE_OPTIONS } = require('./options');
 const { clientIp } = require('../adapters/client');
@@ -25,7 +24,7 @@ const { finite, isObject, typeName } = require('../options');
 
 const {
   result: R, verdictNames: VERDICT_NAMES, verdictStatus: VERDICT_STATUS, passErrors: PASS_ERRORS, flags: FLAGS, args: ARGS,
-  maxPassLength: MAX_PASS_LENGTH, cacheSize: CACHE_SIZE,
+  maxPassLength: MAX_PASS_LENGTH,
 } = native.defenseConstants();
 /** The combined call's leading arguments: the gate's sel, header, key. */
 const GATE_ARGS = 3;
@@ -80,16 +79,6 @@ class Defense {
   #defend;
   #both = null;
   #r;
-  // This thread's caches (./slot-cache.js): client addresses, and per limit its string keys (null for
-  // a limit by address); `#record` the native array a miss writes the index to record under into, and
-  // `#claimed` the indices this call claimed (-1: none), remembered once the call returned.
-  #clients;
-  #keyCaches;
-  #record;
-  #claimed;
-  #claimedKeys;
-  // Some index is claimed and not yet remembered: the last check() threw before its call returned.
-  #pending = false;
   #limits;
   #args;
   #costs;
@@ -147,11 +136,6 @@ class Defense {
     this.#handle.bind(bound);
     this.#defend = bound.defend;
     this.#r = bound.result;
-    this.#record = bound.record;
-    this.#clients = new SlotCache(CACHE_SIZE);
-    this.#keyCaches = o.limits.map((l) => (l.by.kind === 'ip' ? null : new SlotCache(CACHE_SIZE)));
-    this.#claimed = new Int32Array(1 + o.limits.length).fill(-1);
-    this.#claimedKeys = new Array(o.limits.length).fill(undefined);
     this.#limits = o.limits;
     this.#limitRefused = new Array(o.limits.length).fill(0);
     this.#clusterLimits = o.clusterLimits;
@@ -227,46 +211,17 @@ class Defense {
     const limits = this.#limits;
     const args = this.#args;
     const costs = this.#costs;
-    const claimed = this.#claimed;
-    if (this.#pending) this.#forget();
     this.#path = undefined;
     for (let i = 0; i < limits.length; i++) {
       const l = limits[i];
-      let k = this.#keyFor(l, req, tier);
-      if (costs !== null) costs[i] = k !== undefined ? this.#costOf(l, req) : 0;
-      if (typeof k === 'string') {
-        const cache = this.#keyCaches[i];
-        const at = cache.get(k);
-        if (at !== undefined) k = at;
-        else {
-          const c = cache.claim(k);
-          if (c >= 0) {
-            this.#record[1 + i] = c;
-            claimed[1 + i] = c;
-            this.#claimedKeys[i] = k;
-            this.#pending = true;
-          }
-        }
-      }
+      const k = this.#keyFor(l, req, tier);
       args[GATE_ARGS + ARGS + i] = k;
-    }
-    let ipArg = ip;
-    if (typeof ip === 'string') {
-      const at = this.#clients.get(ip);
-      if (at !== undefined) ipArg = at;
-      else {
-        const c = this.#clients.claim(ip);
-        if (c >= 0) {
-          this.#record[0] = c;
-          claimed[0] = c;
-          this.#pending = true;
-        }
-      }
+      if (costs !== null) costs[i] = k !== undefined ? this.#costOf(l, req) : 0;
     }
     let flags = this.exemptSkipsShedding ? FLAGS.EXEMPT_ENDS : 0;
     if (this.#skip !== null && this.#skip(req) === true) flags |= FLAGS.SKIP;
     args[3] = flags;
-    args[4] = ipArg;
+    args[4] = ip;
     args[5] = this.#challenge === null ? undefined : this.#passOf(req);
     args[6] = costs === null ? 1 : costs;
     let verdict;
@@ -281,7 +236,6 @@ class Defense {
       verdict = this.#call(args);
       this.gateVerdict = -1;
     }
-    if (this.#pending) this.#remember(ip);
     const r = this.#r;
     if (r[R.EVENTS] > 0) this.#events.publish(this.#handle.takeEvents());
     if (this.clusterStep !== null) this.#clusterKeys(req, tier, ip, verdict === V.PASS);
@@ -305,34 +259,6 @@ class Defense {
     }
     if (verdict === V.EXEMPT) return this.exemptSkipsShedding ? EXEMPT : null;
     return this.#refusal(verdict, req, ip);
-  }
-
-  // The call that recorded what check() claimed returned: remember it (a call that threw did not).
-  #remember(ip) {
-    this.#pending = false;
-    const claimed = this.#claimed;
-    if (claimed[0] >= 0) {
-      this.#clients.remember(ip, claimed[0]);
-      claimed[0] = -1;
-    }
-    for (let i = 1; i < claimed.length; i++) {
-      if (claimed[i] < 0) continue;
-      this.#keyCaches[i - 1].remember(this.#claimedKeys[i - 1], claimed[i]);
-      this.#claimedKeys[i - 1] = undefined;
-      claimed[i] = -1;
-    }
-  }
-
-  // Drops the claims of a check() that threw before its call returned (native reads and resets
-  // `record` on every call; one that never ran left them there).
-  #forget() {
-    this.#pending = false;
-    const claimed = this.#claimed;
-    for (let i = 0; i < claimed.length; i++) {
-      claimed[i] = -1;
-      this.#record[i] = -1;
-    }
-    this.#claimedKeys.fill(undefined);
   }
 
   // The cluster limits that apply to this request (only when the defense lets it on), their keys and costs.

@@ -20,11 +20,10 @@ use crate::core::defense::{
     PassError, PassSigner, Request, StrikeKind, StrikeRuleSpec, Verdict, MAX_PASS_LEN,
 };
 use crate::core::gate::IP_KEY_TAG;
-use crate::core::limit::{AlgorithmKind, LimitSet, LimitSpec, StoreSlot, MAX_LIMITS, NEVER};
+use crate::core::limit::{AlgorithmKind, LimitSet, LimitSpec, MAX_LIMITS, NEVER};
 use crate::core::names::named_enum;
 use crate::core::net::ipkey::{client_addr, ip_bin_key, ip_key, ip_key_of, parse_ip, IpKeyBuf, IpKeyConfig, BIN_KEY_LEN};
 use crate::node::gate::{decide_args, gate_now_ns, invalid, read_bounded, Bound as GateBound, GateHandle};
-use crate::node::defense_cache::{Cache, CACHE_SIZE};
 use crate::node::ledger::MAX_KEY_BYTES;
 use crate::node::raw;
 use napi::bindgen_prelude::*;
@@ -33,7 +32,6 @@ use napi_derive::napi;
 use parking_lot::{Mutex, RwLock};
 use std::cell::UnsafeCell;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -195,7 +193,7 @@ pub struct DefenseStats {
     pub fair_share_refused: f64,
 }
 
-pub(crate) struct Lists {
+struct Lists {
     access: AccessLists,
     allow: Vec<String>,
     deny: Vec<String>,
@@ -205,9 +203,6 @@ struct Shared {
     defense: Defense,
     /// Replaced whole by `setLists`; a decision reads whichever it locked (core/defense/lists.rs).
     lists: RwLock<Arc<Lists>>,
-    /// Bumped by `setLists` under the lists' write lock: what the client caches' standings were read
-    /// under (src/node/defense_cache.rs). Starts at 1.
-    lists_gen: AtomicU64,
     signer: Option<PassSigner>,
     /// Per limit, the prefixes its address keys are masked to.
     ip_cfgs: Vec<IpKeyConfig>,
@@ -222,22 +217,6 @@ struct Bound {
     shared: Arc<Shared>,
     out: Box<UnsafeCell<[f64; RESULT_LEN]>>,
     scratch: UnsafeCell<Scratch>,
-    /// This thread's client and key caches.
-    cache: UnsafeCell<Cache>,
-    /// `record`, a Float64Array JS writes on a cache miss: `[0]` the index to record this call's
-    /// client address at, `[1 + i]` the index to record limit i's string key at; -1 for none. `defend`
-    /// reads and resets them to -1 on every call.
-    record: Box<UnsafeCell<[f64; 1 + MAX_LIMITS]>>,
-}
-
-/// Where a limit's slot is kept between calls (`defend_args`).
-#[derive(Clone, Copy)]
-enum Home {
-    None,
-    /// Client `c`'s address key.
-    Client(usize),
-    /// The limit's recorded key `k`.
-    Key(usize),
 }
 
 #[derive(Default)]
@@ -386,7 +365,7 @@ impl DefenseHandle {
                 Some(FairShare::new(spec.validate("fairShare").map_err(|e| invalid(e.0))?, ban_ip))
             }
         };
-        let shared = Arc::new(Shared { defense, lists: RwLock::new(Arc::new(lists)), lists_gen: AtomicU64::new(1), signer, ip_cfgs, ban_ip, pending: Mutex::new(Vec::new()), fair });
+        let shared = Arc::new(Shared { defense, lists: RwLock::new(Arc::new(lists)), signer, ip_cfgs, ban_ip, pending: Mutex::new(Vec::new()), fair });
         Ok(DefenseHandle { shared, bound: Mutex::new(None) })
     }
 
@@ -395,13 +374,10 @@ impl DefenseHandle {
     pub fn bind(&self, env: Env, target: Object) -> Result<()> {
         let _panic = raw::throw_on_panic(&env, "DefenseHandle::bind");
         let scratch = Scratch { keys: Vec::with_capacity(1024), ..Scratch::default() };
-        let cache = UnsafeCell::new(Cache::new(self.shared.defense.limits().len()));
-        let record = Box::new(UnsafeCell::new([-1.0; 1 + MAX_LIMITS]));
-        let bound = Arc::new(Bound { shared: self.shared.clone(), out: Box::new(UnsafeCell::new([0.0; RESULT_LEN])), scratch: UnsafeCell::new(scratch), cache, record });
+        let bound = Arc::new(Bound { shared: self.shared.clone(), out: Box::new(UnsafeCell::new([0.0; RESULT_LEN])), scratch: UnsafeCell::new(scratch) });
         let (env, target) = (env.raw(), target.raw());
         unsafe {
             raw::define_f64_view(env, target, c"result", bound.out.get() as *mut f64, RESULT_LEN, &bound)?;
-            raw::define_f64_view(env, target, c"record", bound.record.get() as *mut f64, 1 + MAX_LIMITS, &bound)?;
             raw::define_fn(env, target, "defend", defend, bound.clone())?;
         }
         *self.bound.lock() = Some(bound);
@@ -427,10 +403,7 @@ impl DefenseHandle {
     pub fn set_lists(&self, env: Env, allow: Vec<String>, deny: Vec<String>) -> Result<()> {
         let _panic = raw::throw_on_panic(&env, "DefenseHandle::set_lists");
         let l = Arc::new(lists(allow, deny)?);
-        let mut held = self.shared.lists.write();
-        *held = l;
-        // Under the write lock: a standing read under the old lists is never taken for the new.
-        self.shared.lists_gen.fetch_add(1, Ordering::AcqRel);
+        *self.shared.lists.write() = l;
         Ok(())
     }
 
@@ -673,7 +646,6 @@ pub fn defense_constants(env: Env) -> Result<Object<'static>> {
     o.set("strikeKinds", StrikeKind::NAMES.to_vec())?;
     o.set("maxLimits", MAX_LIMITS as u32)?;
     o.set("maxPassLength", MAX_PASS_LEN as u32)?;
-    o.set("cacheSize", CACHE_SIZE as u32)?;
     o.set("args", ARGS as u32)?;
     o.set("flags", freeze(flags)?)?;
     o.set("banDefaults", freeze(bans)?)?;
@@ -714,9 +686,6 @@ unsafe fn f64_array<'a>(env: sys::napi_env, v: sys::napi_value) -> Option<&'a [f
 
 raw::guarded!(defend = "Defense.defend" => defend_unguarded);
 /// `defend(flags, ip, pass?, cost, key0, .., keyN-1) -> verdict` (`Verdict` codes); details in `result`.
-/// `ip` is the client's address text, or the index this thread's cache recorded it under; a key is
-/// `undefined`, `true` (the address), a string, or the index its limit's cache recorded it under
-/// (src/node/defense_cache.rs; `record` asks for a string to be recorded).
 #[inline(always)]
 unsafe fn defend_unguarded(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
     let (argv, argc, data) = raw::args::<{ ARGS + MAX_LIMITS }>(env, info);
@@ -771,42 +740,14 @@ unsafe fn defend_args(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value
             return None;
         }
     };
-    let cache = &mut *bound.cache.get();
-    // What JS asks to record this call (only on a miss), cleared for the next call whatever happens.
-    let rec = &mut *bound.record.get();
-    let mut want = [-1.0f64; 1 + MAX_LIMITS];
-    want[..=n].copy_from_slice(&rec[..=n]);
-    rec[..=n].fill(-1.0);
     let mut ipbuf = [0u8; 256];
     let mut ipheap = Vec::new();
-    // The client: recorded already (a number), or its address text (recorded now if asked).
-    let (client, ip) = match raw::get_f64(env, argv[1]) {
-        Some(at) => match cache.client_index(at) {
-            Some(i) => (Some(i), cache.client(i).ip),
-            None => {
-                raw::throw_range_error(env, "defend: ip is a number that is not a client index recorded on this thread");
-                return None;
-            }
-        },
-        None => {
-            let Some(ip_in) = raw::get_key(env, argv[1], &mut ipbuf, &mut ipheap) else {
-                raw::throw_type_error(env, "defend: ip must be a string");
-                return None;
-            };
-            // Longer is not an address (`ipkey::MAX_INPUT_LEN`): cut, it still parses as none.
-            let ip_in = &ip_in[..ip_in.len().min(MAX_IP_INPUT)];
-            if want[0] >= 0.0 {
-                let Ok(i) = cache.record_client(want[0], ip_in, &s.ban_ip) else {
-                    raw::throw_range_error(env, "defend: record[0] must be an existing client index or the next one");
-                    return None;
-                };
-                (Some(i), cache.client(i).ip)
-            } else {
-                // Parsed once: the lists, the ban key and every limit's address key come from this.
-                (None, client_addr(ip_in))
-            }
-        }
+    let Some(ip_in) = raw::get_key(env, argv[1], &mut ipbuf, &mut ipheap) else {
+        raw::throw_type_error(env, "defend: ip must be a string");
+        return None;
     };
+    // Longer is not an address (`ipkey::MAX_INPUT_LEN`): cut, it still parses as none.
+    let ip_in = &ip_in[..ip_in.len().min(MAX_IP_INPUT)];
     // One cost for every limit, or a Float64Array of one per limit.
     let mut costs = [0u32; MAX_LIMITS];
     let ncosts = match raw::get_f64(env, argv[3]) {
@@ -839,21 +780,16 @@ unsafe fn defend_args(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value
             }
         },
     };
+    // Parsed once: the lists, the ban key and every limit's address key come from this.
+    let ip = client_addr(ip_in);
     // The ban key is text (what an operator writes in `bans.add`), so making it costs: it is made
     // up front only when something before the limits reads it (a pass, a ban held, the challenge).
     // Otherwise only a refusal needs it, for its strike, and it is made then (below). (A ban added
     // while this request runs may miss it by key, as if the request had come first.)
     let pass_given = raw::type_of(env, argv[2]) == sys::ValueType::napi_string;
     let eager = pass_given || s.defense.challenge_after().is_some() || s.defense.bans().len() > 0;
-    let mut bkbuf = match client {
-        Some(i) => cache.client(i).ban_key.clone(),
-        None => IpKeyBuf::default(),
-    };
-    let ban_key: &[u8] = match (eager, client) {
-        (false, _) => &[],
-        (true, Some(_)) => bkbuf.as_bytes(),
-        (true, None) => ip_key_of(ip, &s.ban_ip, &mut bkbuf),
-    };
+    let mut bkbuf = IpKeyBuf::default();
+    let ban_key: &[u8] = if eager { ip_key_of(ip, &s.ban_ip, &mut bkbuf) } else { &[] };
     let out = &mut *bound.out.get();
     let sc = &mut *bound.scratch.get();
 
@@ -878,24 +814,8 @@ unsafe fn defend_args(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value
     let mut spans = [NO_KEY; MAX_LIMITS];
     let mut kstack = [0u8; 256];
     let mut kheap = Vec::new();
-    // Per limit, where its key's slot is kept between calls, and the slot itself for this decision.
-    let mut homes = [Home::None; MAX_LIMITS];
-    let mut slots = [StoreSlot::default(); MAX_LIMITS];
     for (i, span) in spans.iter_mut().enumerate().take(n) {
         let v = argv[ARGS + i];
-        // A number first: the usual repeat key (one N-API call).
-        if let Some(at) = raw::get_f64(env, v) {
-            let Some(k) = cache.key_index(i, at) else {
-                raw::throw_range_error(env, &format!("defend: key {i} is a number that is not a key index recorded on this thread"));
-                return None;
-            };
-            let key = cache.key(i, k);
-            *span = (sc.keys.len() as u32, key.bytes.len() as u32);
-            sc.keys.extend_from_slice(&key.bytes);
-            slots[i] = key.slot;
-            homes[i] = Home::Key(k);
-            continue;
-        }
         match raw::type_of(env, v) {
             sys::ValueType::napi_undefined | sys::ValueType::napi_null => {}
             sys::ValueType::napi_boolean => {
@@ -904,30 +824,19 @@ unsafe fn defend_args(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value
                 let len = ip_bin_key(ip, &s.ip_cfgs[i], IP_KEY_TAG, &mut kb);
                 *span = (sc.keys.len() as u32, len as u32);
                 sc.keys.extend_from_slice(&kb[..len]);
-                if let Some(c) = client {
-                    slots[i] = cache.client_slot(c, i);
-                    homes[i] = Home::Client(c);
-                }
             }
             _ => match raw::get_key(env, v, &mut kstack, &mut kheap) {
                 Some(k) if k.len() <= MAX_KEY_BYTES => {
                     let start = sc.keys.len();
                     sc.keys.extend_from_slice(k);
                     *span = (start as u32, k.len() as u32);
-                    if want[1 + i] >= 0.0 {
-                        let Ok(r) = cache.record_key(i, want[1 + i], k) else {
-                            raw::throw_range_error(env, &format!("defend: record[{}] must be an existing key index of limit {i} or the next one", 1 + i));
-                            return None;
-                        };
-                        homes[i] = Home::Key(r);
-                    }
                 }
                 Some(k) => {
                     raw::throw_range_error(env, &format!("defend: key {i} is {} bytes long; the limit is {MAX_KEY_BYTES}", k.len()));
                     return None;
                 }
                 None => {
-                    raw::throw_type_error(env, "defend: a key must be undefined, true, a string or a recorded key index");
+                    raw::throw_type_error(env, "defend: a key must be undefined, true or a string");
                     return None;
                 }
             },
@@ -942,36 +851,15 @@ unsafe fn defend_args(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value
     }
     let (cost, per_limit) = if ncosts == 1 { (costs[0], &costs[..0]) } else { (1, &costs[..n]) };
     let req = Request { ip, skip: flags & FLAG_SKIP != 0, ban_key, limit_keys: &keys[..n], cost, costs: per_limit, passed: out[R::Pass as usize] == 1.0 };
-    // The client's standing on the lists: remembered for a recorded client while the lists are the
-    // ones it was read under (src/node/defense_cache.rs), else read now.
-    let access = match client {
-        Some(c) if !req.skip => {
-            let gen = s.lists_gen.load(Ordering::Acquire);
-            Some(cache.access(c, gen, |ip| {
-                let lists = s.lists.read();
-                (lists.access.classify(ip), s.lists_gen.load(Ordering::Acquire))
-            }))
-        }
-        _ => None,
+    let verdict = {
+        let lists = s.lists.read();
+        s.defense.decide(&lists.access, &req, now_ns, &mut sc.outcome, &mut sc.events)
     };
-    let standing = || access.unwrap_or_else(|| s.lists.read().access.classify(ip));
-    let verdict: Verdict = s.defense.decide_with(standing, &req, &mut slots[..n], now_ns, &mut sc.outcome, &mut sc.events);
     if verdict == Verdict::RateLimited && !eager {
         // The strike the chain counts for a refusal with a ban key (core/defense/chain.rs), counted
         // here with the key made now.
         let mut late = IpKeyBuf::default();
-        let key = match client {
-            Some(c) => cache.client(c).ban_key.as_bytes(),
-            None => ip_key_of(ip, &s.ban_ip, &mut late),
-        };
-        s.defense.report(key, StrikeKind::RateLimited, now_ns, &mut sc.events);
-    }
-    for (i, home) in homes.iter().enumerate().take(n) {
-        match *home {
-            Home::None => {}
-            Home::Client(c) => cache.set_client_slot(c, i, slots[i]),
-            Home::Key(k) => cache.set_key_slot(i, k, slots[i]),
-        }
+        s.defense.report(ip_key_of(ip, &s.ban_ip, &mut late), StrikeKind::RateLimited, now_ns, &mut sc.events);
     }
     let d = &sc.outcome.limits;
     out[R::Verdict as usize] = f64::from(verdict as u8);

@@ -7,7 +7,6 @@ pub mod lag;
 pub mod gate;
 pub mod tier_header;
 pub mod defense;
-mod defense_cache;
 pub mod panic_probe;
 pub mod quota;
 

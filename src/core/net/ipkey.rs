@@ -47,7 +47,6 @@ impl IpKeyConfig {
 }
 
 /// A key written into a caller's stack buffer.
-#[derive(Clone)]
 pub struct IpKeyBuf {
     buf: [u8; MAX_KEY_LEN],
     len: usize,
