@@ -26,7 +26,7 @@ use super::lists::{Access, AccessLists};
 use crate::core::token::pass::{PassError, PassSigner};
 use super::rules::StrikeKind;
 use super::table::BanTable;
-use crate::core::limit::{Decision, LimitSet, StoreSlot, MAX_LIMITS};
+use crate::core::limit::{Decision, LimitSet};
 use crate::core::names::named_enum;
 use std::net::IpAddr;
 
@@ -159,38 +159,19 @@ impl Defense {
 
     /// Decides `req` at `now_ns`. Ban changes (a strike that banned) go to `events`.
     pub fn decide(&self, lists: &AccessLists, req: &Request, now_ns: u64, out: &mut Outcome, events: &mut Vec<BanEvent>) -> Verdict {
-        let mut slots = [StoreSlot::default(); MAX_LIMITS];
-        let n = req.limit_keys.len().min(MAX_LIMITS);
-        self.decide_with(|| lists.classify(req.ip), req, &mut slots[..n], now_ns, out, events)
-    }
-
-    /// `decide`, for a caller that remembers things about a client across its requests (the
-    /// binding's per-thread caches): `access` gives the request's address's standing on the lists in
-    /// force (the caller may answer from a classification it made under the same lists), and each
-    /// limit reaches its key's state through `slots[i]` (`LimitSet::decide_slots`). Bans are always
-    /// looked up: nothing here is remembered across calls.
-    pub fn decide_with(
-        &self,
-        access: impl FnOnce() -> Access,
-        req: &Request,
-        slots: &mut [StoreSlot],
-        now_ns: u64,
-        out: &mut Outcome,
-        events: &mut Vec<BanEvent>,
-    ) -> Verdict {
         out.ban = None;
         out.limits.evaluated = 0;
         out.limits.refused_by = None;
-        let v = self.verdict(access, req, slots, now_ns, out, events);
+        let v = self.verdict(lists, req, now_ns, out, events);
         out.verdict = Some(v);
         v
     }
 
-    fn verdict(&self, access: impl FnOnce() -> Access, req: &Request, slots: &mut [StoreSlot], now_ns: u64, out: &mut Outcome, events: &mut Vec<BanEvent>) -> Verdict {
+    fn verdict(&self, lists: &AccessLists, req: &Request, now_ns: u64, out: &mut Outcome, events: &mut Vec<BanEvent>) -> Verdict {
         if req.skip {
             return Verdict::Exempt;
         }
-        match access() {
+        match lists.classify(req.ip) {
             Access::Allow => return Verdict::Exempt,
             Access::Deny => return Verdict::DenyListed,
             Access::Neutral => {}
@@ -205,7 +186,7 @@ impl Defense {
             }
         }
         let costs = if req.costs.is_empty() { std::slice::from_ref(&req.cost) } else { req.costs };
-        if self.limits.decide_slots(req.limit_keys, slots, costs, now_ns, &mut out.limits) {
+        if self.limits.decide_costs(req.limit_keys, costs, now_ns, &mut out.limits) {
             return Verdict::Pass;
         }
         if let Some(cidr) = self.strike_cidr(out.limits.refused_by, req.ip) {

@@ -5,7 +5,7 @@
 //! the decision (`inner`, which may lock further limits' keys) and commits only if the whole decision
 //! admits, while still holding the lock. No other request of that key can slip in between.
 use super::algorithm::{Algorithm, Check, Policy};
-use super::store::{Store, StoreSlot};
+use super::store::Store;
 
 pub struct KeyedLimit<A: Algorithm> {
     algo: A,
@@ -45,12 +45,7 @@ pub trait Keyed: Send + Sync {
     /// check allowed and `inner` returned true. Returns whether it committed, and the check to report:
     /// the check itself, or, when this limit allowed but the decision refused, the state as it stands
     /// (nothing counted).
-    fn nest(&self, key: &[u8], cost: u32, now_ns: u64, inner: &mut dyn FnMut(&Check) -> bool) -> (bool, Check) {
-        self.nest_slot(key, &mut StoreSlot::default(), cost, now_ns, inner)
-    }
-    /// `nest` through `slot` (`Store::with_slot`): `key`'s entry without hashing it when the slot
-    /// still names it; `slot` is updated to where the key is.
-    fn nest_slot(&self, key: &[u8], slot: &mut StoreSlot, cost: u32, now_ns: u64, inner: &mut dyn FnMut(&Check) -> bool) -> (bool, Check);
+    fn nest(&self, key: &[u8], cost: u32, now_ns: u64, inner: &mut dyn FnMut(&Check) -> bool) -> (bool, Check);
     fn check(&self, key: &[u8], cost: u32, now_ns: u64) -> Check;
     fn policy(&self) -> Policy;
     /// Keys tracked now.
@@ -68,11 +63,10 @@ pub trait Keyed: Send + Sync {
 }
 
 impl<A: Algorithm> Keyed for KeyedLimit<A> {
-    fn nest_slot(&self, key: &[u8], slot: &mut StoreSlot, cost: u32, now_ns: u64, inner: &mut dyn FnMut(&Check) -> bool) -> (bool, Check) {
+    fn nest(&self, key: &[u8], cost: u32, now_ns: u64, inner: &mut dyn FnMut(&Check) -> bool) -> (bool, Check) {
         let algo = &self.algo;
-        self.store.with_slot(
+        self.store.with(
             key,
-            slot,
             now_ns,
             |s| algo.is_idle(s, now_ns),
             || algo.fresh(now_ns),

@@ -29,7 +29,7 @@ pub use keyed::{Keyed, KeyedLimit};
 pub use set::{Decision, LimitSet, MAX_LIMITS};
 pub use sliding::{SlidingState, SlidingWindow, MAX_EXACT_LIMIT};
 pub use spec::{AlgorithmKind, LimitSpec, DEFAULT_MAX_KEYS, MAX_EXACT_BYTES, MAX_WINDOW_MS};
-pub use store::{Store, StoreSlot};
+pub use store::Store;
 pub use token::TokenBucket;
 
 #[cfg(test)]

@@ -13,7 +13,6 @@
 use super::algorithm::{Check, Policy};
 use super::keyed::Keyed;
 use super::spec::LimitSpec;
-use super::store::StoreSlot;
 use crate::core::ledger::ConfigError;
 
 /// Most named limits in one set (one bit each in `Decision::evaluated`).
@@ -105,23 +104,14 @@ impl LimitSet {
     /// As `decide`, with a cost per limit (`costs[i]` for limit i; one cost alone applies to every
     /// limit): a limit may weigh a request differently from the others.
     pub fn decide_costs(&self, keys: &[Option<&[u8]>], costs: &[u32], now_ns: u64, out: &mut Decision) -> bool {
-        let mut slots = [StoreSlot::default(); MAX_LIMITS];
-        self.decide_slots(keys, &mut slots[..keys.len().min(MAX_LIMITS)], costs, now_ns, out)
-    }
-
-    /// As `decide_costs`, each limit reaching its key's state through `slots[i]` when it still names
-    /// it (`Store::with_slot`: the key is then not hashed), and leaving there where the key is now.
-    /// `slots[i]` must have been recorded for `keys[i]` (or be `StoreSlot::default()`).
-    pub fn decide_slots(&self, keys: &[Option<&[u8]>], slots: &mut [StoreSlot], costs: &[u32], now_ns: u64, out: &mut Decision) -> bool {
         assert_eq!(keys.len(), self.limits.len(), "one key (or None) per limit");
-        assert_eq!(slots.len(), keys.len(), "one slot per limit");
         assert!(costs.len() == 1 || costs.len() == keys.len(), "one cost, or one per limit");
         out.admitted = false;
         out.refused_by = None;
         out.retry_after_ns = 0;
         out.delay_ns = 0;
         out.evaluated = 0;
-        out.admitted = self.from(0, keys, slots, costs, now_ns, out);
+        out.admitted = self.from(0, keys, costs, now_ns, out);
         if !out.admitted {
             // The walk stopped at the refusal; the limits after it that apply are read (not counted)
             // so that a 429 can list every limit that applied, as the RateLimit fields do.
@@ -136,22 +126,20 @@ impl LimitSet {
         out.admitted
     }
 
-    /// Limits `i..`, under the locks the caller holds for `..i`; `slots` are those of limits `i..`.
-    fn from(&self, i: usize, keys: &[Option<&[u8]>], slots: &mut [StoreSlot], costs: &[u32], now_ns: u64, out: &mut Decision) -> bool {
-        let Some(j) = (i..keys.len()).find(|&j| keys[j].is_some()) else {
+    /// Limits `i..`, under the locks the caller holds for `..i`.
+    fn from(&self, i: usize, keys: &[Option<&[u8]>], costs: &[u32], now_ns: u64, out: &mut Decision) -> bool {
+        let Some(i) = (i..keys.len()).find(|&j| keys[j].is_some()) else {
             return true;
         };
-        let (slot, rest) = slots[j - i..].split_first_mut().expect("one slot per limit");
-        let i = j;
         let key = keys[i].unwrap_or_default();
         let cost = if costs.len() == 1 { costs[0] } else { costs[i] };
-        let (ok, check) = self.limits[i].limit.nest_slot(key, slot, cost, now_ns, &mut |c| {
+        let (ok, check) = self.limits[i].limit.nest(key, cost, now_ns, &mut |c| {
             if !c.allowed {
                 out.refused_by = Some(i);
                 out.retry_after_ns = c.retry_after_ns;
                 return false;
             }
-            self.from(i + 1, keys, rest, costs, now_ns, out)
+            self.from(i + 1, keys, costs, now_ns, out)
         });
         out.checks[i] = check;
         out.evaluated |= 1 << i;

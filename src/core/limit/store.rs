@@ -8,13 +8,6 @@
 //!   touched one of the scan. Each insert also sweeps `SWEEP` entries for idleness, so memory drains
 //!   back after a flood without any timer.
 //!
-//! Slots: `with_slot` remembers where a key's entry was (`StoreSlot`: shard, index, and the entry's
-//! placement number), so a caller that sees the same key again (the binding's per-thread key caches)
-//! reaches its state without hashing the key or probing the table. Every placement of a key in a shard
-//! takes the next of the shard's placement numbers (64-bit, never reused), and an entry that moves
-//! (`swap_remove`) keeps its own: a slot whose index no longer holds its number is stale and the key is
-//! looked up again, so a slot can never reach another key's state, whatever was evicted meanwhile.
-//!
 //! What eviction costs: a flood of unique keys larger than the cap makes busy keys forget their
 //! counts (a fresh state admits more). Size `max_keys` above the number of clients that are active at
 //! once; the sweep keeps idle ones from taking room.
@@ -68,8 +61,6 @@ impl StoredKey {
 
 pub(crate) struct Entry<S> {
     hash: u64,
-    /// This placement's number in its shard (`StoreSlot::gen`).
-    gen: u64,
     touched_ns: u64,
     key: StoredKey,
     state: S,
@@ -80,16 +71,6 @@ struct Shard<S> {
     entries: Vec<Entry<S>>,
     cap: usize,
     hand: usize,
-    /// The next placement number (starts at 1: 0 is `StoreSlot`'s "none"); never reset.
-    next_gen: u64,
-}
-
-/// Where a key's entry was found or placed (see the module notes); `Default`: nowhere yet.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StoreSlot {
-    shard: u32,
-    idx: u32,
-    gen: u64,
 }
 
 pub struct Store<S> {
@@ -169,9 +150,7 @@ impl<S> Shard<S> {
             // Grow by doubling, never past the cap.
             self.entries.reserve_exact(idx.max(8).min(self.cap - idx));
         }
-        let gen = self.next_gen;
-        self.next_gen += 1;
-        self.entries.push(Entry { hash, gen, touched_ns: now_ns, key: StoredKey::new(key), state });
+        self.entries.push(Entry { hash, touched_ns: now_ns, key: StoredKey::new(key), state });
         let entries = &self.entries;
         self.table.insert_unique(hash, idx as u32, |&i| entries[i as usize].hash);
         idx
@@ -182,7 +161,7 @@ impl<S> Store<S> {
     /// A store of at most `max_keys` keys (≥ 1; `LimitSpec` validates the option).
     pub fn new(max_keys: usize) -> Store<S> {
         assert!(max_keys >= 1 && max_keys <= u32::MAX as usize);
-        let shards = shard_caps(max_keys).map(|cap| Padded(Mutex::new(Shard { table: HashTable::new(), entries: Vec::new(), cap, hand: 0, next_gen: 1 }))).collect();
+        let shards = shard_caps(max_keys).map(|cap| Padded(Mutex::new(Shard { table: HashTable::new(), entries: Vec::new(), cap, hand: 0 }))).collect();
         Store { hasher: KeyHasher::process(), shards, max_keys }
     }
 
@@ -201,39 +180,13 @@ impl<S> Store<S> {
         fresh: impl FnOnce() -> S,
         f: impl FnOnce(&mut S) -> R,
     ) -> R {
-        self.with_slot(key, &mut StoreSlot::default(), now_ns, idle, fresh, f)
-    }
-
-    /// `with`, trying `slot` first: when it still names its entry, `key` is not hashed nor compared
-    /// (the caller passes the key it recorded the slot for). Otherwise the key is looked up (or
-    /// inserted) as `with` does and `slot` is set to where it is now.
-    pub fn with_slot<R>(
-        &self,
-        key: &[u8],
-        slot: &mut StoreSlot,
-        now_ns: u64,
-        idle: impl Fn(&S) -> bool,
-        fresh: impl FnOnce() -> S,
-        f: impl FnOnce(&mut S) -> R,
-    ) -> R {
-        if slot.gen != 0 {
-            if let Some(cell) = self.shards.get(slot.shard as usize) {
-                let mut shard = cell.0.lock();
-                if let Some(e) = shard.entries.get_mut(slot.idx as usize).filter(|e| e.gen == slot.gen) {
-                    e.touched_ns = e.touched_ns.max(now_ns);
-                    return f(&mut e.state);
-                }
-            }
-        }
         let hash = self.hasher.hash_one(key);
-        let si = shard_index(hash, self.shards.len());
-        let mut shard = self.shards[si].0.lock();
+        let mut shard = self.shard(hash).lock();
         let idx = match shard.find(hash, key) {
             Some(i) => i,
             None => shard.insert(hash, key, fresh(), now_ns, &idle),
         };
         let e = &mut shard.entries[idx];
-        *slot = StoreSlot { shard: si as u32, idx: idx as u32, gen: e.gen };
         e.touched_ns = e.touched_ns.max(now_ns);
         f(&mut e.state)
     }
@@ -390,40 +343,6 @@ mod tests {
         key.extend_from_slice(b"ip-");
         key.extend_from_slice(&999_999u32.to_le_bytes());
         assert_eq!(s.get(&key, |v| v.copied()), Some(1));
-    }
-
-    /// A slot reaches its key's state without the key; once the entry is evicted (or moved by
-    /// another's eviction) the slot is stale, and the key given is looked up instead: a slot never
-    /// reaches another key's state, even when a new key takes the evicted entry's index.
-    #[test]
-    fn a_slot_names_its_key_until_eviction_and_never_another_key() {
-        let s: Store<u32> = Store::new(2);
-        let (mut a, mut b) = (StoreSlot::default(), StoreSlot::default());
-        let inc = |v: &mut u32| {
-            *v += 1;
-            *v
-        };
-        assert_eq!(s.with_slot(b"a", &mut a, 1, |&v| v == 0, || 0, inc), 1);
-        assert_ne!(a, StoreSlot::default());
-        // The recorded slot is used: a wrong key given with it is not even looked at.
-        assert_eq!(s.with_slot(b"ignored", &mut a.clone(), 2, |&v| v == 0, || 0, inc), 2);
-        assert_eq!(s.with_slot(b"b", &mut b, 3, |&v| v == 0, || 0, inc), 1);
-        // "c" evicts the least recently touched, "a", and takes an index; "a"'s slot is stale now.
-        assert_eq!(bump(&s, b"c", 4), 1);
-        assert_eq!(s.get(b"a", |v| v.copied()), None);
-        let before = a;
-        assert_eq!(s.with_slot(b"a", &mut a, 5, |&v| v == 0, || 0, inc), 1, "a fresh state for a, not c's or b's");
-        assert_ne!(a, before);
-        assert_eq!((s.get(b"b", |v| v.copied()), s.get(b"c", |v| v.copied())), (None, Some(1)));
-        // "a"'s first slot now indexes "c"'s entry (moved there by b's eviction): given with "a" it
-        // reaches "a", never "c".
-        assert_eq!(s.with_slot(b"a", &mut before.clone(), 6, |&v| v == 0, || 0, inc), 2);
-        assert_eq!(s.get(b"c", |v| v.copied()), Some(1));
-        // clear() empties the store but keeps the placement numbers: old slots stay stale.
-        s.clear();
-        assert_eq!(bump(&s, b"z", 7), 1);
-        assert_eq!(s.with_slot(b"a", &mut a, 8, |&v| v == 0, || 0, inc), 1);
-        assert_eq!(s.get(b"z", |v| v.copied()), Some(1));
     }
 
     #[test]
