@@ -69,6 +69,10 @@ const FLAG_SKIP: i32 = 1;
 const FLAG_EXEMPT_ENDS: i32 = 2;
 /// The combined call's gate arguments, before the defense's.
 const GATE_ARGS: usize = 3;
+/// Limits whose keys the hot path reads in its first `napi_get_cb_info`: N-API fills every slot it is
+/// given (the missing ones with `undefined`, a few instructions each), so sets of more limits are read
+/// again with room for `MAX_LIMITS`.
+const FEW_LIMITS: usize = 4;
 /// Client addresses longer than this are not addresses (`ipkey::MAX_INPUT_LEN` is 96).
 const MAX_IP_INPUT: usize = 128;
 
@@ -691,8 +695,18 @@ raw::guarded!(defend = "Defense.defend" => defend_unguarded);
 /// `defend(flags, ip, pass?, cost, key0, .., keyN-1) -> verdict` (`Verdict` codes); details in `result`.
 #[inline(always)]
 unsafe fn defend_unguarded(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
-    let (argv, argc, data) = raw::args::<{ ARGS + MAX_LIMITS }>(env, info);
-    match defend_args(env, &*(data as *const Bound), &argv, argc, gate_now_ns()) {
+    let (argv, argc, data) = raw::args::<{ ARGS + FEW_LIMITS }>(env, info);
+    let bound = &*(data as *const Bound);
+    if bound.shared.defense.limits().len() > FEW_LIMITS {
+        let (argv, argc, _) = raw::args::<{ ARGS + MAX_LIMITS }>(env, info);
+        return defend_on(env, bound, &argv, argc);
+    }
+    defend_on(env, bound, &argv, argc)
+}
+
+#[inline(always)]
+unsafe fn defend_on(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value], argc: usize) -> sys::napi_value {
+    match defend_args(env, bound, argv, argc, gate_now_ns()) {
         Some((v, _, _)) => raw::int32(env, v as i32),
         None => std::ptr::null_mut(),
     }
@@ -702,8 +716,17 @@ raw::guarded!(defend_and_decide = "Defense.defendAndDecide" => defend_and_decide
 /// See `DefenseHandle::bind_gate`.
 #[inline(always)]
 unsafe fn defend_and_decide_unguarded(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
-    let (argv, argc, data) = raw::args::<{ GATE_ARGS + ARGS + MAX_LIMITS }>(env, info);
+    let (argv, argc, data) = raw::args::<{ GATE_ARGS + ARGS + FEW_LIMITS }>(env, info);
     let both = &*(data as *const Both);
+    if both.defense.shared.defense.limits().len() > FEW_LIMITS {
+        let (argv, argc, _) = raw::args::<{ GATE_ARGS + ARGS + MAX_LIMITS }>(env, info);
+        return defend_and_decide_on(env, both, &argv, argc);
+    }
+    defend_and_decide_on(env, both, &argv, argc)
+}
+
+#[inline(always)]
+unsafe fn defend_and_decide_on(env: sys::napi_env, both: &Both, argv: &[sys::napi_value], argc: usize) -> sys::napi_value {
     // One clock reading for both (the gate's clock, the one the limits and bans run on too).
     let now_ns = gate_now_ns();
     let Some((v, flags, ip)) = defend_args(env, &both.defense, &argv[GATE_ARGS..], argc.saturating_sub(GATE_ARGS), now_ns) else {
