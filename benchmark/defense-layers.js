@@ -12,20 +12,32 @@
 // configurations (each built fresh per round); the table gives the median and range over rounds.
 //
 //   node benchmark/defense-layers.js [--rounds 7] [--requests 200000] [--only id,id]
+//
+// A second measure, independent of the machine's load: `--untimed N` runs each gatekeeper
+// configuration of --only for 50,000 + N admits, untimed and with shedding off, for an instruction
+// counter, e.g. the native call's instructions per admit:
+//
+//   valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+//     --toggle-collect='tiergate::node::defense::defend_and_decide' --toggle-collect='tiergate::node::gate::decide' \
+//     node benchmark/defense-layers.js --only full --untimed 100000
+//
+// (the instructions collected divided by the admits it prints).
 const net = require('node:net');
 const { Gatekeeper } = require('../lib/gatekeeper');
 const { prng: rng } = require('./lib/openloop');
 
 function parseArgs(argv) {
-  const a = { rounds: 7, requests: 200_000, only: null };
+  const a = { rounds: 7, requests: 200_000, only: null, untimed: null };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     if (k === '--rounds') a.rounds = Number(argv[++i]);
     else if (k === '--requests') a.requests = Number(argv[++i]);
     else if (k === '--only') a.only = argv[++i].split(',');
+    else if (k === '--untimed') a.untimed = Number(argv[++i]);
     else throw new Error(`unknown argument ${k}`);
   }
   if (!(Number.isInteger(a.rounds) && a.rounds >= 1 && Number.isInteger(a.requests) && a.requests >= 1000)) throw new Error('--rounds >= 1, --requests >= 1000');
+  if (a.untimed !== null && !(Number.isInteger(a.untimed) && a.untimed >= 1)) throw new Error('--untimed >= 1');
   return a;
 }
 
@@ -68,6 +80,8 @@ function denyList() {
 const DENY = denyList();
 
 const BASE = { trustTierHeader: true };
+/** Warm-up admits before each timed run (and before --untimed's N). */
+const WARM = 50_000;
 const IP_LIMIT = { name: 'per-ip', algorithm: 'sliding-window', limit: 600, windowMs: 60_000 };
 const USER_LIMIT = { name: 'per-user', algorithm: 'token-bucket', limit: 100_000, windowMs: 100_000, by: { header: 'x-user-id' } };
 const NO_BANS = { rules: false };
@@ -188,11 +202,22 @@ async function main() {
   const args = parseArgs(process.argv.slice(2));
   const reqs = requests();
   const configs = args.only === null ? CONFIGS : CONFIGS.filter((c) => args.only.includes(c.id));
+  if (args.untimed !== null) {
+    // Under an instruction counter the loop is slow enough to lag: no shedding, so every admit runs
+    // the whole chain the same way.
+    BASE.shed = false;
+    for (const c of configs.filter((x) => !x.peer)) {
+      const n = Math.ceil((WARM + args.untimed) / CHUNK) * CHUNK; // runSync's whole turns
+      await runSync(c.make(), reqs, n);
+      console.log(`${c.id}: ${n} admits (untimed, shed: false)`);
+    }
+    return;
+  }
   const ns = new Map(configs.map((c) => [c.id, []]));
   for (let round = 0; round < args.rounds; round++) {
     for (const c of configs) {
       const fn = c.make();
-      const warm = Math.min(50_000, args.requests);
+      const warm = Math.min(WARM, args.requests);
       const run = c.async ? runAsync : runSync;
       await run(fn, reqs, warm);
       ns.get(c.id).push(await run(fn, reqs, args.requests));

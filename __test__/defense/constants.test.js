@@ -48,4 +48,17 @@ test('defend checks its arguments natively (TypeError / RangeError with the argu
   assert.ok(b.result[R.RETRY_AFTER_MS] > 0 && b.result[R.RETRY_AFTER_MS] <= 1000);
   assert.equal(b.defend(1, '1.2.3.4', undefined, 1, true), 1, 'skipped: exempt');
   assert.equal(b.defend(0, '1.2.3.4', undefined, 1, undefined), 0, 'no limit applies');
+  // Past the few limits read at first, the arguments are read again in full: the sixth key counts.
+  const six = new native.DefenseHandle({
+    limits: Array.from({ length: 6 }, (_, i) => ({ name: `l${i}`, algorithm: 'fixed-window', limit: i === 5 ? 1 : 10, windowMs: 1000, ipv4Prefix: 32, ipv6Prefix: 56 })),
+    bans: { rules: [], factor: 2, maxBanMs: 1e6, memoryMs: 1e6, jitter: 0, maxBans: 10, maxTracked: 10 },
+    allow: [], deny: [], ipv4Prefix: 32, ipv6Prefix: 56,
+  });
+  const b6 = {};
+  six.bind(b6);
+  code(() => b6.defend(0, '1.2.3.4', undefined, 1, true, true, true, true, true), TypeError, /one key per limit/);
+  assert.equal(b6.defend(0, '1.2.3.4', undefined, 1, true, true, true, true, true, 'k'), 0);
+  assert.equal(b6.defend(0, '1.2.3.4', undefined, 1, true, true, true, true, true, 'k'), 4);
+  assert.equal(b6.result[R.REFUSED_BY], 5);
+  assert.equal(b6.defend(0, '1.2.3.4', undefined, 1, true, true, true, true, true, 'other'), 0);
 });

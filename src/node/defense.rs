@@ -71,6 +71,10 @@ const FLAG_SKIP: i32 = 1;
 const FLAG_EXEMPT_ENDS: i32 = 2;
 /// The combined call's gate arguments, before the defense's.
 const GATE_ARGS: usize = 3;
+/// Limits whose keys the hot path reads in its first `napi_get_cb_info`: N-API fills every slot it is
+/// given (the missing ones with `undefined`, a few instructions each), so sets of more limits are read
+/// again with room for `MAX_LIMITS`.
+const FEW_LIMITS: usize = 4;
 /// Client addresses longer than this are not addresses (`ipkey::MAX_INPUT_LEN` is 96).
 const MAX_IP_INPUT: usize = 128;
 
@@ -679,7 +683,10 @@ fn ms(ns: u64) -> f64 {
 
 #[inline(always)]
 fn whole_cost(c: f64) -> Option<u32> {
-    ((0.0..=f64::from(u32::MAX)).contains(&c) && c.fract() == 0.0).then_some(c as u32)
+    // Whole and in range iff the saturating conversion gives it back (NaN gives 0, which differs);
+    // cheaper than `fract()`, which is a libm call on this target.
+    let w = c as u32;
+    (f64::from(w) == c).then_some(w)
 }
 
 /// A Float64Array's elements; `None` for anything else.
@@ -703,8 +710,18 @@ raw::guarded!(defend = "Defense.defend" => defend_unguarded);
 /// `defend(flags, ip, pass?, cost, key0, .., keyN-1) -> verdict` (`Verdict` codes); details in `result`.
 #[inline(always)]
 unsafe fn defend_unguarded(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
-    let (argv, argc, data) = raw::args::<{ ARGS + MAX_LIMITS }>(env, info);
-    match defend_args(env, &*(data as *const Bound), &argv, argc, gate_now_ns()) {
+    let (argv, argc, data) = raw::args::<{ ARGS + FEW_LIMITS }>(env, info);
+    let bound = &*(data as *const Bound);
+    if bound.shared.defense.limits().len() > FEW_LIMITS {
+        let (argv, argc, _) = raw::args::<{ ARGS + MAX_LIMITS }>(env, info);
+        return defend_on(env, bound, &argv, argc);
+    }
+    defend_on(env, bound, &argv, argc)
+}
+
+#[inline(always)]
+unsafe fn defend_on(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value], argc: usize) -> sys::napi_value {
+    match defend_args(env, bound, argv, argc, gate_now_ns()) {
         Some((v, _, _)) => raw::int32(env, v as i32),
         None => std::ptr::null_mut(),
     }
@@ -714,8 +731,17 @@ raw::guarded!(defend_and_decide = "Defense.defendAndDecide" => defend_and_decide
 /// See `DefenseHandle::bind_gate`.
 #[inline(always)]
 unsafe fn defend_and_decide_unguarded(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
-    let (argv, argc, data) = raw::args::<{ GATE_ARGS + ARGS + MAX_LIMITS }>(env, info);
+    let (argv, argc, data) = raw::args::<{ GATE_ARGS + ARGS + FEW_LIMITS }>(env, info);
     let both = &*(data as *const Both);
+    if both.defense.shared.defense.limits().len() > FEW_LIMITS {
+        let (argv, argc, _) = raw::args::<{ GATE_ARGS + ARGS + MAX_LIMITS }>(env, info);
+        return defend_and_decide_on(env, both, &argv, argc);
+    }
+    defend_and_decide_on(env, both, &argv, argc)
+}
+
+#[inline(always)]
+unsafe fn defend_and_decide_on(env: sys::napi_env, both: &Both, argv: &[sys::napi_value], argc: usize) -> sys::napi_value {
     // One clock reading for both (the gate's clock, the one the limits and bans run on too).
     let now_ns = gate_now_ns();
     let Some((v, flags, ip)) = defend_args(env, &both.defense, &argv[GATE_ARGS..], argc.saturating_sub(GATE_ARGS), now_ns) else {
@@ -756,7 +782,7 @@ unsafe fn defend_args(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value
         return None;
     }
     let flags = match raw::get_f64(env, argv[0]) {
-        Some(f) if (0.0..256.0).contains(&f) && f.fract() == 0.0 => f as i32,
+        Some(f) if f64::from(f as u8) == f => i32::from(f as u8),
         _ => {
             raw::throw_type_error(env, "defend: flags must be an integer 0..255");
             return None;
@@ -808,7 +834,7 @@ unsafe fn defend_args(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value
     // up front only when something before the limits reads it (a pass, a ban held, the challenge).
     // Otherwise only a refusal needs it, for its strike, and it is made then (below). (A ban added
     // while this request runs may miss it by key, as if the request had come first.)
-    let pass_given = raw::type_of(env, argv[2]) == sys::ValueType::napi_string;
+    let pass_given = raw::is_string(env, argv[2]);
     let eager = pass_given || s.defense.challenge_after().is_some() || s.defense.bans().len() > 0;
     let mut bkbuf = IpKeyBuf::default();
     let ban_key: &[u8] = if eager { ip_key_of(ip, &s.ban_ip, &mut bkbuf) } else { &[] };
@@ -838,26 +864,28 @@ unsafe fn defend_args(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value
     let mut kheap = Vec::new();
     for (i, span) in spans.iter_mut().enumerate().take(n) {
         let v = argv[ARGS + i];
-        match raw::type_of(env, v) {
-            sys::ValueType::napi_undefined | sys::ValueType::napi_null => {}
-            sys::ValueType::napi_boolean => {
-                // Tagged binary (no one reads a limit's keys back): never equal to a given key's UTF-8.
-                let mut kb = [0u8; BIN_KEY_LEN];
-                let len = ip_bin_key(ip, &s.ip_cfgs[i], IP_KEY_TAG, &mut kb);
-                *span = (sc.keys.len() as u32, len as u32);
-                sc.keys.extend_from_slice(&kb[..len]);
+        // In the order of their frequency, each test one check (`napi_typeof` runs up to ten).
+        if raw::get_bool(env, v).is_some() {
+            // Tagged binary (no one reads a limit's keys back): never equal to a given key's UTF-8.
+            let mut kb = [0u8; BIN_KEY_LEN];
+            let len = ip_bin_key(ip, &s.ip_cfgs[i], IP_KEY_TAG, &mut kb);
+            *span = (sc.keys.len() as u32, len as u32);
+            sc.keys.extend_from_slice(&kb[..len]);
+            continue;
+        }
+        match raw::get_key(env, v, &mut kstack, &mut kheap) {
+            Some(k) if k.len() <= MAX_KEY_BYTES => {
+                let start = sc.keys.len();
+                sc.keys.extend_from_slice(k);
+                *span = (start as u32, k.len() as u32);
             }
-            _ => match raw::get_key(env, v, &mut kstack, &mut kheap) {
-                Some(k) if k.len() <= MAX_KEY_BYTES => {
-                    let start = sc.keys.len();
-                    sc.keys.extend_from_slice(k);
-                    *span = (start as u32, k.len() as u32);
-                }
-                Some(k) => {
-                    raw::throw_range_error(env, &format!("defend: key {i} is {} bytes long; the limit is {MAX_KEY_BYTES}", k.len()));
-                    return None;
-                }
-                None => {
+            Some(k) => {
+                raw::throw_range_error(env, &format!("defend: key {i} is {} bytes long; the limit is {MAX_KEY_BYTES}", k.len()));
+                return None;
+            }
+            None => match raw::type_of(env, v) {
+                sys::ValueType::napi_undefined | sys::ValueType::napi_null => {}
+                _ => {
                     raw::throw_type_error(env, "defend: a key must be undefined, true or a string");
                     return None;
                 }

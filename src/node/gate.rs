@@ -482,7 +482,7 @@ unsafe fn decide_unguarded(env: sys::napi_env, info: sys::napi_callback_info) ->
 pub(crate) unsafe fn decide_args(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value], argc: usize, now_ns: u64, ranked: Option<(&FairShare, Option<IpAddr>, f64)>) -> Option<i32> {
     let gate = &bound.gate;
     let sel = match raw::get_f64(env, argv[0]) {
-        Some(n) if argc >= 1 && (0.0..65536.0).contains(&n) && n.fract() == 0.0 => n as i32,
+        Some(n) if argc >= 1 && f64::from(n as u16) == n => i32::from(n as u16),
         _ => {
             raw::throw_type_error(env, "decide: sel must be an integer 0..65535");
             return None;

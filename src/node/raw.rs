@@ -249,6 +249,13 @@ pub unsafe fn get_f64(env: sys::napi_env, v: sys::napi_value) -> Option<f64> {
     (sys::napi_get_value_double(env, v, &mut out) == sys::Status::napi_ok).then_some(out)
 }
 
+/// Whether `v` is a string: one check, where `napi_typeof` tests up to ten types in turn.
+#[inline(always)]
+pub unsafe fn is_string(env: sys::napi_env, v: sys::napi_value) -> bool {
+    let mut len = 0usize;
+    sys::napi_get_value_string_utf8(env, v, ptr::null_mut(), 0, &mut len) == sys::Status::napi_ok
+}
+
 /// Reads a boolean; `None` if `v` is not a boolean.
 #[inline(always)]
 pub unsafe fn get_bool(env: sys::napi_env, v: sys::napi_value) -> Option<bool> {

@@ -5,7 +5,8 @@
 //!   lock on its own cache line): a flood of unique keys replaces entries, it never grows memory;
 //! - a new key in a full shard evicts, from a scan of up to `EVICT_SCAN` entries at a clock hand, the
 //!   first idle one (its state back to fresh, so forgetting it loses nothing), else the least recently
-//!   touched one of the scan. Each insert also sweeps `SWEEP` entries for idleness, so memory drains
+//!   touched one of the scan. Each insert also sweeps `SWEEP` entries for idleness (idle and untouched
+//!   for `SWEEP_AFTER_NS`), so memory drains
 //!   back after a flood without any timer.
 //!
 //! What eviction costs: a flood of unique keys larger than the cap makes busy keys forget their
@@ -20,6 +21,11 @@ use parking_lot::Mutex;
 const EVICT_SCAN: usize = 32;
 /// Entries checked for idleness on every insert of a new key.
 const SWEEP: usize = 2;
+/// The sweep leaves an idle entry alone until it has not been touched for this long: a token bucket
+/// of a light client is full (idle) again between its requests, and sweeping it at once made each
+/// of them look its key up, insert it and sweep again. Eviction of a full shard still takes idle
+/// entries first, whatever their age.
+const SWEEP_AFTER_NS: u64 = 1_000_000_000;
 
 /// Keys up to this long live in the entry itself (an address key is 7 or 19 bytes; many user ids
 /// fit): comparing a probed key then reads the entry's own cache line, not a second allocation.
@@ -124,14 +130,15 @@ impl<S> Shard<S> {
         oldest.1
     }
 
-    fn sweep(&mut self, idle: &impl Fn(&S) -> bool) {
+    fn sweep(&mut self, idle: &impl Fn(&S) -> bool, now_ns: u64) {
         for _ in 0..SWEEP {
             let n = self.entries.len();
             if n == 0 {
                 return;
             }
             let i = self.hand % n;
-            if idle(&self.entries[i].state) {
+            let e = &self.entries[i];
+            if now_ns.saturating_sub(e.touched_ns) >= SWEEP_AFTER_NS && idle(&e.state) {
                 self.remove_at(i);
             } else {
                 self.hand = i + 1;
@@ -140,7 +147,7 @@ impl<S> Shard<S> {
     }
 
     fn insert(&mut self, hash: u64, key: &[u8], state: S, now_ns: u64, idle: &impl Fn(&S) -> bool) -> usize {
-        self.sweep(idle);
+        self.sweep(idle, now_ns);
         if self.entries.len() >= self.cap {
             let v = self.victim(idle);
             self.remove_at(v);
@@ -352,10 +359,17 @@ mod tests {
         for i in 0..256u32 {
             s.with(&i.to_le_bytes(), 0, |&v| v == 0, || 0, |_| ());
         }
-        for i in 0..1000u32 {
+        // Within SWEEP_AFTER_NS of their last touch, idle entries stay (a light client's bucket, full
+        // again between its requests, keeps its entry).
+        for i in 0..500u32 {
             bump(&s, &(10_000 + i).to_le_bytes(), 1);
         }
-        assert_eq!(s.len(), 1000, "every idle entry was swept");
-        assert!((0..1000u32).all(|i| s.get(&(10_000 + i).to_le_bytes(), |v| v == Some(&1))));
+        assert_eq!(s.len(), 756);
+        // Once they are that old, the inserts sweep them.
+        for i in 500..1500u32 {
+            bump(&s, &(10_000 + i).to_le_bytes(), SWEEP_AFTER_NS);
+        }
+        assert_eq!(s.len(), 1500, "every idle entry was swept");
+        assert!((0..1500u32).all(|i| s.get(&(10_000 + i).to_le_bytes(), |v| v == Some(&1))));
     }
 }
