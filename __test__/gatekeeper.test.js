@@ -761,13 +761,17 @@ test('deferred requests run one per later loop turn, highest tier first; with th
   // One per turn: each setImmediate here runs just after the queue's own in the same check phase.
   await new Promise((r) => setImmediate(r));
   assert.deepEqual(order, ['standard']);
+  // A young turn now, but requests wait: a new one goes behind them (its tier's), not ahead.
+  const late = as('standard');
+  assert.equal(typeof late.then, 'function', 'deferred behind the waiting ones');
+  waiting.push(late.then((x) => (order.push('standard'), x)));
   await new Promise((r) => setImmediate(r));
   assert.deepEqual(order, ['standard', 'standard']);
-  assert.deepEqual(await Promise.all(waiting), Array(DEFER_LIMIT).fill(null));
+  assert.deepEqual(await Promise.all(waiting), Array(DEFER_LIMIT + 1).fill(null));
   const half = DEFER_LIMIT / 2;
-  assert.deepEqual(order, [...Array(half).fill('standard'), ...Array(half).fill('background')]);
+  assert.deepEqual(order, [...Array(half + 1).fill('standard'), ...Array(half).fill('background')]);
   const s = gk.stats().tiers;
-  assert.deepEqual([s.standard.admitted, s.background.admitted, s.standard.turnShed, s.background.turnShed], [half, half, 1, 0]);
+  assert.deepEqual([s.standard.admitted, s.background.admitted, s.standard.turnShed, s.background.turnShed], [half + 1, half, 1, 0]);
 });
 
 test('a deferred request whose client has gone is dropped unanswered and uncounted', async () => {

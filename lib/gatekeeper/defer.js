@@ -2,9 +2,9 @@
 // Deferred requests (src/core/gate, "Deferral"): an unprotected request that finds the current loop
 // turn's budget spent waits here for a later turn instead of being shed. One waiting request is
 // decided again per loop turn, in its check phase (setImmediate): after the poll that read that turn's
-// requests, whose protected ones have run by then. Highest tier first, oldest first. Bounded: with
-// DEFER_LIMIT waiting, the gate decides as if there were no queue (the turn budget sheds during an
-// episode, and admits outside one).
+// requests, whose protected ones have run by then. Highest tier first, oldest first. While requests
+// wait, a new unprotected one of the episode goes behind them however young the turn. Bounded: with
+// DEFER_LIMIT waiting, the turn budget sheds it instead.
 const { isGone } = require('../adapters');
 
 /** Requests one gatekeeper holds for a later turn, all tiers together. */
@@ -26,6 +26,11 @@ class Deferrals {
     this.#queues = Array.from({ length: tiers }, () => []);
     this.#run = run;
     this.#drop = drop;
+  }
+
+  /** Requests waiting now. */
+  get size() {
+    return this.#size;
   }
 
   /** Whether one more fits. */

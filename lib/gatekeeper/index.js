@@ -36,6 +36,7 @@ const {
 const SEL_KEY_IS_IP = SEL.KEY_IS_IP;
 const SEL_DEFERRABLE = SEL.DEFERRABLE;
 const SEL_DEFERRED = SEL.DEFERRED;
+const SEL_WAITING = SEL.WAITING;
 const MAX_TIERS = SEL.MAX_TIERS;
 
 /** diagnostics_channel name; every decision is published when it has subscribers. */
@@ -391,7 +392,8 @@ class Gatekeeper {
   // The gate's per-key identity for `decide`; its `sel` goes to this.#sel (no pair allocated).
   #gateKey(req, tier, truncated, ip) {
     const o = this.#o;
-    let sel = this.#deferrals.room ? (tier + 1) | SEL_DEFERRABLE : tier + 1;
+    const q = this.#deferrals;
+    let sel = (tier + 1) | (q.room ? SEL_DEFERRABLE : 0) | (q.size > 0 ? SEL_WAITING : 0);
     let key;
     if (this.#needKey) {
       const k = o.key;

@@ -37,8 +37,10 @@
 //! is then `Defer`red rather than shed: the caller runs it on a later turn, after
 //! the protected requests read meanwhile, deciding again with the turn budget out of play (a
 //! `turn_age_ms` of 0); with its bounded queue full it does not say so, and the turn budget applies
-//! as without deferral. A turn then runs about one unprotected request ahead of the protected ones,
-//! however much arrived, and the loop does not idle between turns while requests wait.
+//! as without deferral. While requests wait (`waiting`), a new unprotected request of the episode is
+//! deferred (or, the queue full, shed) whatever the turn's age: the one request the caller runs per
+//! turn is then all the unprotected work a turn holds, after the protected requests it read, and the
+//! loop does not idle between turns while requests wait.
 //!
 //! Files: `config.rs` (the gate's options), `tier.rs` (the tier header: names and signed tokens).
 mod config;
@@ -322,7 +324,7 @@ impl Gate {
         turn_age_ms: impl FnOnce() -> f64,
         now_sec: impl FnOnce() -> u64,
     ) -> Decision {
-        self.decide_ranked(tier, header, key, now_ns, idle_ns, turn_age_ms, now_sec, false, None::<(fn(f64, f64) -> bool, fn())>)
+        self.decide_ranked(tier, header, key, now_ns, idle_ns, turn_age_ms, now_sec, false, false, None::<(fn(f64, f64) -> bool, fn())>)
     }
 
     /// `decide`, with a backstop that ranks clients (core/defense/fair.rs): `ranked = (admits,
@@ -331,7 +333,8 @@ impl Gate {
     /// if that says no, as they are now (the pool may have refilled since). A `false` then refuses
     /// the request as the pool would (shed while the tier is throttled, else tier-full) without
     /// debiting anything, and calls `refused()`. Protected tiers are not ranked. `deferrable`: the
-    /// caller can run the decision again later (module notes: deferral).
+    /// caller can run the decision again later, `waiting`: it holds deferred requests now (module
+    /// notes: deferral).
     #[allow(clippy::too_many_arguments)]
     pub fn decide_ranked(
         &self,
@@ -343,6 +346,7 @@ impl Gate {
         turn_age_ms: impl FnOnce() -> f64,
         now_sec: impl FnOnce() -> u64,
         deferrable: bool,
+        waiting: bool,
         ranked: Option<(impl FnMut(f64, f64) -> bool, impl FnOnce())>,
     ) -> Decision {
         let (tier, source) = match (tier, header) {
@@ -371,7 +375,7 @@ impl Gate {
                 return d;
             }
             let budget = self.cfg.shed.turn_budget_ms;
-            if d.pressure > 0.0 && budget > 0.0 && turn_age_ms() >= budget {
+            if d.pressure > 0.0 && budget > 0.0 && (waiting || turn_age_ms() >= budget) {
                 if deferrable {
                     d.verdict = Verdict::Defer;
                     return d;
