@@ -21,8 +21,7 @@ const TIERS = [
 // No integral term: each injected lag gives exactly its proportional pressure (one test turns it on).
 // confirmMs 0: an injected reading acts at once (the spike filter has its own tests).
 // turnBudgetMs 0: these tests are about the refill scales; during an injected episode the turn budget
-// would also defer (or shed) a request that arrives late in a busy turn of this test process (it has its
-// own tests).
+// would also shed a request that arrives late in a busy turn of this test process (it has its own tests).
 const SHED = { targetLagMs: 50, criticalLagMs: 150, holdMs: 0, recoveryMs: 0, hysteresisMs: 10, integralMs: 0, confirmMs: 0, turnBudgetMs: 0 };
 
 /** Starts a node:http server behind `gatekeeper.http(options)` that echoes 200 JSON. */
@@ -730,60 +729,16 @@ async function serveTurns(t, options) {
   return { gate: handler, pairInOneTurn };
 }
 
-test('during an episode, an unprotected request late in a turn is deferred to a later turn, not shed', async (t) => {
+test('during an episode, an unprotected request late in a turn is shed; a protected one is not', async (t) => {
   const { gate, pairInOneTurn } = await serveTurns(t, { tiers: TIERS, trustTierHeader: true, shed: TURN_SHED });
   gate.injectHealth({ lagMs: 60 });
   assert.ok(gate.stats().pressure > 0);
-  assert.deepEqual(await pairInOneTurn('standard'), [200, 200]);
+  assert.deepEqual(await pairInOneTurn('standard'), [200, 503]);
   assert.deepEqual(await pairInOneTurn('critical'), [200, 200]);
   const s = gate.stats().tiers;
-  assert.equal(s.standard.turnShed, 0);
-  assert.equal(s.standard.shed, 0);
-  assert.equal(s.standard.admitted, 3);
-});
-
-test('deferred requests run one per later loop turn, highest tier first; with the queue full the turn budget sheds', async () => {
-  const { DEFER_LIMIT } = require('../lib/gatekeeper/defer');
-  const gk = new Gatekeeper({ tiers: TIERS, trustTierHeader: true, shed: TURN_SHED });
-  gk.injectHealth({ lagMs: 60 });
-  const as = (tier) => gk.admit(fakeReq({ headers: { 'x-user-tier': tier } }), fakeRes);
-  busy(10); // this loop turn has run past the 5 ms budget
-  const order = [];
-  const waiting = [];
-  for (let i = 0; i < DEFER_LIMIT; i++) {
-    const tier = i % 2 ? 'standard' : 'background';
-    const v = as(tier);
-    assert.equal(typeof v.then, 'function', `request ${i} (${tier}) deferred`);
-    waiting.push(v.then((x) => (order.push(tier), x)));
-  }
-  assert.equal(as('standard').status, 503, 'the queue is full: the turn budget sheds as without deferral');
-  assert.equal(as('critical'), null, 'a protected request runs in this turn');
-  // One per turn: each setImmediate here runs just after the queue's own in the same check phase.
-  await new Promise((r) => setImmediate(r));
-  assert.deepEqual(order, ['standard']);
-  // A young turn now, but requests wait: a new one goes behind them (its tier's), not ahead.
-  const late = as('standard');
-  assert.equal(typeof late.then, 'function', 'deferred behind the waiting ones');
-  waiting.push(late.then((x) => (order.push('standard'), x)));
-  await new Promise((r) => setImmediate(r));
-  assert.deepEqual(order, ['standard', 'standard']);
-  assert.deepEqual(await Promise.all(waiting), Array(DEFER_LIMIT + 1).fill(null));
-  const half = DEFER_LIMIT / 2;
-  assert.deepEqual(order, [...Array(half + 1).fill('standard'), ...Array(half).fill('background')]);
-  const s = gk.stats().tiers;
-  assert.deepEqual([s.standard.admitted, s.background.admitted, s.standard.turnShed, s.background.turnShed], [half + 1, half, 1, 0]);
-});
-
-test('a deferred request whose client has gone is dropped unanswered and uncounted', async () => {
-  const gk = new Gatekeeper({ tiers: TIERS, trustTierHeader: true, shed: TURN_SHED });
-  gk.injectHealth({ lagMs: 60 });
-  busy(10);
-  const res = { headersSent: false, setHeader() {}, destroyed: false };
-  const v = gk.admit(fakeReq({ headers: { 'x-user-tier': 'standard' } }), res);
-  res.destroyed = true; // the client hung up while the request waited
-  assert.equal((await v).status, 503, 'a rejection, which the adapters do not write to a gone client');
-  const s = gk.stats().tiers.standard;
-  assert.deepEqual([s.admitted, s.shed], [0, 0]);
+  assert.equal(s.standard.turnShed, 1);
+  assert.equal(s.standard.shed, 1);
+  assert.equal(s.critical.turnShed, 0);
 });
 
 test('outside an episode, or with turnBudgetMs 0, a long turn sheds nothing', async (t) => {

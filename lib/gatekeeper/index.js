@@ -21,7 +21,6 @@ const { Defense, compileDefense, DEFENSE_OPTIONS, BAN_CHANNEL, CLUSTER_STEP } = 
 const { MODES: RATE_LIMIT_HEADER_MODES } = require('../defense/headers');
 const { DIALECTS } = require('../adapters/routing');
 const { Responder } = require('./respond');
-const { Deferrals } = require('./defer');
 const { typeName, isObject, unknownKey, onlyKnown, boolean, optionalFn, finite, retryAfterOptions } = require('../options');
 const { CODES, withCode, buildingOptions } = require('../errors');
 const { Cluster, CLUSTER_BANNED } = require('../cluster');
@@ -34,9 +33,6 @@ const {
   shedDefaults: SHED_DEFAULTS, lagSignals: LAG_SIGNALS,
 } = native.gateConstants();
 const SEL_KEY_IS_IP = SEL.KEY_IS_IP;
-const SEL_DEFERRABLE = SEL.DEFERRABLE;
-const SEL_DEFERRED = SEL.DEFERRED;
-const SEL_WAITING = SEL.WAITING;
 const MAX_TIERS = SEL.MAX_TIERS;
 
 /** diagnostics_channel name; every decision is published when it has subscribers. */
@@ -206,7 +202,6 @@ class Gatekeeper {
   #needKey;
   #defense = null;
   #tierHeader = null;
-  #deferrals;
   #sel = 0;
   // Once per hook: a hook that throws on every request must not flood the log, nor hide another's.
   #hooksWarned = new Set();
@@ -268,10 +263,6 @@ class Gatekeeper {
       retryMaxSec: o.retryAfter.maxSec,
     });
     this.#observe = o.onDecision !== null || o.rateLimitHeadersOnSuccess;
-    this.#deferrals = new Deferrals(o.names.length, {
-      run: (e) => this.#after(this.#decide(e.sel, undefined, e.key), e.req, e.res, e.given, e.key),
-      drop: (e) => this.#responder.shed(e.tier),
-    });
     if (o.defense !== null) {
       this.#defense = new Defense(o.defense, {
         routing,
@@ -392,8 +383,7 @@ class Gatekeeper {
   // The gate's per-key identity for `decide`; its `sel` goes to this.#sel (no pair allocated).
   #gateKey(req, tier, truncated, ip) {
     const o = this.#o;
-    const q = this.#deferrals;
-    let sel = (tier + 1) | (q.room ? SEL_DEFERRABLE : 0) | (q.size > 0 ? SEL_WAITING : 0);
+    let sel = tier + 1;
     let key;
     if (this.#needKey) {
       const k = o.key;
@@ -411,19 +401,9 @@ class Gatekeeper {
 
   // The gate decided `verdict`.
   #after(verdict, req, res, given, key) {
-    if (verdict === VERDICT.DEFER) return this.#defer(req, res, given, key);
     if (verdict === 0 && this.#o.cluster !== null) return this.#clusterStep(req, res, given, key);
     if (verdict === 0 && !this.#observe && !decisionChannel.hasSubscribers) return null;
     return this.#settle(verdict, req, res, given, key);
-  }
-
-  // The turn budget is spent: a later turn decides again, the tier and key as now, the budget out of
-  // play (lib/gatekeeper/defer.js).
-  #defer(req, res, given, key) {
-    const r = this.#result;
-    const tier = r[R.TIER];
-    const sel = (tier + 1) | (this.#sel & SEL_KEY_IS_IP) | SEL_DEFERRED;
-    return this.#deferrals.add({ tier, sel, req, res, given: given !== null ? given : SOURCES[r[R.SOURCE]], key });
   }
 
   // Admitted here: the cluster's bans, per-key limit and tier budget decide too (lib/cluster). A key

@@ -47,14 +47,9 @@ named_enum! {
 pub const RESULT_LEN: usize = R::NAMES.len();
 
 /// `sel` (the first argument of `decide`): low byte = tier id + 1 (0: not chosen by the caller),
-/// then bits: the key is a client IP to normalise; the caller can defer the request (core/gate: deferral);
-/// the request was deferred and is decided again on a later turn (the turn budget does not apply);
-/// the caller holds deferred requests now.
+/// this bit set = the key is a client IP to normalise.
 const SEL_TIER_MASK: i32 = 0xff;
 const SEL_KEY_IS_IP: i32 = 0x100;
-const SEL_DEFERRABLE: i32 = 0x200;
-const SEL_DEFERRED: i32 = 0x400;
-const SEL_WAITING: i32 = 0x800;
 /// Tiers a gate can select through `sel` (ids 0..=253 as id + 1 in the low byte).
 const MAX_TIERS: i32 = SEL_TIER_MASK - 1;
 
@@ -403,9 +398,6 @@ pub fn gate_constants(env: Env) -> Result<Object<'static>> {
     }
     let mut sel = Object::new(env)?;
     sel.set("KEY_IS_IP", SEL_KEY_IS_IP)?;
-    sel.set("DEFERRABLE", SEL_DEFERRABLE)?;
-    sel.set("DEFERRED", SEL_DEFERRED)?;
-    sel.set("WAITING", SEL_WAITING)?;
     sel.set("MAX_TIERS", MAX_TIERS)?;
     let mut o = Object::new(env)?;
     o.set("result", freeze(env, result)?)?;
@@ -526,9 +518,7 @@ pub(crate) unsafe fn decide_args(env: sys::napi_env, bound: &Bound, argv: &[sys:
         let mut share = None;
         (move |tokens, budget| fair.admits(ip, now_ns, tokens, budget, &mut share), move || fair.count_refusal())
     });
-    let deferred = sel & SEL_DEFERRED != 0;
-    let turn_age = move || if deferred { 0.0 } else { current_turn_age_ms() };
-    let d = gate.decide_ranked(tier, header, key, now_ns, || idle_ns(bound.loop_), turn_age, unix_now_sec, sel & SEL_DEFERRABLE != 0, sel & SEL_WAITING != 0, ranked);
+    let d = gate.decide_ranked(tier, header, key, now_ns, || idle_ns(bound.loop_), current_turn_age_ms, unix_now_sec, ranked);
     write_result(&mut *bound.out.get(), &d);
     Some(d.verdict as i32)
 }

@@ -32,16 +32,6 @@
 //! near one request's, and the budget's sheds renew the controller's hold: they mean the loop is still
 //! over capacity even though the lag they keep down no longer shows it.
 //!
-//! Deferral: a caller that can hold a request and decide it again later (the gatekeeper's JS queue)
-//! says so (`deferrable`). Its unprotected request that finds the turn budget spent during an episode
-//! is then `Defer`red rather than shed: the caller runs it on a later turn, after
-//! the protected requests read meanwhile, deciding again with the turn budget out of play (a
-//! `turn_age_ms` of 0); with its bounded queue full it does not say so, and the turn budget applies
-//! as without deferral. While requests wait (`waiting`), a new unprotected request of the episode is
-//! deferred (or, the queue full, shed) whatever the turn's age: the one request the caller runs per
-//! turn is then all the unprotected work a turn holds, after the protected requests it read, and the
-//! loop does not idle between turns while requests wait.
-//!
 //! Files: `config.rs` (the gate's options), `tier.rs` (the tier header: names and signed tokens).
 mod config;
 mod options;
@@ -76,9 +66,6 @@ named_enum! {
         Shed = "shed",
         TierFull = "tier-full",
         KeyLimited = "rate-limited",
-        /// Not an answer: the turn budget is spent and the caller said it can run the decision again
-        /// on a later loop turn (see the module notes). A caller that cannot answers it as a shed.
-        Defer = "defer",
     }
 }
 
@@ -87,7 +74,7 @@ impl Verdict {
     pub fn http_status(self) -> u16 {
         match self {
             Verdict::Admit => 200,
-            Verdict::Shed | Verdict::TierFull | Verdict::Defer => 503,
+            Verdict::Shed | Verdict::TierFull => 503,
             Verdict::KeyLimited => 429,
         }
     }
@@ -324,7 +311,7 @@ impl Gate {
         turn_age_ms: impl FnOnce() -> f64,
         now_sec: impl FnOnce() -> u64,
     ) -> Decision {
-        self.decide_ranked(tier, header, key, now_ns, idle_ns, turn_age_ms, now_sec, false, false, None::<(fn(f64, f64) -> bool, fn())>)
+        self.decide_ranked(tier, header, key, now_ns, idle_ns, turn_age_ms, now_sec, None::<(fn(f64, f64) -> bool, fn())>)
     }
 
     /// `decide`, with a backstop that ranks clients (core/defense/fair.rs): `ranked = (admits,
@@ -332,9 +319,7 @@ impl Gate {
     /// debit: first as the gate's last tier-only debit left them (that debit reads them anyway), and
     /// if that says no, as they are now (the pool may have refilled since). A `false` then refuses
     /// the request as the pool would (shed while the tier is throttled, else tier-full) without
-    /// debiting anything, and calls `refused()`. Protected tiers are not ranked. `deferrable`: the
-    /// caller can run the decision again later, `waiting`: it holds deferred requests now (module
-    /// notes: deferral).
+    /// debiting anything, and calls `refused()`. Protected tiers are not ranked.
     #[allow(clippy::too_many_arguments)]
     pub fn decide_ranked(
         &self,
@@ -345,8 +330,6 @@ impl Gate {
         idle_ns: impl FnOnce() -> u64,
         turn_age_ms: impl FnOnce() -> f64,
         now_sec: impl FnOnce() -> u64,
-        deferrable: bool,
-        waiting: bool,
         ranked: Option<(impl FnMut(f64, f64) -> bool, impl FnOnce())>,
     ) -> Decision {
         let (tier, source) = match (tier, header) {
@@ -375,11 +358,7 @@ impl Gate {
                 return d;
             }
             let budget = self.cfg.shed.turn_budget_ms;
-            if d.pressure > 0.0 && budget > 0.0 && (waiting || turn_age_ms() >= budget) {
-                if deferrable {
-                    d.verdict = Verdict::Defer;
-                    return d;
-                }
+            if d.pressure > 0.0 && budget > 0.0 && turn_age_ms() >= budget {
                 st.ctl.note_turn_shed();
                 st.counters[tier].shed += 1;
                 st.counters[tier].turn_shed += 1;

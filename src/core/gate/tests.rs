@@ -288,39 +288,6 @@ fn the_turn_budget_sheds_late_in_a_turn_only_during_an_episode_and_holds_the_epi
 }
 
 #[test]
-fn a_deferrable_request_past_the_turn_budget_is_deferred_during_an_episode_and_nothing_is_counted() {
-    let mut five = cfg();
-    five.shed.turn_budget_ms = 5.0;
-    let (g, h) = gate_with(five, None);
-    let none = None::<(fn(f64, f64) -> bool, fn())>;
-    let waiting = |tier: usize, age_ms: f64, deferrable: bool, waiting: bool| g.decide_ranked(Some(tier), None, None, MS, || 0, || age_ms, || 0, deferrable, waiting, none).verdict;
-    let at = |tier: usize, age_ms: f64, deferrable: bool| waiting(tier, age_ms, deferrable, false);
-    // Healthy loop: no episode, no turn budget, nothing deferred.
-    assert_eq!(at(1, 40.0, true), Verdict::Admit);
-    h.record_tick(60.0, 60.0, 60.0); // pressure 0.1
-    assert_eq!(at(1, 4.0, true), Verdict::Admit, "within the budget");
-    assert_eq!(at(1, 5.0, true), Verdict::Defer);
-    assert_eq!(at(2, 9.0, true), Verdict::Defer);
-    assert_eq!(at(0, 9.0, true), Verdict::Admit, "protected: never");
-    assert_eq!(at(1, 5.0, false), Verdict::Shed, "a caller that cannot defer: the turn budget sheds");
-    let c = g.stats().counters;
-    assert_eq!((c[1].admitted, c[1].shed, c[1].turn_shed, c[2].admitted, c[2].shed), (2, 1, 1, 0, 0));
-    // Decided again on a later turn with the budget out of play (turn age 0): admitted.
-    assert_eq!(at(2, 0.0, false), Verdict::Admit);
-    assert_eq!(Verdict::Defer.http_status(), 503);
-    // While requests wait, a new one goes behind them however young the turn; with the queue full
-    // (not deferrable) it is shed by the budget; a protected one is admitted.
-    assert_eq!(waiting(1, 0.0, true, true), Verdict::Defer);
-    assert_eq!(waiting(1, 0.0, false, true), Verdict::Shed);
-    assert_eq!(waiting(0, 0.0, false, true), Verdict::Admit);
-    let c = g.stats().counters;
-    assert_eq!((c[1].shed, c[1].turn_shed), (2, 2));
-    // Outside an episode waiting requests change nothing.
-    let (g, _) = gate_with(cfg(), None);
-    assert_eq!(g.decide_ranked(Some(1), None, None, MS, || 0, || 9.0, || 0, true, true, none).verdict, Verdict::Admit);
-}
-
-#[test]
 fn hysteresis_and_hold_through_the_gate() {
     let (g, h) = gate();
     h.record_tick(100.0, 100.0, 100.0);
@@ -455,7 +422,7 @@ fn a_ranked_decision_refuses_a_heavy_client_before_the_pool_runs_dry_and_debits_
     use crate::core::net::ipkey::IpKeyConfig;
     let (g, _) = gate();
     let fair = FairShare::new(FairShareSpec::default().validate("fairShare").unwrap(), IpKeyConfig::new(32, 56).unwrap());
-    let ranked = |share: f64| g.decide_ranked(Some(1), None, None, 0, || 0, || 0.0, || 0, false, false, Some((|tokens, budget| fair.admits_share(share, tokens, budget), || fair.count_refusal())));
+    let ranked = |share: f64| g.decide_ranked(Some(1), None, None, 0, || 0, || 0.0, || 0, Some((|tokens, budget| fair.admits_share(share, tokens, budget), || fair.count_refusal())));
     let heavy: Vec<Verdict> = (0..70).map(|_| ranked(3.0).verdict).collect();
     assert_eq!(heavy.iter().filter(|&&v| v == Verdict::Admit).count(), 63, "100 down to 37");
     assert!(heavy[63..].iter().all(|&v| v == Verdict::TierFull));
@@ -468,7 +435,7 @@ fn a_ranked_decision_refuses_a_heavy_client_before_the_pool_runs_dry_and_debits_
     let c = g.stats().counters[1];
     assert_eq!((c.admitted, c.tier_full), (100, 9));
     // A protected tier is not ranked: the heavy client takes its pool to the last token.
-    let ranked0 = |share: f64| g.decide_ranked(Some(0), None, None, 0, || 0, || 0.0, || 0, false, false, Some((|tokens, budget| fair.admits_share(share, tokens, budget), || fair.count_refusal())));
+    let ranked0 = |share: f64| g.decide_ranked(Some(0), None, None, 0, || 0, || 0.0, || 0, Some((|tokens, budget| fair.admits_share(share, tokens, budget), || fair.count_refusal())));
     assert_eq!((0..101).filter(|_| ranked0(9.0).verdict == Verdict::Admit).count(), 100);
     assert_eq!(fair.refused(), 8);
     // Without a backstop the same heavy client would have had the pool's last tokens.
