@@ -381,8 +381,9 @@ test('while the lag stays above the target, shedding deepens (integral part)', a
 
 test('stats() on an idle gate shows the decay of its hold and recovery', async (t) => {
   const { gate } = await serve(t, { tiers: TIERS, shed: { ...SHED, holdMs: 50, recoveryMs: 100 }, trustTierHeader: true });
-  gate.injectHealth({ lagMs: 150 });
-  gate.injectHealth({ lagMs: 0 });
+  gate.injectHealth({ lagMs: 150, elu: 1 });
+  // A saturated loop (elu 1): with spare time the release would be faster and skip the hold.
+  gate.injectHealth({ lagMs: 0, elu: 1 });
   assert.equal(gate.stats().pressure, 1);
   // No request at all from here on: only reading stats() moves the controller. Bounded wait; the
   // hold + recovery take 150 ms.
@@ -397,9 +398,9 @@ test('stats() on an idle gate shows the decay of its hold and recovery', async (
 
 test('hold time and gradual recovery (real time)', async (t) => {
   const { gate, get } = await serve(t, { tiers: TIERS, shed: { ...SHED, holdMs: 300, recoveryMs: 600 }, trustTierHeader: true });
-  gate.injectHealth({ lagMs: 150 });
+  gate.injectHealth({ lagMs: 150, elu: 1 });
   const t0 = Date.now();
-  gate.injectHealth({ lagMs: 0 });
+  gate.injectHealth({ lagMs: 0, elu: 1 }); // saturated: no fast release (see the next test)
   assert.equal((await get('/', { 'x-user-tier': 'standard' })).status, 503, 'held');
   // Poll (bounded) until each tier is back: standard first (after the hold), background later
   // (once the pressure has come down through standard's half of the range).
@@ -418,6 +419,21 @@ test('hold time and gradual recovery (real time)', async (t) => {
     await get('/', { 'x-user-tier': 'background' });
   }
   assert.equal(gate.stats().pressure, 0);
+  assert.equal(gate.stats().episodes, 1);
+});
+
+test('a loop with spare time and its lag under the target releases the pressure without the hold', async (t) => {
+  const { gate, get } = await serve(t, { tiers: TIERS, shed: { ...SHED, holdMs: 60_000, recoveryMs: 600 }, trustTierHeader: true });
+  gate.injectHealth({ lagMs: 150, elu: 1 });
+  gate.injectHealth({ lagMs: 0, elu: 0.5 });
+  // Four times the recovery rate (full range in 150 ms) and no 60 s hold: bounded poll.
+  let back = false;
+  const t0 = Date.now();
+  for (let i = 0; i < 200 && !back; i++) {
+    await new Promise((r) => setTimeout(r, 10));
+    back = (await get('/', { 'x-user-tier': 'background' })).status === 200;
+  }
+  assert.ok(back, `background back after ${Date.now() - t0} ms, long before the 60 s hold`);
   assert.equal(gate.stats().episodes, 1);
 });
 

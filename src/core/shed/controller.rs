@@ -11,7 +11,7 @@ pub struct ShedController {
     /// The proportional part (with hold and gradual recovery), the integral part, and the turn part
     /// (driven by the gate's turn-budget sheds, see `note_turn_shed`).
     prop: f64,
-    integral: f64,
+    pub(super) integral: f64,
     turn: f64,
     cause: Cause,
     hold_until_ns: u64,
@@ -34,6 +34,11 @@ pub struct ShedController {
 const TURN_RISE_MS: f64 = 1000.0;
 /// Share of the last ~100 ms the loop was busy from which turn-budget sheds count as overload.
 const TURN_SATURATED_BUSY: f64 = 0.95;
+
+/// Utilisation of the last ~100 ms below which the loop has spare time (the fast release, module notes).
+const SPARE_BUSY: f64 = 0.9;
+/// How much faster every part recovers during the fast release.
+const SPARE_SPEEDUP: f64 = 4.0;
 
 /// How much slower a recovery goes below the level of its last relapse: near the pressure the
 /// overload needs, creep rather than swing back into it.
@@ -184,6 +189,9 @@ impl ShedController {
         let demand = lag_demand.max(heap_demand);
         let release = lag_release.max(heap_release);
         let hold = |now: u64| now.saturating_add((self.cfg.hold_ms * NS_PER_MS) as u64);
+        // The fast release (module notes); a NaN `busy` (not measured) is never spare.
+        let spare = input.busy < SPARE_BUSY && lag < t - self.cfg.hysteresis_ms && !input.stalled;
+        let speed = if spare { SPARE_SPEEDUP } else { 1.0 };
 
         // Proportional part.
         let mut prop_cause = None;
@@ -215,11 +223,11 @@ impl ShedController {
             self.was_under = false;
             prop_cause = Some(Cause::Lag);
             self.hold_until_ns = hold(now_ns);
-        } else if self.prop > 0.0 && now_ns >= self.hold_until_ns {
-            let since_ns = prev_ns.max(self.hold_until_ns);
+        } else if self.prop > 0.0 && (now_ns >= self.hold_until_ns || spare) {
+            let since_ns = if spare { prev_ns } else { prev_ns.max(self.hold_until_ns) };
             let elapsed_ms = now_ns.saturating_sub(since_ns) as f64 / NS_PER_MS;
-            let mut step = if self.cfg.recovery_ms == 0.0 { 1.0 } else { elapsed_ms / self.cfg.recovery_ms };
-            if self.relapse.is_some_and(|r| self.prop <= r) {
+            let mut step = if self.cfg.recovery_ms == 0.0 { 1.0 } else { speed * elapsed_ms / self.cfg.recovery_ms };
+            if !spare && self.relapse.is_some_and(|r| self.prop <= r) {
                 step /= RELAPSE_SLOWDOWN;
             }
             self.prop = release.max(self.prop - step);
@@ -240,7 +248,7 @@ impl ShedController {
                 let excess = ((lag - t) / (c - t)).min(1.0);
                 self.integral = (self.integral + excess * dt / self.cfg.integral_ms).min(1.0);
             } else if lag < t - self.cfg.hysteresis_ms && self.integral > 0.0 {
-                let step = if self.cfg.recovery_ms == 0.0 { 1.0 } else { dt_ms / self.cfg.recovery_ms };
+                let step = if self.cfg.recovery_ms == 0.0 { 1.0 } else { speed * dt_ms / self.cfg.recovery_ms };
                 self.integral = (self.integral - step).max(0.0);
                 if self.integral <= 1e-9 {
                     self.integral = 0.0;
@@ -260,8 +268,8 @@ impl ShedController {
         if turn_sheds > 0 && self.pressure > 0.0 && input.busy >= TURN_SATURATED_BUSY {
             self.turn = (self.turn + dt_ms.min(100.0) / TURN_RISE_MS).min(1.0);
             self.turn_hold_until_ns = hold(now_ns);
-        } else if self.turn > 0.0 && now_ns >= self.turn_hold_until_ns {
-            let step = if self.cfg.recovery_ms == 0.0 { 1.0 } else { dt_ms / self.cfg.recovery_ms };
+        } else if self.turn > 0.0 && (now_ns >= self.turn_hold_until_ns || spare) {
+            let step = if self.cfg.recovery_ms == 0.0 { 1.0 } else { speed * dt_ms / self.cfg.recovery_ms };
             self.turn = (self.turn - step).max(0.0);
             if self.turn <= 1e-9 {
                 self.turn = 0.0;

@@ -27,7 +27,14 @@
 //!   (a tier whose budget is far above what it is offered, say) is pushed further until it does, so
 //!   the loop does not settle above its target under sustained overload; a short spike on a healthy
 //!   loop adds little, and it drains away.
+//! - The turn part follows the gate's turn-budget sheds on a saturated loop (see `controller.rs`).
 //!
+//! Fast release: while the lag is more than `hysteresis_ms` under the target and the loop had spare
+//! time over the last ~100 ms (`busy` below `SPARE_BUSY`), the pressure is too high for the load, so
+//! every part recovers `SPARE_SPEEDUP` times faster and without waiting for its hold. Without it the
+//! onset's lag spike (pressure 1, both unprotected tiers at zero) held for a full `hold_ms` and then
+//! took the recovery time to come down while the loop ran the critical tier alone (about a third of
+//! its capacity); and the end of an overload kept shedding well into the load after it.
 //!
 //! Files: `config.rs` (options, defaults, validation), `controller.rs` (the pressure and its parts),
 //! `spike.rs` (the spike filter).
@@ -43,16 +50,23 @@ pub use controller::ShedController;
 use crate::core::names::named_enum;
 
 /// What the controller reads: one plain copy of the signals, in the units of `HealthSample`.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ShedInput {
     pub lag_ms: f64,
     pub heap_ratio: f64,
     /// Event-loop utilisation over the sampler's window (relative mode learns its baseline from it).
     pub elu: f64,
     /// Utilisation of the last ~100 ms (the gate's own estimate; `elu` where it has none): whether
-    /// turn-budget sheds mean overload (see the turn part).
+    /// turn-budget sheds mean overload (see the turn part), and whether the loop has spare time (the
+    /// fast release). NaN: not measured (neither then).
     pub busy: f64,
     pub stalled: bool,
+}
+
+impl Default for ShedInput {
+    fn default() -> Self {
+        ShedInput { lag_ms: 0.0, heap_ratio: 0.0, elu: 0.0, busy: f64::NAN, stalled: false }
+    }
 }
 
 impl ShedInput {

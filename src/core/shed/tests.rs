@@ -598,6 +598,67 @@ fn turn_budget_sheds_raise_the_turn_part_lowest_tier_first_then_it_recovers_afte
     assert_eq!(c.pressure(), 0.0);
 }
 
+/// The lag at `ms` on a loop that was busy `busy` of the last ~100 ms.
+fn busy_lag(busy: f64, ms: f64) -> ShedInput {
+    ShedInput { busy, ..lag(ms) }
+}
+
+#[test]
+fn spare_time_under_the_target_releases_every_part_four_times_faster_without_its_hold() {
+    // Proportional: lag 100 on 50..150 asks for 0.5 (background at zero).
+    let mut c = three_tiers(cfg());
+    c.update(&busy_lag(1.0, 100.0), 0);
+    assert!(approx(c.pressure(), 0.5));
+    // The lag falls to 5 ms (more than the 10 ms hysteresis under the target) and the loop was idle
+    // half the time: no hold, down at 4 / 2000 ms per ms: 0.1 per 50 ms, from the last update on.
+    c.update(&busy_lag(0.5, 5.0), 100 * MS);
+    assert!(approx(c.pressure(), 0.3), "{}", c.pressure());
+    c.update(&busy_lag(0.5, 5.0), 200 * MS);
+    assert!(approx(c.pressure(), 0.1), "{}", c.pressure());
+    c.update(&busy_lag(0.5, 5.0), 250 * MS);
+    assert_eq!(c.pressure(), 0.0);
+    assert_eq!(c.scales(), &[1.0, 1.0, 1.0]);
+
+    // Not spare: a loop at 0.9 busy or more, a lag within the hysteresis under the target, or no
+    // figure for busy (NaN) keep the hold (1000 ms) and the recovery rate.
+    for input in [busy_lag(0.9, 5.0), busy_lag(0.5, 41.0), lag(5.0)] {
+        let mut c = three_tiers(cfg());
+        c.update(&busy_lag(1.0, 100.0), 0);
+        c.update(&input, 999 * MS);
+        assert!(approx(c.pressure(), 0.5), "{input:?}: {}", c.pressure());
+        c.update(&input, 1100 * MS);
+        assert!(approx(c.pressure(), 0.45), "{input:?}: {}", c.pressure());
+    }
+
+    // Integral: 60 ms (a tenth of the range) for 100 ms at integral_ms 1000 adds 0.01; it drains at
+    // 10 ms / 2000 ms per update of 10 ms without spare time, four times that with.
+    let run = |busy: f64| {
+        let mut c = three_tiers(ShedConfig { integral_ms: 1000.0, ..cfg() });
+        c.update(&busy_lag(1.0, 60.0), 0);
+        c.update(&busy_lag(1.0, 60.0), 100 * MS); // integral +0.01, proportional 0.1
+        let integral = c.integral;
+        c.update(&busy_lag(busy, 5.0), 110 * MS);
+        (integral, c.integral)
+    };
+    let (before, slow) = run(1.0);
+    assert!(approx(before, 0.01), "{before}");
+    assert!(approx(slow, 0.01 - 10.0 / 2000.0), "{slow}");
+    let (_, fast) = run(0.5);
+    assert_eq!(fast, 0.0, "drained at 4 x 10 / 2000 = 0.02 > 0.01");
+
+    // Turn part: raised by turn sheds on a saturated loop, then spare time releases it at once
+    // instead of holding it for hold_ms.
+    let mut c = three_tiers(cfg());
+    c.update(&busy_lag(1.0, 51.0), 0);
+    for ms in 1..=500u64 {
+        c.note_turn_shed();
+        c.update(&busy_lag(1.0, 5.0), ms * MS);
+    }
+    assert!(approx(c.pressure(), 0.5), "{}", c.pressure());
+    c.update(&busy_lag(0.5, 5.0), 600 * MS);
+    assert!(approx(c.pressure(), 0.3), "{}", c.pressure());
+}
+
 #[test]
 fn invalid_configs_name_the_field() {
     let bad = |c: ShedConfig| ShedController::new(c, &[false]).unwrap_err().field;
