@@ -26,6 +26,7 @@ use crate::core::net::ipkey::{client_addr, ip_bin_key, ip_key, ip_key_of, parse_
 use crate::node::gate::{decide_args, gate_now_ns, invalid, read_bounded, Bound as GateBound, GateHandle};
 use crate::node::ledger::MAX_KEY_BYTES;
 use crate::core::health::{sampler::SamplerOptions, LoopHealth};
+use crate::core::shed::LagSignal;
 use crate::node::lag::{acquire_thread_sampler_with, SamplerGuard};
 use crate::node::raw;
 use napi::bindgen_prelude::*;
@@ -759,10 +760,7 @@ unsafe fn defend_and_decide_on(env: sys::napi_env, both: &Both, argv: &[sys::nap
     // The fair-share backstop ranks what reaches the pool: requests the defense let on.
     let shared = &*both.defense.shared;
     let ranked = shared.fair.as_ref().filter(|_| v == Verdict::Pass).map(|f| {
-        let load = shared.loop_health.as_ref().map_or(0.0, |h| {
-            let l = h.sample();
-            f.load(l.latest_lag_ms.max(l.ewma_lag_ms))
-        });
+        let load = shared.loop_health.as_ref().map_or(0.0, |h| f.load(LagSignal::Max.of(&h.sample())));
         (f, ip, load)
     });
     match decide_args(env, &both.gate, &argv[..GATE_ARGS], GATE_ARGS, now_ns, ranked) {

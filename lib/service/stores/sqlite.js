@@ -23,23 +23,19 @@ const CHECKPOINT_MS = 100;
  * file, in one transaction holding both files' write locks (a second process starting meanwhile
  * waits, then finds nothing to move). In WAL mode a transaction over two files is atomic per file:
  * the activity file commits first, and a crash before the store file's DROPs commits leaves copies
- * that the next start makes again (OR IGNORE / OR REPLACE of the same rows).
+ * that the next start makes again (OR IGNORE / OR REPLACE of the same rows). `db`: the activity
+ * file's connection (the one that migrated it).
  */
-function moveLegacyActivity(activityFile, coreFile) {
-  const db = openDatabase(activityFile);
-  try {
-    db.prepare('ATTACH DATABASE ? AS core').run(coreFile);
-    db.transaction(() => {
-      const legacy = db.prepare("SELECT count(*) FROM core.sqlite_master WHERE type = 'table' AND name = 'activity'").pluck().get();
-      if (!legacy) return;
-      db.exec(`INSERT OR IGNORE INTO main.activity SELECT * FROM core.activity;
-        INSERT OR REPLACE INTO main.client_stats SELECT * FROM core.client_stats;
-        INSERT OR REPLACE INTO main.activity_buckets SELECT * FROM core.activity_buckets;
-        DROP TABLE core.activity; DROP TABLE core.client_stats; DROP TABLE core.activity_buckets;`);
-    }).immediate();
-  } finally {
-    db.close();
-  }
+function moveLegacyActivity(db, coreFile) {
+  db.prepare('ATTACH DATABASE ? AS core').run(coreFile);
+  db.transaction(() => {
+    const legacy = db.prepare("SELECT count(*) FROM core.sqlite_master WHERE type = 'table' AND name = 'activity'").pluck().get();
+    if (!legacy) return;
+    db.exec(`INSERT OR IGNORE INTO main.activity SELECT * FROM core.activity;
+      INSERT OR REPLACE INTO main.client_stats SELECT * FROM core.client_stats;
+      INSERT OR REPLACE INTO main.activity_buckets SELECT * FROM core.activity_buckets;
+      DROP TABLE core.activity; DROP TABLE core.client_stats; DROP TABLE core.activity_buckets;`);
+  }).immediate();
 }
 
 class SqliteStore {
@@ -58,10 +54,10 @@ class SqliteStore {
     const act = openDatabase(this.activityFile);
     try {
       migrate(act, 'sqlite-activity');
+      moveLegacyActivity(act, this.file);
     } finally {
       act.close();
     }
-    moveLegacyActivity(this.activityFile, this.file);
     // Reads only (admin calls): a read-only connection takes no lock a writer waits for.
     this.activityDb = openDatabase(this.activityFile, { readonly: true });
     this.activityDb.prepare('ATTACH DATABASE ? AS core').run(this.file);

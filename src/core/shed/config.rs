@@ -21,6 +21,16 @@ impl LagSignal {
     pub fn parse(name: &str) -> Option<LagSignal> {
         LagSignal::ALL.iter().copied().find(|s| s.as_str() == name)
     }
+
+    /// This signal's figure of `s` (ms).
+    pub fn of(self, s: &crate::core::health::HealthSample) -> f64 {
+        match self {
+            LagSignal::Latest => s.latest_lag_ms,
+            LagSignal::Ewma => s.ewma_lag_ms,
+            LagSignal::P99 => s.p99_lag_ms,
+            LagSignal::Max => s.latest_lag_ms.max(s.ewma_lag_ms),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]

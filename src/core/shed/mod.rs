@@ -71,13 +71,7 @@ impl Default for ShedInput {
 
 impl ShedInput {
     pub fn from_sample(s: &crate::core::health::HealthSample, signal: LagSignal) -> ShedInput {
-        let lag_ms = match signal {
-            LagSignal::Latest => s.latest_lag_ms,
-            LagSignal::Ewma => s.ewma_lag_ms,
-            LagSignal::P99 => s.p99_lag_ms,
-            LagSignal::Max => s.latest_lag_ms.max(s.ewma_lag_ms),
-        };
-        ShedInput { lag_ms, heap_ratio: s.heap_ratio(), elu: s.elu, busy: s.elu, stalled: s.stalled }
+        ShedInput { lag_ms: signal.of(s), heap_ratio: s.heap_ratio(), elu: s.elu, busy: s.elu, stalled: s.stalled }
     }
 }
 
