@@ -13,7 +13,7 @@
 const http = require('node:http');
 const { nowAbs, percentile, deadlineRequests } = require('./openloop');
 
-async function playSchedule({ host = '127.0.0.1', port, events, classes, timeoutMs = 2000, maxOutstanding = 4096, bucketMs = 250, agent: given, headers: extra = {} }) {
+async function playSchedule({ host = '127.0.0.1', port, events, classes, timeoutMs = 2000, maxOutstanding = 4096, bucketMs = 250, agent: given, headers: extra = {}, stamp = false }) {
   const agent = given || new http.Agent({ keepAlive: true, maxSockets: 512, maxFreeSockets: 512 });
   const durationMs = events.length ? events[events.length - 1].t : 0;
   const nBuckets = Math.ceil((durationMs + timeoutMs + 500) / bucketMs) + 1;
@@ -55,7 +55,7 @@ async function playSchedule({ host = '127.0.0.1', port, events, classes, timeout
       return;
     }
     outstanding++;
-    requests.send({ host, port, path: ev.path, agent, headers: { ...extra, 'x-forwarded-for': ev.ip } }, scheduled + timeoutMs, (status) => {
+    requests.send({ host, port, path: ev.path, agent, headers: stamp ? { ...extra, 'x-forwarded-for': ev.ip, 'x-bench-sched': scheduled.toFixed(1), 'x-bench-sent': now.toFixed(1) } : { ...extra, 'x-forwarded-for': ev.ip } }, scheduled + timeoutMs, (status) => {
       outstanding--;
       finished++;
       const end = nowAbs();

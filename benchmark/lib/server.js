@@ -27,6 +27,11 @@ const protection = cfg.protection || 'none';
 const popts = cfg.options || {};
 const workIters = cfg.workIters || 0;
 const record = Boolean(cfg.record);
+// trace: every request of the window, for the crawl's onset timeline (benchmark/crawl-onset.js): its
+// arrival (the 'request' event), the time the generator scheduled it (x-bench-sched), its class (the
+// first octet of its X-Forwarded-For), status and finish; and the defense's counters every 20 ms.
+const trace = Boolean(cfg.trace);
+const MAX_TRACE = 400_000;
 const SAMPLE_MS = 10;
 const MAX_SAMPLES = 200_000;
 
@@ -91,6 +96,34 @@ function recorder(req, res) {
     }
   });
 }
+
+const traceRows = { arrived: [], sched: [], sent: [], cls: [], status: [], finished: [] };
+const traceStats = [];
+function tracer(req, res) {
+  if (!windowOpen || traceRows.arrived.length >= MAX_TRACE) return;
+  const i = traceRows.arrived.length;
+  traceRows.arrived.push(nowAbs());
+  traceRows.sched.push(Number(req.headers['x-bench-sched']) || 0);
+  traceRows.sent.push(Number(req.headers['x-bench-sent']) || 0);
+  const xff = String(req.headers['x-forwarded-for'] || '');
+  traceRows.cls.push(xff.startsWith('81.') ? 0 : xff.startsWith('45.') ? 1 : xff.startsWith('203.') ? 2 : 3);
+  traceRows.status.push(0);
+  traceRows.finished.push(0);
+  res.once('finish', () => {
+    traceRows.status[i] = res.statusCode;
+    traceRows.finished[i] = nowAbs();
+  });
+}
+const traceSampler = setInterval(() => {
+  if (!trace || !windowOpen || !statsSource || traceStats.length >= 20_000) return;
+  try {
+    const d = statsSource.defense ? statsSource.defense.stats() : null;
+    const s = statsSource.stats();
+    const t = s && s.tiers && Object.values(s.tiers)[0];
+    traceStats.push({ t: nowAbs(), fairRefused: d ? d.fairShareRefused || 0 : 0, banned: d ? d.refusals.banned : 0, bans: d ? d.bans : 0, tierFull: t ? t.tierFull : 0, admitted: t ? t.admitted : 0 });
+  } catch {}
+}, 20);
+traceSampler.unref();
 
 // ---- protections ----
 function loadTiergate() {
@@ -213,6 +246,7 @@ async function main() {
   else throw new Error(`unknown framework ${framework}`);
   server.keepAliveTimeout = 60_000; // the generator keeps a warm pool of connections across phases
   if (record) server.prependListener('request', recorder);
+  if (trace) server.prependListener('request', tracer);
   server.on('connection', () => {
     if (windowOpen) connections++;
   });
@@ -228,6 +262,8 @@ async function main() {
       handled = 0;
       connections = 0;
       controller = [];
+      for (const k of Object.keys(traceRows)) traceRows[k] = [];
+      traceStats.length = 0;
       windowOpen = true;
       reply({ at: nowAbs() });
     } else if (msg.cmd === 'window-end') {
@@ -244,6 +280,7 @@ async function main() {
         },
         samples: { t: Array.from(lagT.subarray(0, lagN)), v: Array.from(lagV.subarray(0, lagN)) },
         controller,
+        trace: trace ? { ...traceRows, stats: traceStats } : undefined,
         firstRejectAt,
         rejected,
         handled,
