@@ -4,11 +4,12 @@
 // requests reached the middleware, the loop's lag, what the fair-share backstop refused, and the
 // server's CPU. One run of each configuration asked for, the same scenario as bench:defense.
 //
-//   node benchmark/crawl-onset.js [--configs after,fair] [--from -0.2] [--to 3] [--cap N] [--seconds 8] [--burst N]
+//   node benchmark/crawl-onset.js [--configs after,fair] [--from -0.2] [--to 3] [--cap N] [--seconds 8] [--burst N] [--lag-ms N]
 //
 // --cap: the capacity C in req/s (default: measured as bench:defense does); --from/--to: the rows,
 // seconds relative to the crawl's start; --burst N: every limited configuration also has a per-IP
-// limit of N per second (exact sliding window). The columns (each request by the 100 ms of its arrival at
+// limit of N per second (exact sliding window); --lag-ms N: the fair-share configuration with
+// fairShare: { lagMs: N }. The columns (each request by the 100 ms of its arrival at
 // the server, 'request' event):
 //   crawl in / ok      crawl requests (both crawlers) that reached the server / were served (2xx)
 //   legit in / ok      the same for legitimate users
@@ -30,7 +31,7 @@ const http = require('node:http');
 const os = require('node:os');
 
 function parseArgs(argv) {
-  const a = { configs: ['after', 'fair'], from: -0.2, to: 3, cap: 0, seconds: 8, burst: 0 };
+  const a = { configs: ['after', 'fair'], from: -0.2, to: 3, cap: 0, seconds: 8, burst: 0, lagMs: null };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     const v = argv[++i];
@@ -40,6 +41,7 @@ function parseArgs(argv) {
     else if (k === '--cap') a.cap = Number(v);
     else if (k === '--seconds') a.seconds = Number(v);
     else if (k === '--burst') a.burst = Number(v);
+    else if (k === '--lag-ms') a.lagMs = Number(v);
     else throw new Error(`unknown argument ${k}`);
   }
   return a;
@@ -121,6 +123,7 @@ async function main() {
   const cap = a.cap || (await measureCapacity({ workIters, workKind: DEFAULT_WORK_KIND, concurrency: 8, durationMs: 2000, path: '/api/items/1' })).reqPerSec;
   console.log(`capacity C ${cap.toFixed(0)} req/s; load average ${os.loadavg().map((v) => v.toFixed(1)).join(' ')}`);
   const configs = configurations(cap, s);
+  if (a.lagMs !== null) for (const c of configs) if (c.options.fairShare) c.options = { ...c.options, fairShare: { lagMs: a.lagMs } };
   if (a.burst > 0) {
     for (const c of configs) if (c.options.limits) c.options = { ...c.options, limits: [...c.options.limits, { name: 'per-ip-burst', by: 'ip', algorithm: 'sliding-window', limit: a.burst, windowMs: 1000 }] };
   }
