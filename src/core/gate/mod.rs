@@ -114,6 +114,8 @@ pub struct GateStats {
     pub injected: bool,
     pub input: ShedInput,
     pub pressure: f64,
+    /// The pressure's parts: proportional, integral, turn (`ShedController::parts`).
+    pub parts: (f64, f64, f64),
     pub cause: Cause,
     pub episodes: u64,
     pub baseline_ms: f64,
@@ -451,6 +453,7 @@ impl Gate {
             injected: st.injected,
             input: st.input,
             pressure: st.ctl.pressure(),
+            parts: st.ctl.parts(),
             cause: st.ctl.cause(),
             episodes: st.ctl.episodes(),
             baseline_ms: st.ctl.baseline_ms(),

@@ -102,6 +102,11 @@ impl ShedController {
         self.cause
     }
 
+    /// The pressure's parts (proportional, integral, turn): which one holds it (stats, timelines).
+    pub fn parts(&self) -> (f64, f64, f64) {
+        (self.prop, self.integral, self.turn)
+    }
+
     /// Number of times shedding started (pressure left zero).
     pub fn episodes(&self) -> u64 {
         self.episodes
