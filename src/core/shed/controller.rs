@@ -190,7 +190,7 @@ impl ShedController {
             self.excursion = None;
             true
         } else {
-            self.confirmed(lag, t, now_ns)
+            self.confirmed(lag, (t, c), input.elu, now_ns)
         };
         let lag_demand = if lag_counts { ramp(lag, t, c) } else { 0.0 };
         let lag_release = ramp(lag + self.cfg.hysteresis_ms, t, c);

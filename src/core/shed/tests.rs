@@ -315,22 +315,90 @@ fn filtered() -> ShedConfig {
     ShedConfig { confirm_ms: 30.0, integral_ms: 1000.0, ..cfg() }
 }
 
+/// The lag at `ms` on a loop busy all of the sampler's window.
+fn saturated(ms: f64) -> ShedInput {
+    ShedInput { elu: 1.0, ..lag(ms) }
+}
+
+#[test]
+fn a_small_excursion_starts_an_episode_only_on_a_loop_saturated_over_the_window() {
+    // Range 50..150: below 100 ms, a confirmed excursion needs elu >= 0.9 over the sampler's window.
+    let run = |elu: f64, lags: [f64; 3]| {
+        let mut c = three_tiers(filtered());
+        for (i, l) in lags.iter().enumerate() {
+            c.update(&ShedInput { elu, ..lag(*l) }, i as u64 * 20 * MS);
+        }
+        c.pressure()
+    };
+    // A loop with spare time (0.8 busy, as at 0.8x of capacity): a rising excursion to 80 ms for
+    // 40 ms starts nothing, however long it has lasted.
+    assert_eq!(run(0.8, [60.0, 70.0, 80.0]), 0.0);
+    // Saturated, the same excursion does; so does one that passes halfway (100 ms) on any loop.
+    assert!(approx(run(0.9, [60.0, 70.0, 80.0]), 0.3));
+    assert!(approx(run(0.5, [60.0, 80.0, 100.0]), 0.5));
+    // Not measured (NaN) holds nothing back.
+    assert!(approx(run(f64::NAN, [60.0, 70.0, 80.0]), 0.3));
+    // The spike filter off (confirmMs 0): no condition either.
+    let mut c = three_tiers(cfg());
+    c.update(&ShedInput { elu: 0.0, ..lag(60.0) }, 0);
+    assert!(approx(c.pressure(), 0.1));
+    // Once an episode runs, every reading counts (lag 70 on a loop with spare time).
+    let mut c = three_tiers(filtered());
+    c.update(&saturated(60.0), 0);
+    c.update(&saturated(70.0), 30 * MS);
+    c.update(&ShedInput { elu: 0.5, ..lag(80.0) }, 31 * MS);
+    assert!(approx(c.pressure(), 0.3), "{}", c.pressure());
+}
+
+#[test]
+fn one_slow_tick_and_its_draining_backlog_do_not_start_shedding() {
+    let mut c = three_tiers(filtered());
+    c.update(&lag(2.0), 0);
+    // One 120 ms tick, read for 40 ms, then the backlog drains: the lag falls from its peak.
+    for (t, l) in [(10, 120.0), (20, 120.0), (50, 120.0), (60, 90.0), (100, 70.0), (130, 55.0), (150, 20.0)] {
+        c.update(&lag(l), t * MS);
+        assert_eq!(c.pressure(), 0.0, "at {t} ms");
+    }
+    assert_eq!(c.episodes(), 0);
+    assert_eq!(c.scales(), &[1.0, 1.0, 1.0]);
+}
+
+#[test]
+fn a_lag_still_rising_after_confirm_ms_sheds_at_once() {
+    let mut c = three_tiers(filtered());
+    c.update(&lag(2.0), 0);
+    // A loop falling behind: the lag keeps rising past its peak (the in-band estimate grows with
+    // every request of a long loop iteration).
+    c.update(&lag(60.0), 10 * MS);
+    c.update(&lag(70.0), 20 * MS);
+    c.update(&lag(80.0), 39 * MS);
+    assert_eq!(c.pressure(), 0.0, "29 ms into the excursion: not yet");
+    c.update(&lag(80.0), 40 * MS);
+    assert_eq!(c.pressure(), 0.0, "30 ms in, but not rising past 80");
+    c.update(&lag(100.0), 41 * MS);
+    assert!(approx(c.pressure(), 0.5), "{}", c.pressure());
+    assert_eq!(c.episodes(), 1);
+    // Once shedding, every reading counts at once (no filter): a rise is applied immediately.
+    c.update(&lag(140.0), 42 * MS);
+    assert!(approx(c.pressure(), 0.9));
+}
+
 #[test]
 fn the_excursion_ends_once_the_lag_is_below_the_target_by_the_hysteresis() {
     let mut c = three_tiers(filtered());
-    c.update(&lag(60.0), 0);
+    c.update(&saturated(60.0), 0);
     // Dips to between target - hysteresis and the target keep the excursion ...
-    c.update(&lag(45.0), 20 * MS);
-    c.update(&lag(61.0), 30 * MS);
+    c.update(&saturated(45.0), 20 * MS);
+    c.update(&saturated(61.0), 30 * MS);
     assert!(c.pressure() > 0.0, "the excursion began at 0 ms and is rising at 30 ms");
     let mut c = three_tiers(filtered());
-    c.update(&lag(60.0), 0);
+    c.update(&saturated(60.0), 0);
     // ... a drop below 40 ms ends it, and the next one starts afresh.
-    c.update(&lag(39.0), 20 * MS);
-    c.update(&lag(61.0), 30 * MS);
-    c.update(&lag(62.0), 50 * MS);
+    c.update(&saturated(39.0), 20 * MS);
+    c.update(&saturated(61.0), 30 * MS);
+    c.update(&saturated(62.0), 50 * MS);
     assert_eq!(c.pressure(), 0.0, "20 ms into the new excursion");
-    c.update(&lag(63.0), 60 * MS);
+    c.update(&saturated(63.0), 60 * MS);
     assert!(c.pressure() > 0.0);
 }
 
@@ -351,8 +419,8 @@ fn an_unconfirmed_excursion_adds_nothing_to_the_integral() {
 #[test]
 fn the_filter_applies_afresh_after_an_episode_but_not_to_heap_or_stall() {
     let mut c = three_tiers(ShedConfig { hold_ms: 0.0, recovery_ms: 0.0, heap_ratio: Some(0.8), ..filtered() });
-    c.update(&lag(60.0), 0);
-    c.update(&lag(70.0), 30 * MS);
+    c.update(&saturated(60.0), 0);
+    c.update(&saturated(70.0), 30 * MS);
     assert!(c.pressure() > 0.0);
     c.update(&lag(0.0), 40 * MS);
     assert_eq!(c.pressure(), 0.0);
