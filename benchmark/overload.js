@@ -5,9 +5,11 @@
 // sheds every tier alike (toobusy-js on Express, @fastify/under-pressure on Fastify); tiergate.
 // The server runs in a child process (scenario.js), the generator here: one core each.
 //
-//   node benchmark/overload.js [--runs 5] [--quick] [--only id,id] [--load 3] [--seconds 6] [--work-ms 3] [--work pbkdf2|sha256-chain] [--shed '{json}']
+//   node benchmark/overload.js [--runs 5] [--quick] [--only id,id] [--load 3] [--seconds 6] [--work-ms 3] [--work pbkdf2|sha256-chain] [--shed '{json}'] [--alt DIR]
 //   (ids: none, toobusy, under-pressure, tiergate-defaults, tiergate-fastify, tiergate-http,
-//    tiergate [extra: spike filter off], tiergate-plain [extra]; --shed overrides tiergate's shed options)
+//    tiergate [extra: spike filter off], tiergate-plain [extra]; --shed overrides tiergate's shed options;
+//    --alt DIR adds each tiergate configuration again as `<id>@alt`, its server loading tiergate from
+//    the package directory DIR (another checkout with its own build): an A/B interleaved run by run)
 //
 // Per configuration and run, one server process, phases in order: warm-up (0.5x, 1 s), unloaded (0.25x,
 // 3 s: the unloaded latency), 0.8x (3 s: must not shed), a pause until the gate is calm, overload (3x,
@@ -20,7 +22,7 @@ const fs = require('node:fs');
 const http = require('node:http');
 const path = require('node:path');
 const os = require('node:os');
-const { startServer, calibrateWork, measureCapacity, runLoad } = require('./lib/scenario');
+const { startServer, calibrateWork, measureCapacity, runLoad, controllerPerBucket } = require('./lib/scenario');
 const { controllerSvg, stackSvgs } = require('./lib/controller-svg');
 const { checkKind, DEFAULT_WORK_KIND } = require('./lib/work');
 const { idealTierLatency, idealText } = require('./lib/ideal');
@@ -137,7 +139,7 @@ function configurations(cap) {
 }
 
 function parseArgs(argv) {
-  const a = { runs: 5, quick: false, only: null, load: 3, seconds: 6, workMs: 3, work: DEFAULT_WORK_KIND, shed: {} };
+  const a = { runs: 5, quick: false, only: null, load: 3, seconds: 6, workMs: 3, work: DEFAULT_WORK_KIND, shed: {}, alt: null };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     if (k === '--quick') a.quick = true;
@@ -151,6 +153,7 @@ function parseArgs(argv) {
     else if (k === '--work-ms') a.workMs = Number(argv[++i]);
     else if (k === '--work') a.work = checkKind(argv[++i]);
     else if (k === '--shed') a.shed = JSON.parse(argv[++i]); // overrides tiergate's shed options
+    else if (k === '--alt') a.alt = path.resolve(argv[++i]);
     else throw new Error(`unknown argument ${k}`);
   }
   return a;
@@ -189,7 +192,7 @@ async function settle(srv, agent) {
  * the kernel drops SYNs, retried after 1 s) — what an unprotected server does to its clients.
  */
 async function runConfig(cfg, { cap, workIters, workKind, load, seconds, quick, log }) {
-  const srv = await startServer({ framework: cfg.framework, protection: cfg.protection, options: cfg.options || {}, workIters, workKind, record: true });
+  const srv = await startServer({ framework: cfg.framework, protection: cfg.protection, options: cfg.options || {}, workIters, workKind, record: true, tiergateDir: cfg.tiergateDir });
   const agent = new http.Agent({ keepAlive: true, maxSockets: 4096, maxFreeSockets: 4096 });
   const warm = { connections: WARM_CONNECTIONS, path: '/hello', headers: { 'x-user-tier': 'critical' } };
   const base = { path: '/work', mix: MIX, timeoutMs: 2000, agent, warm };
@@ -209,9 +212,15 @@ async function runConfig(cfg, { cap, workIters, workKind, load, seconds, quick, 
     const startAt = nowAbs() + 50;
     const { warm: _w, ...cold } = base;
     const [over, after] = await Promise.all([
-      runLoad(srv, { ...cold, rate: load * cap, durationMs: seconds * 1000, startAt }),
+      runLoad(srv, { ...cold, rate: load * cap, durationMs: seconds * 1000, startAt }, { keepController: !quick }),
       quick ? null : openLoop({ ...cold, port: srv.port, rate: 0.8 * cap, durationMs: AFTER_MS, startAt: startAt + seconds * 1000, steadyFromMs: RECOVERY_MS, seed: 7 }),
     ]);
+    if (after) {
+      // The controller through the 0.8x phase after the overload, on that phase's timeline.
+      const { controller } = await srv.controllerEnd();
+      const ctl = controllerPerBucket(controller, after.start, after.bucketMs, after.timeline.length);
+      for (let b = 0; b < after.timeline.length; b++) if (ctl[b]) after.timeline[b].controller = ctl[b];
+    }
     const stats = await srv.guardStats().catch(() => null);
     log?.(`  ${cfg.id}: done`);
     return { cfg, unloaded, light, over, after, stats, calm };
@@ -411,6 +420,10 @@ async function main() {
     if (args.shed.targetLagMs) c.thresholdMs = args.shed.targetLagMs;
     c.title += ` + ${JSON.stringify(args.shed)}`;
   }
+  if (args.alt) {
+    const alt = configs.filter((c) => c.protection === 'tiergate').map((c) => ({ ...c, id: `${c.id}@alt`, title: `${c.title} [${args.alt}]`, tiergateDir: args.alt, options: { ...c.options, shed: { ...c.options.shed } } }));
+    configs = configs.flatMap((c) => [c, ...alt.filter((a) => a.id === `${c.id}@alt`)]);
+  }
   const ideal = idealTierLatency({ rate: args.load * cap, durationMs: args.seconds * 1000, serviceMs: 1000 / cap, mix: MIX });
   const results = [];
   const byConfig = new Map(configs.map((c) => [c.id, []]));
@@ -480,7 +493,7 @@ async function main() {
           overload: { tiers: r.over.load.tiers, serverLag: r.over.server.lag, goodputPerSec: r.over.load.goodputPerSec, genLag: r.over.load.genLag, onset: r.cfg.thresholdMs ? r.over.onset(r.cfg.thresholdMs) : null, timeline: r.over.load.timeline },
           after: r.after && { tiers: r.after.tiers, timeline: r.after.timeline },
           unloaded: r.unloaded && { latency: r.unloaded.load.latency, tiers: r.unloaded.load.tiers, serverLag: r.unloaded.server.lag },
-          light: r.light && { tiers: r.light.load.tiers, serverLag: r.light.server.lag, shed: r.light.server.rejected },
+          light: r.light && { tiers: r.light.load.tiers, serverLag: r.light.server.lag, shed: r.light.server.rejected, timeline: r.light.load.timeline },
           stats: r.stats,
         })),
         summary,

@@ -1,6 +1,7 @@
 'use strict';
 // The shed controller's state against time, one SVG panel per run, to read under the run's goodput
-// panel (lib/svg.js): left axis 0..1 — the pressure, each unprotected tier's refill scale and the
+// panel (lib/svg.js): left axis 0..1 — the pressure, each unprotected tier's refill scale, the loop's
+// utilisation the controller read (busy, last ~100 ms; drawn when the build reports it) and the
 // capacity budget as a share of the measured capacity; right axis — what was shed per 100 ms by the
 // turn budget and by the capacity budget. Rows come from scenario.js (`timeline[b].controller`).
 const COLORS = { critical: '#c0392b', standard: '#2e86c1', background: '#7f8c8d' };
@@ -8,6 +9,7 @@ const PRESSURE = '#111';
 const BUDGET = '#27ae60';
 const TURN = '#8e44ad';
 const CAPACITY = '#d68910';
+const BUSY = '#16a085';
 
 const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]);
 
@@ -67,10 +69,13 @@ function controllerSvg(panels, { width = 860 } = {}) {
     if (rows.some((r) => r.controller.capacity)) {
       out.push(line(rows.map((r) => pt(r, Y1(r.controller.capacity && r.controller.capacity.engaged ? r.controller.capacity.budgetPerSec / p.capacity : 0))), BUDGET));
     }
+    const busyRows = rows.filter((r) => typeof r.controller.busy === 'number');
+    if (busyRows.length) out.push(line(busyRows.map((r) => pt(r, Y1(r.controller.busy))), BUSY, 'stroke-opacity="0.7"'));
     out.push(line(rows.map((r) => pt(r, Y1(r.controller.pressure))), PRESSURE));
     const legend = [
       ['pressure', PRESSURE, ''],
       ...p.tiers.map((t) => [`scale ${t}`, COLORS[t] || '#555', '6 3']),
+      ['busy', BUSY, ''],
       ['capacity budget ÷ capacity (0: not engaged)', BUDGET, ''],
       ['turn sheds', TURN, '2 2'],
       ['capacity sheds', CAPACITY, '2 2'],

@@ -31,12 +31,13 @@ function calibrateWork(targetMs = 3, workKind = DEFAULT_WORK_KIND) {
 /**
  * Starts the test server in a child process. Options: framework ('express' | 'express4' | 'fastify' |
  * 'http'), protection, options (JSON-serialisable options of the protection), workIters, workKind, record
- * (lag timeline + first-rejection time, for overload runs). Resolves to a handle with `port`,
+ * (lag timeline + first-rejection time, for overload runs), tiergateDir (load tiergate from that package
+ * directory instead of this checkout). Resolves to a handle with `port`,
  * `windowStart()`, `windowEnd()`, `guardStats()`, `cpuUsage()`, `stop()`.
  */
-function startServer({ framework = 'express', protection = 'none', options = {}, workIters = 0, workKind = DEFAULT_WORK_KIND, record = false, trace = false, backlog = 511 } = {}) {
+function startServer({ framework = 'express', protection = 'none', options = {}, workIters = 0, workKind = DEFAULT_WORK_KIND, record = false, trace = false, backlog = 511, tiergateDir } = {}) {
   const child = fork(SERVER, [], {
-    env: { ...process.env, TG_BENCH_SERVER: JSON.stringify({ framework, protection, options, workIters, workKind, record, trace, backlog }) },
+    env: { ...process.env, TG_BENCH_SERVER: JSON.stringify({ framework, protection, options, workIters, workKind, record, trace, backlog, tiergateDir }) },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     execArgv: [],
   });
@@ -73,7 +74,7 @@ function startServer({ framework = 'express', protection = 'none', options = {},
       }
     });
 
-    function request(cmd, timeoutMs = 20_000) {
+    function request(cmd, timeoutMs = 20_000, extra = {}) {
       if (exited) return Promise.reject(new Error('server has exited'));
       const id = nextId++;
       return new Promise((res, rej) => {
@@ -91,7 +92,7 @@ function startServer({ framework = 'express', protection = 'none', options = {},
             rej(e);
           },
         });
-        child.send({ id, cmd });
+        child.send({ ...extra, id, cmd });
       });
     }
 
@@ -102,7 +103,8 @@ function startServer({ framework = 'express', protection = 'none', options = {},
         framework,
         protection,
         windowStart: () => request('window-start'),
-        windowEnd: () => request('window-end'),
+        windowEnd: (opts = {}) => request('window-end', 20_000, opts),
+        controllerEnd: () => request('controller-end'),
         guardStats: () => request('guard-stats'),
         cpuUsage: () => request('cpu'),
         stop() {
@@ -158,9 +160,13 @@ function controllerPerBucket(samples, start, bucketMs, nBuckets) {
   for (const s of samples || []) {
     const b = Math.floor((s.t - start) / bucketMs);
     if (prev && b >= 0 && b < nBuckets) {
-      const row = out[b] || { pressure: 0, lagMs: 0, capacity: null, scales: {}, shed: {}, turnShed: {}, capacityShed: {} };
+      const row = out[b] || { pressure: 0, parts: null, lagMs: 0, busy: null, elu: null, capacity: null, scales: {}, shed: {}, turnShed: {}, capacityShed: {} };
       row.pressure = s.pressure;
+      row.parts = s.parts ?? null;
       row.lagMs = s.lagMs;
+      // JSON turns NaN (not measured yet) into null.
+      row.busy = typeof s.busy === 'number' ? s.busy : null;
+      row.elu = typeof s.elu === 'number' ? s.elu : null;
       row.capacity = s.capacity;
       for (const [tier, t] of Object.entries(s.tiers)) {
         const p = prev.tiers[tier] || t;
@@ -179,11 +185,12 @@ function controllerPerBucket(samples, start, bucketMs, nBuckets) {
 /**
  * Runs an open-loop load (openLoop options; port filled in) against a started server and collects
  * the server's view of the same window. Returns { load, server, lagTimeline, onset(thresholdMs) }.
+ * `keepController`: the server goes on sampling its controller after the window (`controllerEnd`).
  */
-async function runLoad(srv, loadOpts) {
+async function runLoad(srv, loadOpts, { keepController = false } = {}) {
   await srv.windowStart();
   const load = await openLoop({ ...loadOpts, port: srv.port });
-  const server = await srv.windowEnd();
+  const server = await srv.windowEnd({ keepController });
   const lagTimeline = lagPerBucket(server.samples, load.start, load.bucketMs, load.timeline.length);
   const ctl = controllerPerBucket(server.controller, load.start, load.bucketMs, load.timeline.length);
   for (let b = 0; b < load.timeline.length; b++) {

@@ -9,13 +9,16 @@
 //     options: {...},            // options for the protection (JSON)
 //     workIters: number,         // iterations of work per /work request (CPU-bound route, lib/work.js)
 //     workKind: 'pbkdf2' | 'sha256-chain',
-//     record: boolean }          // keep a lag timeline and the first rejection time (overload runs)
+//     record: boolean,           // keep a lag timeline and the first rejection time (overload runs)
+//     tiergateDir?: string }     // load tiergate from this package directory instead of this one
 //
 // Routes: GET /work (CPU-bound), GET /hello (hello world); Express also serves a list and a detail
 // endpoint, GET /api/items and GET /api/items/:id, each the same CPU-bound work as /work, or none when
 // workIters is 0 (the crawler scenario and the HTTP cost runs of bench:defense). Commands (IPC, {id, cmd}):
 //   window-start  reset the lag histogram and timeline;   window-end  -> lag figures for the window
-//                 (and, with record and a protection that has stats(), its controller every 50 ms)
+//                 (and, with record and a protection that has stats(), its controller every 50 ms;
+//                 with keepController the controller goes on being sampled until controller-end,
+//                 which returns all its samples since window-start)
 //   guard-stats   -> the protection's stats() if it has one;   cpu -> process.cpuUsage();   exit
 const http = require('node:http');
 const path = require('node:path');
@@ -67,8 +70,11 @@ sampler.unref();
 const CONTROLLER_MS = 50;
 const MAX_CONTROLLER_SAMPLES = 20_000;
 let controller = [];
+// Open with the window; `window-end` with `keepController` leaves it open until `controller-end`
+// (the 0.8x phase that follows the overload without a gap).
+let controllerOpen = false;
 const controllerSampler = setInterval(() => {
-  if (!windowOpen || !record || !statsSource || typeof statsSource.stats !== 'function' || controller.length >= MAX_CONTROLLER_SAMPLES) return;
+  if (!controllerOpen || !record || !statsSource || typeof statsSource.stats !== 'function' || controller.length >= MAX_CONTROLLER_SAMPLES) return;
   let s;
   try {
     s = statsSource.stats();
@@ -80,7 +86,7 @@ const controllerSampler = setInterval(() => {
   for (const [name, t] of Object.entries(s.tiers || {})) {
     tiers[name] = { scale: t.refillScale, admitted: t.admitted, shed: t.shed, turnShed: t.turnShed, capacityShed: t.capacityShed ?? 0 };
   }
-  controller.push({ t: nowAbs(), pressure: s.pressure, lagMs: s.controllerLagMs, elu: s.elu, capacity: s.capacity ?? null, tiers });
+  controller.push({ t: nowAbs(), pressure: s.pressure, parts: s.pressureParts ?? null, lagMs: s.controllerLagMs, busy: s.busy ?? null, elu: s.elu, capacity: s.capacity ?? null, tiers });
 }, CONTROLLER_MS);
 controllerSampler.unref();
 
@@ -127,7 +133,8 @@ traceSampler.unref();
 
 // ---- protections ----
 function loadTiergate() {
-  return require(path.join(__dirname, '..', '..'));
+  // `tiergateDir`: another checkout's package (an A/B against another build in the same run).
+  return require(cfg.tiergateDir ? path.resolve(cfg.tiergateDir) : path.join(__dirname, '..', '..'));
 }
 
 function customFactory() {
@@ -265,9 +272,14 @@ async function main() {
       for (const k of Object.keys(traceRows)) traceRows[k] = [];
       traceStats.length = 0;
       windowOpen = true;
+      controllerOpen = true;
       reply({ at: nowAbs() });
+    } else if (msg.cmd === 'controller-end') {
+      controllerOpen = false;
+      reply({ controller });
     } else if (msg.cmd === 'window-end') {
       windowOpen = false;
+      controllerOpen = Boolean(msg.keepController);
       const ms = (ns) => ns / 1e6;
       reply({
         at: nowAbs(),

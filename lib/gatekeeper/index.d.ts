@@ -183,6 +183,10 @@ export interface GatekeeperStats {
   ewmaLagMs: number;
   p99LagMs: number;
   controllerLagMs: number;
+  /** Loop utilisation of the last ~100 ms the controller read (NaN: not measured). */
+  busy: number;
+  /** The pressure's parts; `pressure` is the largest. */
+  pressureParts: { lag: number; integral: number; turn: number };
   elu: number;
   heapUsed: number;
   heapLimit: number;

@@ -565,7 +565,8 @@ class Gatekeeper {
   /**
    * Per tier (by name): admitted, shed, tierFull, rateLimited, refillScale, protected; and the loop:
    * lagMs, ewmaLagMs, p99LagMs, elu, heapUsed, heapLimit, heapRatio, stalled; and the controller:
-   * pressure (0..1), cause, episodes, baselineMs, targetLagMs, criticalLagMs (in force), injected.
+   * pressure (0..1), pressureParts { lag, integral, turn }, busy (utilisation of the last ~100 ms it
+   * read), cause, episodes, baselineMs, targetLagMs, criticalLagMs (in force), injected.
    */
   stats() {
     const s = this.#handle.stats();
@@ -579,6 +580,8 @@ class Gatekeeper {
       ewmaLagMs: s.ewmaLagMs,
       p99LagMs: s.p99LagMs,
       controllerLagMs: s.controllerLagMs,
+      busy: s.busy,
+      pressureParts: { lag: s.pressureLag, integral: s.pressureIntegral, turn: s.pressureTurn },
       elu: s.elu,
       heapUsed: s.heapUsed,
       heapLimit: s.heapLimit,

@@ -91,6 +91,13 @@ pub struct GateStats {
     pub p99_lag_ms: f64,
     /// The lag the controller last acted on (signal, or the in-band estimate when larger).
     pub controller_lag_ms: f64,
+    /// The loop's utilisation of the last ~100 ms the controller last acted on (NaN: not measured).
+    pub busy: f64,
+    /// The pressure's parts: proportional (lag, heap, stall), integral (lag held above the target),
+    /// turn (turn-budget sheds on a saturated loop); `pressure` is the largest.
+    pub pressure_lag: f64,
+    pub pressure_integral: f64,
+    pub pressure_turn: f64,
     pub elu: f64,
     pub heap_used: f64,
     pub heap_limit: f64,
@@ -266,6 +273,10 @@ impl GateHandle {
             ewma_lag_ms: s.health.ewma_lag_ms,
             p99_lag_ms: s.health.p99_lag_ms,
             controller_lag_ms: s.input.lag_ms,
+            busy: s.input.busy,
+            pressure_lag: s.parts.0,
+            pressure_integral: s.parts.1,
+            pressure_turn: s.parts.2,
             elu: s.health.elu,
             heap_used: s.health.heap_used as f64,
             heap_limit: s.health.heap_limit as f64,
