@@ -25,11 +25,16 @@
 //   the median and range over them. --crawl, --subnet, --legit, --global: multiples of the measured
 //   capacity C; --per-ip, --per-subnet: requests per 10 s. --quick: a short smoke run (~2 min).
 //   --breakdown: 1a also times the gatekeeper with one defense layer at a time (where the cost goes).
+//   --untimed N: instead of the parts, runs 1a's full chain (shedding off) on 1a's requests for
+//   20,000 + N requests without timing, for an instruction or cache counter, e.g.
+//     valgrind --tool=callgrind --cache-sim=yes --callgrind-out-file=/tmp/cg.out \
+//       --toggle-collect='tiergate::node::defense::defend_and_decide' node benchmark/defense.js --untimed 100000
+//   (what was collected divided by the requests it prints).
 //   The default run aims at 7 minutes or less (part 3: 5 x 4 configurations of 16 s).
 const fs = require('node:fs');
 const path = require('node:path');
 const os = require('node:os');
-const { COMPOSITIONS } = require('./lib/defense-compositions');
+const { COMPOSITIONS, tiergateFull } = require('./lib/defense-compositions');
 const { checkComposition } = require('./lib/defense-check');
 const { POLICY, clients } = require('./lib/defense-policy');
 const { requestPool, timeChain } = require('./lib/chain-harness');
@@ -44,7 +49,7 @@ const { printCrawlTable, crawlFigures, printCrawlTargets } = require('./lib/craw
 const PARTS = ['cost', 'http', 'memory', 'crawl'];
 
 function parseArgs(argv) {
-  const a = { quick: false, breakdown: false, only: PARTS, runs: 5, requests: 40_000, keys: 50_000, httpRounds: null, memoryRuns: null, crawlRuns: null, httpSeconds: 1, workMs: 1.5, crawl: { ...DEFAULTS } };
+  const a = { untimed: null, quick: false, breakdown: false, only: PARTS, runs: 5, requests: 40_000, keys: 50_000, httpRounds: null, memoryRuns: null, crawlRuns: null, httpSeconds: 1, workMs: 1.5, crawl: { ...DEFAULTS } };
   const num = (i) => {
     const v = Number(argv[i]);
     if (!Number.isFinite(v) || v <= 0) throw new RangeError(`${argv[i - 1]} must be a positive number, got ${argv[i]}`);
@@ -59,6 +64,7 @@ function parseArgs(argv) {
     const k = argv[i];
     if (k === '--quick') a.quick = true;
     else if (k === '--breakdown') a.breakdown = true;
+    else if (k === '--untimed') a.untimed = count(++i);
     else if (k === '--only') {
       a.only = argv[++i].split(',');
       for (const p of a.only) if (!PARTS.includes(p)) throw new RangeError(`--only: unknown part ${p} (parts: ${PARTS.join(', ')})`);
@@ -185,6 +191,18 @@ async function partCost(args, out) {
     target(median(speedup) >= 5, '>= 5x faster than the fastest peer composition', `${mr(speedup, f2)}x (fastest peer: ${which.comp.id}, ${f0(median(above(which)))} ns)`);
   } else console.log('  ----  full chain vs the peers: not measured');
   out.cost = { runs: args.runs, requests: args.requests, table };
+}
+
+/** --untimed N: 1a's full chain over 1a's requests, 20,000 + N of them, untimed, shedding off. */
+async function partUntimed(args) {
+  const pool = requestPool(clients());
+  // Under an instruction counter the loop is slow enough to lag: no shedding, so every request runs
+  // the whole chain the same way.
+  const chain = tiergateFull(POLICY, { shed: false });
+  const n = 20_000 + args.untimed;
+  const t = await timeChain(chain, pool, n);
+  console.log(`tiergate full chain: ${n} requests (untimed, shed: false): ${t.admitted} admitted, ${t.refused} refused`);
+  if (t.refused > 0) process.exitCode = 1;
 }
 
 // ---- 1b. cost over HTTP --------------------------------------------------------------------------
@@ -362,6 +380,7 @@ async function partCrawl(args, out) {
 
 async function main() {
   const args = parseArgs(process.argv.slice(2));
+  if (args.untimed !== null) return partUntimed(args);
   const t0 = Date.now();
   console.log(`machine: ${os.cpus().length} x ${os.cpus()[0].model}, node ${process.version}; load average ${os.loadavg().map((v) => v.toFixed(1)).join(' ')}`);
   const out = { date: new Date().toISOString(), args };

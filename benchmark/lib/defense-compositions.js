@@ -81,10 +81,13 @@ function fullOptions(p) {
   };
 }
 
-/** The full chain: deny list, bans, per-IP exact sliding window, per-user bucket by tier. */
-function tiergateFull(p = POLICY) {
+/**
+ * The full chain: deny list, bans, per-IP exact sliding window, per-user bucket by tier. `extra`:
+ * options on top (bench:defense --untimed turns shedding off with it).
+ */
+function tiergateFull(p = POLICY, extra = {}) {
   const { gatekeeper } = require(root);
-  return [gatekeeper(fullOptions(p))];
+  return [gatekeeper({ ...fullOptions(p), ...extra })];
 }
 
 /** The same with the default ban rules, whose probe rule watches every response's status. */
@@ -236,4 +239,4 @@ function expressRouter({ id }) {
   return router;
 }
 
-module.exports = { COMPOSITIONS, expressRouter, blockListOf, tiergateTiers, refuse, tierOf };
+module.exports = { COMPOSITIONS, tiergateFull, expressRouter, blockListOf, tiergateTiers, refuse, tierOf };
