@@ -233,29 +233,34 @@ class PostgresStore {
     return rows.points(range, r, now).points;
   }
 
+  /**
+   * One statement (its three INSERTs as data-modifying CTEs: atomic, one round trip), the values as
+   * array literals built here: pg's own array encoding of each value cost more than the write.
+   */
   async writeActivity(records) {
     if (!records.length) return;
     const { clients, buckets } = rows.aggregate(records);
     // One lock order for every instance (by key), so two flushes cannot deadlock.
     clients.sort((a, b) => (a.clientKey < b.clientKey ? -1 : a.clientKey > b.clientKey ? 1 : 0));
     buckets.sort((a, b) => a.resolution - b.resolution || a.start - b.start);
-    await this.tx(async (c) => {
-      await c.query(`INSERT INTO activity (client_key, at, allowed, cost, response_ms)
-        SELECT * FROM unnest($1::text[], $2::bigint[], $3::bool[], $4::int[], $5::float8[])`,
-      [records.map((r) => r.clientKey), records.map((r) => r.at), records.map((r) => r.allowed), records.map((r) => r.cost), records.map((r) => r.responseMs)]);
-      await c.query(`INSERT INTO client_stats (client_key, total, allowed, denied, last_at)
-        SELECT u.* FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[]) AS u(k, t, a, d, l)
+    const col = (list, f) => `{${list.map(f).join(',')}}`;
+    const key = (x) => `"${x.clientKey.replace(/["\\]/g, '\\$&')}"`;
+    await this.query(`WITH a AS (INSERT INTO activity (client_key, at, allowed, cost, response_ms)
+        SELECT * FROM unnest($1::text[], $2::bigint[], $3::bool[], $4::int[], $5::float8[])),
+      s AS (INSERT INTO client_stats (client_key, total, allowed, denied, last_at)
+        SELECT u.* FROM unnest($6::text[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[]) AS u(k, t, a, d, l)
         WHERE EXISTS (SELECT 1 FROM clients WHERE client_key = u.k)
         ON CONFLICT (client_key) DO UPDATE SET total = client_stats.total + excluded.total, allowed = client_stats.allowed + excluded.allowed,
-          denied = client_stats.denied + excluded.denied, last_at = greatest(client_stats.last_at, excluded.last_at)`,
-      [clients.map((x) => x.clientKey), clients.map((x) => x.total), clients.map((x) => x.allowed), clients.map((x) => x.denied), clients.map((x) => x.lastAt)]);
-      await c.query(`INSERT INTO activity_buckets (resolution, start, incoming, allowed, denied, response_ms_sum)
-        SELECT * FROM unnest($1::int[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::float8[])
+          denied = client_stats.denied + excluded.denied, last_at = greatest(client_stats.last_at, excluded.last_at))
+      INSERT INTO activity_buckets (resolution, start, incoming, allowed, denied, response_ms_sum)
+        SELECT * FROM unnest($11::int[], $12::bigint[], $13::bigint[], $14::bigint[], $15::bigint[], $16::float8[])
         ON CONFLICT (resolution, start) DO UPDATE SET incoming = activity_buckets.incoming + excluded.incoming,
           allowed = activity_buckets.allowed + excluded.allowed, denied = activity_buckets.denied + excluded.denied,
-          response_ms_sum = activity_buckets.response_ms_sum + excluded.response_ms_sum`,
-      [buckets.map((b) => b.resolution), buckets.map((b) => b.start), buckets.map((b) => b.incoming), buckets.map((b) => b.allowed), buckets.map((b) => b.denied), buckets.map((b) => b.responseMsSum)]);
-    });
+          response_ms_sum = activity_buckets.response_ms_sum + excluded.response_ms_sum`, [
+      col(records, key), col(records, (r) => r.at), col(records, (r) => (r.allowed ? 't' : 'f')), col(records, (r) => r.cost), col(records, (r) => r.responseMs),
+      col(clients, key), col(clients, (x) => x.total), col(clients, (x) => x.allowed), col(clients, (x) => x.denied), col(clients, (x) => x.lastAt),
+      col(buckets, (b) => b.resolution), col(buckets, (b) => b.start), col(buckets, (b) => b.incoming), col(buckets, (b) => b.allowed), col(buckets, (b) => b.denied), col(buckets, (b) => b.responseMsSum),
+    ]);
   }
 
   async prune({ now, maxAgeMs, maxRows, bucketAgeMs }) {
