@@ -89,36 +89,6 @@ test('the background fold writes what the log holds: nothing of a failed batch, 
   }
 });
 
-test('a background fold over several transactions, batches and a replace between them: every client ends with its latest state', async () => {
-  const store = await openStore();
-  const counted = (k) => stateInFile(store, k).entries.filter((_, i) => i % 2 === 1).reduce((a, b) => a + b, 0);
-  try {
-    // More clients than one fold transaction writes from memory, so the fold takes turns of the loop.
-    const keys = Array.from({ length: 1200 }, (_, i) => `step-${i}`);
-    for (const k of keys) await store.createClient(window(k, 10));
-    await store.decideBatch(new Map(keys.map((k) => [k, [1]])));
-    let fold = store.decisions.foldSoon(); // its first transaction runs now
-    const again = keys.filter((_, i) => i < 100 || i >= 1100);
-    await store.decideBatch(new Map(again.map((k) => [k, [1, 1]])));
-    await fold;
-    assert.equal(logRows(store), 1, 'the batch after the fold began stays logged');
-    store.decisions.foldAll();
-    keys.forEach((k, i) => assert.equal(counted(k), i < 100 || i >= 1100 ? 3 : 1, k));
-    // A replace between two of its transactions: the rest comes from the log, and no held state of
-    // the replaced client lands on its new row.
-    await store.decideBatch(new Map(keys.map((k) => [k, [1]])));
-    fold = store.decisions.foldSoon();
-    await store.replaceClient(window('step-1150', 10));
-    await store.decideBatch(new Map(again.map((k) => [k, [1]])));
-    await fold;
-    store.decisions.foldAll();
-    assert.equal(logRows(store), 0);
-    keys.forEach((k, i) => assert.equal(counted(k), k === 'step-1150' ? 1 : i < 100 || i >= 1100 ? 5 : 2, k));
-  } finally {
-    await store.close();
-  }
-});
-
 test('the log is folded into clients.state and emptied; replacing a client folds first', async () => {
   const store = await openStore();
   try {

@@ -11,11 +11,9 @@
 // once its latest state is folded, so a client not in memory has its state in clients.state.
 const rows = require('./rows');
 
-/** How often the background fold runs (ms), and what it folds per transaction (a fold transaction
- * holds every check meanwhile): states from memory, or log rows (a row holds a batch's clients,
- * hundreds under load) when memory is not the file's truth. */
+/** How often the background fold runs (ms), and the log rows it folds per transaction: a row holds
+ * up to a batch's clients (hundreds under load), and a fold transaction holds every check meanwhile. */
 const FOLD_MS = 200;
-const FOLD_STATES = 500;
 const FOLD_ROWS = 2;
 /** Clients held in memory; beyond it, the longest-held ones whose state is folded are forgotten. */
 const MAX_HELD = 100_000;
@@ -37,20 +35,12 @@ class SqliteDecisions {
       forget: q('DELETE FROM state_log WHERE id <= ?'),
     };
     this.held = new Map(); // clientKey → { policy, state, ban, logId }
-    // Clients whose state changed since the background fold last took them: their latest state is
-    // logged and held, so that fold writes it from memory instead of parsing the log's rows again.
-    this.dirty = new Map(); // clientKey → entry
-    this.lastLogged = 0; // the id of the last log row this connection appended
-    // Moves on whenever memory is dropped or the whole log folded: a fold from memory that began
-    // before goes on from the log instead.
-    this.generation = 0;
     this.folded = 0; // the last log id folded (an entry logged at or below it is in clients.state)
     this.version = null;
     this.stale = true; // the next batch folds everything and forgets `held` first
     this.folding = null;
     this.decideTx = db.transaction((batch, now) => this.#decide(batch, now));
     this.foldTx = db.transaction((limit) => this.#fold(limit));
-    this.stepTx = db.transaction((job) => this.#foldStep(job));
     this.timer = setInterval(() => { this.foldSoon().catch(() => {}); }, FOLD_MS).unref();
   }
 
@@ -60,7 +50,7 @@ class SqliteDecisions {
       return this.decideTx.immediate(batch, now);
     } catch (err) {
       // Rolled back, but the held states were already moved on: start again from the file.
-      this.#drop();
+      this.stale = true;
       throw err;
     }
   }
@@ -87,11 +77,7 @@ class SqliteDecisions {
       // One JSON text for the batch ([key, state, ...]); a state is turned into its own column's
       // text only when folded, once per client per fold rather than once per decision.
       const id = this.sql.append.run(JSON.stringify(changed)).lastInsertRowid;
-      this.lastLogged = id;
-      for (let i = 0; i < entries.length; i++) {
-        entries[i].logId = id;
-        this.dirty.set(changed[2 * i], entries[i]);
-      }
+      for (const e of entries) e.logId = id;
     }
     return out;
   }
@@ -101,21 +87,8 @@ class SqliteDecisions {
   #reset() {
     this.#folded(this.#fold(-1));
     this.held.clear();
-    this.#allFolded();
     this.version = this.sql.version.get();
     this.stale = false;
-  }
-
-  /** Memory is no longer the file's truth (a batch rolled back): the next batch reloads it. */
-  #drop() {
-    this.stale = true;
-    this.#allFolded();
-  }
-
-  /** The whole log is folded (or memory dropped): nothing for a fold from memory to take. */
-  #allFolded() {
-    this.dirty.clear();
-    this.generation++;
   }
 
   /** Folds the oldest `limit` log rows (-1: all) into clients.state, latest state per client:
@@ -137,7 +110,6 @@ class SqliteDecisions {
   /** Folds the whole log now, in one transaction (before an admin call reads or replaces a state). */
   foldAll() {
     this.#folded(this.foldTx.immediate(-1));
-    this.#allFolded();
   }
 
   /** Records a committed fold (a rolled-back one must not let an unfolded client be forgotten). */
@@ -158,48 +130,9 @@ class SqliteDecisions {
   }
 
   async #foldSteps() {
-    // The clients changed so far and the log row of the latest: once all of them are written, every
-    // log row up to it holds nothing newer than clients.state.
-    const job = { generation: this.generation, todo: this.dirty, last: this.lastLogged };
-    this.dirty = new Map();
-    // A step that did not finish may have left more: go on after a turn of the loop.
-    for (;;) {
-      let step;
-      try {
-        step = this.stepTx.immediate(job);
-      } catch (err) {
-        // The job's clients left `dirty` unwritten: fold from the file from now on (a reload).
-        this.#drop();
-        throw err;
-      }
-      this.#folded(step); // committed
-      if (!step.more) break;
-      await new Promise((resolve) => setImmediate(resolve));
-    }
+    // A fold that took FOLD_ROWS rows may have left more: go on after a turn of the loop.
+    while (this.#folded(this.foldTx.immediate(FOLD_ROWS)) === FOLD_ROWS) await new Promise((resolve) => setImmediate(resolve));
     this.#evict();
-  }
-
-  /**
-   * One transaction of the background fold; true while there is more. From memory: up to
-   * FOLD_STATES of the job's states (a held state is committed, at least as new as any logged one),
-   * then the log up to the job's last row. From the log (FOLD_ROWS rows) when memory may not be the
-   * file's truth: another connection wrote, a batch rolled back, or memory was reloaded since.
-   */
-  #foldStep(job) {
-    if (this.stale || job.generation !== this.generation || this.sql.version.get() !== this.version) {
-      const fold = this.#fold(FOLD_ROWS);
-      return { ...fold, more: fold.rows === FOLD_ROWS };
-    }
-    let n = 0;
-    for (const [key, e] of job.todo) {
-      if (n++ === FOLD_STATES) return { rows: 0, last: 0, more: true };
-      job.todo.delete(key);
-      // Not held any more: it left memory folded (an eviction) or was rewritten (the generation moved).
-      if (this.held.get(key) === e) this.sql.save.run(JSON.stringify(e.state), key);
-    }
-    if (job.last <= this.folded) return { rows: 0, last: 0, more: false };
-    this.sql.forget.run(job.last);
-    return { rows: 1, last: job.last, more: false };
   }
 
   #evict() {
@@ -223,10 +156,9 @@ class SqliteDecisions {
       }).immediate();
       this.#folded(fold);
       this.held.delete(key);
-      this.#allFolded();
       return out;
     } catch (err) {
-      this.#drop();
+      this.stale = true;
       throw err;
     }
   }
