@@ -15,6 +15,15 @@ const NOW_MS = '(extract(epoch from clock_timestamp()) * 1000)';
 
 /** `s` as an SQL string literal (E'' quoting: the same whatever standard_conforming_strings is). */
 const literal = (s) => `E'${s.replace(/[\\']/g, '\\$&')}'`;
+/** The decision batch's two statements, prepared once per connection (decideAll). The save's json
+ * (not jsonb) keeps a value's text as written, so (u.e->1)::text is JSON.stringify(state); its
+ * ANY(keys) lets the planner reach the rows by their index (a function's rows are unknown to it). */
+const PREPARE_DECIDE = `PREPARE tiergate_lock(text[]) AS SELECT c.*, b.created_at AS ban_created_at, b.reason AS ban_reason,
+    b.expires_at AS ban_expires_at, floor(${NOW_MS})::float8 AS now_ms
+  FROM clients c LEFT JOIN bans b ON b.client_key = c.client_key AND (b.expires_at IS NULL OR b.expires_at > ${NOW_MS})
+  WHERE c.client_key = ANY($1) ORDER BY c.client_key FOR UPDATE OF c;
+PREPARE tiergate_save(text[], json) AS UPDATE clients AS c SET state = (u.e->1)::text
+  FROM json_array_elements($2) AS u(e) WHERE c.client_key = ANY($1) AND c.client_key = u.e->>0`;
 /** A text[] literal of `list`'s strings. */
 const textArray = (list) => literal(`{${list.map((k) => `"${k.replace(/["\\]/g, '\\$&')}"`).join(',')}}`);
 
@@ -63,6 +72,7 @@ class PostgresStore {
     this.pool = new pg.Pool({ connectionString, max: poolSize, connectionTimeoutMillis: 5000, idleTimeoutMillis: 30_000 });
     // An idle client's error (the server restarting) must not crash the process: the pool drops it.
     this.pool.on('error', () => {});
+    this.prepared = new WeakSet(); // pooled connections that have PREPARE_DECIDE's statements
   }
 
   async query(sql, params) {
@@ -116,8 +126,9 @@ class PostgresStore {
    * The whole batch in one transaction of two round trips: BEGIN with the SELECT … FOR UPDATE that
    * locks its clients' rows (in key order, so that instances locking overlapping batches wait for
    * each other rather than deadlock), then the one UPDATE of their states with the COMMIT. Each is a
-   * simple-protocol query with its values inlined as literals (a parameterised query cannot carry
-   * two statements); a row's lock is held for one round trip, not two.
+   * simple-protocol query (a parameterised one cannot carry two statements) that EXECUTEs a statement
+   * prepared once per connection, its arguments inlined as literals; a row's lock is held for one
+   * round trip, not two, and the statements are not planned again for every batch.
    */
   async decideAll(batch) {
     const keys = [...batch.keys()].sort();
@@ -128,11 +139,14 @@ class PostgresStore {
       throw Object.assign(unavailable(err), { noConnection: true });
     }
     try {
-      const inKeys = `c.client_key = ANY(${textArray(keys)}::text[])`;
-      const [, { rows: found }] = await c.query(`BEGIN; SELECT c.*, b.created_at AS ban_created_at, b.reason AS ban_reason, b.expires_at AS ban_expires_at,
-          floor(${NOW_MS})::float8 AS now_ms
-        FROM clients c LEFT JOIN bans b ON b.client_key = c.client_key AND (b.expires_at IS NULL OR b.expires_at > ${NOW_MS})
-        WHERE ${inKeys} ORDER BY c.client_key FOR UPDATE OF c`);
+      if (!this.prepared.has(c)) {
+        // DEALLOCATE first: after a failure the statements may be there (or stale: a migration of
+        // another instance changed the table), and are prepared again.
+        await c.query(`DEALLOCATE ALL; ${PREPARE_DECIDE}`);
+        this.prepared.add(c);
+      }
+      const keyList = textArray(keys);
+      const [, { rows: found }] = await c.query(`BEGIN; EXECUTE tiergate_lock(${keyList})`);
       const byKey = new Map(found.map((r) => [r.client_key, r]));
       const out = new Map();
       const changed = []; // [[key, state], ...]: one JSON text for the batch, a state's text is its own
@@ -144,14 +158,12 @@ class PostgresStore {
         if (outcome.results) changed.push([key, entry.state]);
         out.set(key, outcome);
       }
-      // json (not jsonb) keeps a value's text as written, so (u.e->1)::text is JSON.stringify(state).
-      // The ANY(keys) lets the planner reach the rows by their index (a function's rows are unknown).
-      await c.query(changed.length === 0 ? 'COMMIT' : `UPDATE clients AS c SET state = (u.e->1)::text
-        FROM json_array_elements(${literal(JSON.stringify(changed))}::json) AS u(e) WHERE ${inKeys} AND c.client_key = u.e->>0; COMMIT`);
+      await c.query(changed.length === 0 ? 'COMMIT' : `EXECUTE tiergate_save(${keyList}, ${literal(JSON.stringify(changed))}); COMMIT`);
       return out;
     } catch (err) {
+      this.prepared.delete(c);
       await c.query('ROLLBACK').catch(() => {});
-      throw unavailable(err);
+      throw err instanceof HttpError ? err : unavailable(err);
     } finally {
       c.release();
     }
