@@ -7,35 +7,6 @@
 // inside whichever decision batch or fold crossed the WAL's threshold.
 const { Worker, isMainThread, parentPort, workerData } = require('node:worker_threads');
 
-/**
- * Activity records as columns for the trip to the worker: the keys as one JSON text, the numbers in
- * typed arrays (moved, not copied). Cloning an array of record objects cost the event loop ~3.5 µs
- * per record, more than the worker's write of it.
- */
-function packRecords(records) {
-  const n = records.length;
-  const at = new Float64Array(n);
-  const cost = new Float64Array(n);
-  const responseMs = new Float64Array(n);
-  const allowed = new Uint8Array(n);
-  const keys = new Array(n);
-  for (let i = 0; i < n; i++) {
-    const r = records[i];
-    keys[i] = r.clientKey;
-    at[i] = r.at;
-    cost[i] = r.cost;
-    responseMs[i] = r.responseMs;
-    allowed[i] = r.allowed ? 1 : 0;
-  }
-  return { packed: { keys: JSON.stringify(keys), at, cost, responseMs, allowed }, transfer: [at.buffer, cost.buffer, responseMs.buffer, allowed.buffer] };
-}
-
-function unpackRecords({ keys, at, cost, responseMs, allowed }) {
-  const list = JSON.parse(keys);
-  for (let i = 0; i < list.length; i++) list[i] = { clientKey: list[i], at: at[i], allowed: allowed[i] === 1, cost: cost[i], responseMs: responseMs[i] };
-  return list;
-}
-
 /** The main thread's handle: request(op, arg) resolves with the worker's answer. */
 class ActivityWorker {
   constructor({ file, coreFile, checkpointMs }) {
@@ -69,21 +40,14 @@ class ActivityWorker {
     this.worker = w;
   }
 
-  /** `transfer`: buffers of `arg` moved to the worker. */
-  request(op, arg, transfer) {
+  request(op, arg) {
     if (this.closed) return Promise.reject(new Error('the activity worker is closed'));
     if (!this.worker) this.#start();
     return new Promise((resolve, reject) => {
       const id = this.next++;
       this.pending.set(id, { resolve, reject });
-      this.worker.postMessage({ id, op, arg }, transfer);
+      this.worker.postMessage({ id, op, arg });
     });
-  }
-
-  /** Writes activity records (committed when it resolves). */
-  write(records) {
-    const { packed, transfer } = packRecords(records);
-    return this.request('write', packed, transfer);
   }
 
   async close() {
@@ -107,7 +71,7 @@ function serve() {
   const checkpoint = core.prepare('PRAGMA wal_checkpoint(PASSIVE)');
   const timer = setInterval(() => { try { checkpoint.run(); } catch { /* busy: the next one */ } }, workerData.checkpointMs);
   const ops = {
-    write: (packed) => { const records = unpackRecords(packed); file.write(records); return records.length; },
+    write: (records) => { file.write(records); return records.length; },
     prune: (options) => file.prune(options),
     forget: (key) => file.forget(key),
     close: () => { clearInterval(timer); core.close(); db.close(); },
@@ -123,4 +87,4 @@ function serve() {
 
 if (!isMainThread && workerData && workerData.coreFile) serve();
 
-module.exports = { ActivityWorker, packRecords, unpackRecords };
+module.exports = { ActivityWorker };

@@ -155,7 +155,7 @@ class SqliteStore {
 
   /** Resolves once the records are committed (in the worker). */
   async writeActivity(records) {
-    if (records.length) await this.activity.write(records);
+    if (records.length) await this.activity.request('write', records);
   }
 
   async prune({ now, maxAgeMs, maxRows, bucketAgeMs }) {
