@@ -113,3 +113,25 @@ test('every instance stopped and one started again: state and history are kept',
   const after = await admin(u, 'GET', '/api/v1/admin/clients/pg-window/activity');
   assert.equal(after.body.summary.totalRequests, before.body.summary.totalRequests + 1);
 });
+
+test('a batch of the store inlines its keys and states as literals: quotes and backslashes in keys decide and save exactly', { skip }, async () => {
+  const { PostgresStore } = require('../../lib/service/stores/postgres');
+  const store = new PostgresStore({ connectionString: pg.url, poolSize: 2 });
+  try {
+    // The API's key pattern allows none of these; the store must still quote them (and not be
+    // injected): a batch is simple-protocol SQL text.
+    const keys = ["lit'quote", 'lit"dquote', 'lit\\back', "lit\\'); DROP TABLE clients; --"];
+    for (const clientKey of keys) assert.ok(await store.createClient({ clientKey, algorithm: 'sliding_window', maxRequests: 3, windowSeconds: 600 }));
+    const batch = () => new Map(keys.map((k) => [k, [1, 1]]));
+    const first = await store.decideAll(batch());
+    const second = await store.decideAll(batch());
+    for (const k of keys) {
+      assert.deepEqual(first.get(k).results.map((r) => r.allowed), [true, true], k);
+      assert.deepEqual(second.get(k).results.map((r) => r.allowed), [true, false], k);
+      const state = JSON.parse((await store.pool.query('SELECT state FROM clients WHERE client_key = $1', [k])).rows[0].state);
+      assert.equal(state.entries.filter((_, i) => i % 2 === 1).reduce((a, b) => a + b, 0), 3, k);
+    }
+  } finally {
+    await store.close();
+  }
+});

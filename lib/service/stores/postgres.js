@@ -13,6 +13,20 @@ const rows = require('./rows');
 const MIGRATION_LOCK = '7469657267617465';
 const NOW_MS = '(extract(epoch from clock_timestamp()) * 1000)';
 
+/** `s` as an SQL string literal (E'' quoting: the same whatever standard_conforming_strings is). */
+const literal = (s) => `E'${s.replace(/[\\']/g, '\\$&')}'`;
+/** The decision batch's two statements, prepared once per connection (decideAll). The save's json
+ * (not jsonb) keeps a value's text as written, so (u.e->1)::text is JSON.stringify(state); its
+ * ANY(keys) lets the planner reach the rows by their index (a function's rows are unknown to it). */
+const PREPARE_DECIDE = `PREPARE tiergate_lock(text[]) AS SELECT c.*, b.created_at AS ban_created_at, b.reason AS ban_reason,
+    b.expires_at AS ban_expires_at, floor(${NOW_MS})::float8 AS now_ms
+  FROM clients c LEFT JOIN bans b ON b.client_key = c.client_key AND (b.expires_at IS NULL OR b.expires_at > ${NOW_MS})
+  WHERE c.client_key = ANY($1) ORDER BY c.client_key FOR UPDATE OF c;
+PREPARE tiergate_save(text[], json) AS UPDATE clients AS c SET state = (u.e->1)::text
+  FROM json_array_elements($2) AS u(e) WHERE c.client_key = ANY($1) AND c.client_key = u.e->>0`;
+/** A text[] literal of `list`'s strings. */
+const textArray = (list) => literal(`{${list.map((k) => `"${k.replace(/["\\]/g, '\\$&')}"`).join(',')}}`);
+
 /** What a caller sees of any database failure: no text of the database's. */
 function unavailable(err) {
   const out = new HttpError(503, 'STORE_UNAVAILABLE', 'the store did not answer; try again');
@@ -58,6 +72,7 @@ class PostgresStore {
     this.pool = new pg.Pool({ connectionString, max: poolSize, connectionTimeoutMillis: 5000, idleTimeoutMillis: 30_000 });
     // An idle client's error (the server restarting) must not crash the process: the pool drops it.
     this.pool.on('error', () => {});
+    this.prepared = new WeakSet(); // pooled connections that have PREPARE_DECIDE's statements
   }
 
   async query(sql, params) {
@@ -108,32 +123,50 @@ class PostgresStore {
   }
 
   /**
-   * The whole batch in one transaction: its clients' rows locked by one SELECT … FOR UPDATE (in key
-   * order, so that instances locking overlapping batches wait for each other rather than deadlock),
-   * their states written back by one UPDATE: four round trips per batch, not per client.
+   * The whole batch in one transaction of two round trips: BEGIN with the SELECT … FOR UPDATE that
+   * locks its clients' rows (in key order, so that instances locking overlapping batches wait for
+   * each other rather than deadlock), then the one UPDATE of their states with the COMMIT. Each is a
+   * simple-protocol query (a parameterised one cannot carry two statements) that EXECUTEs a statement
+   * prepared once per connection, its arguments inlined as literals; a row's lock is held for one
+   * round trip, not two, and the statements are not planned again for every batch.
    */
   async decideAll(batch) {
     const keys = [...batch.keys()].sort();
-    return this.tx(async (c) => {
-      const { rows: found } = await c.query(`SELECT c.*, b.created_at AS ban_created_at, b.reason AS ban_reason, b.expires_at AS ban_expires_at,
-          floor(${NOW_MS})::float8 AS now_ms
-        FROM clients c LEFT JOIN bans b ON b.client_key = c.client_key AND (b.expires_at IS NULL OR b.expires_at > ${NOW_MS})
-        WHERE c.client_key = ANY($1::text[]) ORDER BY c.client_key FOR UPDATE OF c`, [keys]);
+    let c;
+    try {
+      c = await this.pool.connect();
+    } catch (err) {
+      throw Object.assign(unavailable(err), { noConnection: true });
+    }
+    try {
+      if (!this.prepared.has(c)) {
+        // DEALLOCATE first: after a failure the statements may be there (or stale: a migration of
+        // another instance changed the table), and are prepared again.
+        await c.query(`DEALLOCATE ALL; ${PREPARE_DECIDE}`);
+        this.prepared.add(c);
+      }
+      const keyList = textArray(keys);
+      const [, { rows: found }] = await c.query(`BEGIN; EXECUTE tiergate_lock(${keyList})`);
       const byKey = new Map(found.map((r) => [r.client_key, r]));
       const out = new Map();
-      const changed = [];
-      const states = [];
+      const changed = []; // [[key, state], ...]: one JSON text for the batch, a state's text is its own
       for (const key of keys) {
         const row = byKey.get(key);
-        const { outcome, state } = rows.decideRow(row, batch.get(key), row ? row.now_ms : Date.now());
-        if (state !== null) { changed.push(key); states.push(state); }
+        if (!row) { out.set(key, { found: false }); continue; }
+        const entry = rows.entryOf(row);
+        const outcome = rows.decideEntry(entry, batch.get(key), row.now_ms);
+        if (outcome.results) changed.push([key, entry.state]);
         out.set(key, outcome);
       }
-      if (changed.length) {
-        await c.query('UPDATE clients AS c SET state = u.state FROM unnest($1::text[], $2::text[]) AS u(k, state) WHERE c.client_key = u.k', [changed, states]);
-      }
+      await c.query(changed.length === 0 ? 'COMMIT' : `EXECUTE tiergate_save(${keyList}, ${literal(JSON.stringify(changed))}); COMMIT`);
       return out;
-    });
+    } catch (err) {
+      this.prepared.delete(c);
+      await c.query('ROLLBACK').catch(() => {});
+      throw err instanceof HttpError ? err : unavailable(err);
+    } finally {
+      c.release();
+    }
   }
 
   /**
@@ -212,29 +245,34 @@ class PostgresStore {
     return rows.points(range, r, now).points;
   }
 
+  /**
+   * One statement (its three INSERTs as data-modifying CTEs: atomic, one round trip), the values as
+   * array literals built here: pg's own array encoding of each value cost more than the write.
+   */
   async writeActivity(records) {
     if (!records.length) return;
     const { clients, buckets } = rows.aggregate(records);
     // One lock order for every instance (by key), so two flushes cannot deadlock.
     clients.sort((a, b) => (a.clientKey < b.clientKey ? -1 : a.clientKey > b.clientKey ? 1 : 0));
     buckets.sort((a, b) => a.resolution - b.resolution || a.start - b.start);
-    await this.tx(async (c) => {
-      await c.query(`INSERT INTO activity (client_key, at, allowed, cost, response_ms)
-        SELECT * FROM unnest($1::text[], $2::bigint[], $3::bool[], $4::int[], $5::float8[])`,
-      [records.map((r) => r.clientKey), records.map((r) => r.at), records.map((r) => r.allowed), records.map((r) => r.cost), records.map((r) => r.responseMs)]);
-      await c.query(`INSERT INTO client_stats (client_key, total, allowed, denied, last_at)
-        SELECT u.* FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[]) AS u(k, t, a, d, l)
+    const col = (list, f) => `{${list.map(f).join(',')}}`;
+    const key = (x) => `"${x.clientKey.replace(/["\\]/g, '\\$&')}"`;
+    await this.query(`WITH a AS (INSERT INTO activity (client_key, at, allowed, cost, response_ms)
+        SELECT * FROM unnest($1::text[], $2::bigint[], $3::bool[], $4::int[], $5::float8[])),
+      s AS (INSERT INTO client_stats (client_key, total, allowed, denied, last_at)
+        SELECT u.* FROM unnest($6::text[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[]) AS u(k, t, a, d, l)
         WHERE EXISTS (SELECT 1 FROM clients WHERE client_key = u.k)
         ON CONFLICT (client_key) DO UPDATE SET total = client_stats.total + excluded.total, allowed = client_stats.allowed + excluded.allowed,
-          denied = client_stats.denied + excluded.denied, last_at = greatest(client_stats.last_at, excluded.last_at)`,
-      [clients.map((x) => x.clientKey), clients.map((x) => x.total), clients.map((x) => x.allowed), clients.map((x) => x.denied), clients.map((x) => x.lastAt)]);
-      await c.query(`INSERT INTO activity_buckets (resolution, start, incoming, allowed, denied, response_ms_sum)
-        SELECT * FROM unnest($1::int[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::float8[])
+          denied = client_stats.denied + excluded.denied, last_at = greatest(client_stats.last_at, excluded.last_at))
+      INSERT INTO activity_buckets (resolution, start, incoming, allowed, denied, response_ms_sum)
+        SELECT * FROM unnest($11::int[], $12::bigint[], $13::bigint[], $14::bigint[], $15::bigint[], $16::float8[])
         ON CONFLICT (resolution, start) DO UPDATE SET incoming = activity_buckets.incoming + excluded.incoming,
           allowed = activity_buckets.allowed + excluded.allowed, denied = activity_buckets.denied + excluded.denied,
-          response_ms_sum = activity_buckets.response_ms_sum + excluded.response_ms_sum`,
-      [buckets.map((b) => b.resolution), buckets.map((b) => b.start), buckets.map((b) => b.incoming), buckets.map((b) => b.allowed), buckets.map((b) => b.denied), buckets.map((b) => b.responseMsSum)]);
-    });
+          response_ms_sum = activity_buckets.response_ms_sum + excluded.response_ms_sum`, [
+      col(records, key), col(records, (r) => r.at), col(records, (r) => (r.allowed ? 't' : 'f')), col(records, (r) => r.cost), col(records, (r) => r.responseMs),
+      col(clients, key), col(clients, (x) => x.total), col(clients, (x) => x.allowed), col(clients, (x) => x.denied), col(clients, (x) => x.lastAt),
+      col(buckets, (b) => b.resolution), col(buckets, (b) => b.start), col(buckets, (b) => b.incoming), col(buckets, (b) => b.allowed), col(buckets, (b) => b.denied), col(buckets, (b) => b.responseMsSum),
+    ]);
   }
 
   async prune({ now, maxAgeMs, maxRows, bucketAgeMs }) {
