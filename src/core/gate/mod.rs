@@ -26,8 +26,7 @@
 //! Turn budget: the refill scales set a rate, and a bucket admits its tokens in bursts: on a
 //! CPU-bound route, a burst admitted in one event-loop turn runs back to back, and every request
 //! behind it — a protected one included, and those still unread in their sockets — waits for all of
-//! it. So during an episode (pressure > 0, or while the budget's own sheds on a saturated loop hold
-//! it: `ShedController::turn_budget_on`) an unprotected request is also shed once the current turn
+//! it. So during an episode (pressure > 0) an unprotected request is also shed once the current turn
 //! has run `turn_budget_ms` (`turn_age_ms`: time since the loop last came back from polling for I/O).
 //! A turn then holds at most about one budget of unprotected work, the protected tiers' latency stays
 //! near one request's, and the budget's sheds renew the controller's hold: they mean the loop is still
@@ -361,14 +360,10 @@ impl Gate {
                 return d;
             }
             let budget = self.cfg.shed.turn_budget_ms;
-            if budget > 0.0 && st.ctl.turn_budget_on() && turn_age_ms() >= budget {
-                st.ctl.note_turn_shed(tier);
+            if d.pressure > 0.0 && budget > 0.0 && turn_age_ms() >= budget {
+                st.ctl.note_turn_shed();
                 st.counters[tier].shed += 1;
                 st.counters[tier].turn_shed += 1;
-                // Held on by its own sheds once the pressure is back at zero: still the loop's lag.
-                if d.cause == Cause::None {
-                    d.cause = Cause::Lag;
-                }
                 return d;
             }
         }

@@ -442,31 +442,3 @@ fn a_ranked_decision_refuses_a_heavy_client_before_the_pool_runs_dry_and_debits_
     let (g2, _) = gate();
     assert_eq!((0..101).filter(|_| decide(&g2, Some(1), None, 0).verdict == Verdict::Admit).count(), 100);
 }
-
-#[test]
-fn turn_sheds_of_standard_zero_background_and_go_no_further() {
-    let mut two = cfg();
-    two.shed.turn_budget_ms = 2.0;
-    let (g, h) = gate_with(two, None);
-    // A saturated loop (no idle time: `idle_ns` stays 0) for 500 ms: the gate's busy reaches ~1.
-    for t in 0..500u64 {
-        g.update_now(t * MS, 0);
-    }
-    // An episode with a little pressure, then the lag the turn budget keeps low.
-    h.record_tick(60.0, 60.0, 60.0);
-    g.decide(Some(0), None, None, 500 * MS, || 0, || 0.0, || 0);
-    h.record_tick(0.0, 0.0, 0.0);
-    // Standard requests late in their turns for 1.5 s, every one shed by the budget: while background
-    // is refilled they raise the turn part; once background is at zero (0.5) they only hold it.
-    for t in 501..=2000u64 {
-        let d = g.decide(Some(1), None, None, t * MS, || 0, || 3.0, || 0);
-        assert_eq!(d.verdict, Verdict::Shed, "{t}");
-    }
-    let s = g.stats();
-    assert_eq!(s.counters[1].turn_shed, 1500);
-    assert!((s.pressure - 0.5).abs() < 1e-9, "{}", s.pressure);
-    assert_eq!(s.scales, vec![1.0, 1.0, 0.0]);
-    // Early in a turn, standard is admitted at its full refill.
-    assert_eq!(g.decide(Some(1), None, None, 2001 * MS, || 0, || 0.0, || 0).verdict, Verdict::Admit);
-    assert_eq!(g.decide(Some(2), None, None, 2001 * MS, || 0, || 0.0, || 0).verdict, Verdict::Shed);
-}

@@ -15,10 +15,8 @@ pub struct ShedController {
     turn: f64,
     cause: Cause,
     hold_until_ns: u64,
-    /// Turn-budget sheds since the last update, the highest pressure they may raise the turn part to
-    /// (see `note_turn_shed`), and until when the turn part (and the turn budget) is held.
+    /// Turn-budget sheds since the last update, and until when the turn part is held.
     turn_sheds: u64,
-    turn_cap: f64,
     turn_hold_until_ns: u64,
     last_ns: Option<u64>,
     baseline_ms: Option<f64>,
@@ -73,7 +71,6 @@ impl ShedController {
             turn: 0.0,
             hold_until_ns: 0,
             turn_sheds: 0,
-            turn_cap: 0.0,
             turn_hold_until_ns: 0,
             last_ns: None,
             baseline_ms: None,
@@ -190,7 +187,7 @@ impl ShedController {
             self.excursion = None;
             true
         } else {
-            self.confirmed(lag, (t, c), input.elu, now_ns)
+            self.confirmed(lag, t, now_ns)
         };
         let lag_demand = if lag_counts { ramp(lag, t, c) } else { 0.0 };
         let lag_release = ramp(lag + self.cfg.hysteresis_ms, t, c);
@@ -268,17 +265,13 @@ impl ShedController {
 
         // Turn part. The turn budget keeps the lag down, so while it sheds the lag no longer shows the
         // overload: the sheds themselves do, on a saturated loop (busy >= TURN_SATURATED_BUSY over the
-        // last ~100 ms; with idle time left, a turn shed only trimmed a burst). They hold this part
-        // and the budget, and raise the part (full range in TURN_RISE_MS) up to the pressure that
-        // zeroes the tiers below the shed one (`note_turn_shed`); once none came for `hold_ms` (or at
-        // once with spare time) it recovers at the recovery rate. The refill scales follow, lowest
-        // tier first, until the loop's time goes to the highest tiers that can use it.
+        // last ~100 ms; with idle time left, a turn shed only trimmed a burst). They raise this
+        // part (full range in TURN_RISE_MS) and hold it; once none came for `hold_ms` it recovers at
+        // the recovery rate. The refill scales follow, lowest tier first, until the tiers' budgets
+        // admit about what the loop can run.
         let turn_sheds = std::mem::take(&mut self.turn_sheds);
-        let turn_cap = std::mem::take(&mut self.turn_cap);
-        if turn_sheds > 0 && self.turn_budget_on_at(prev_ns) && input.busy >= TURN_SATURATED_BUSY {
-            if self.turn < turn_cap {
-                self.turn = (self.turn + dt_ms.min(100.0) / TURN_RISE_MS).min(turn_cap);
-            }
+        if turn_sheds > 0 && self.pressure > 0.0 && input.busy >= TURN_SATURATED_BUSY {
+            self.turn = (self.turn + dt_ms.min(100.0) / TURN_RISE_MS).min(1.0);
             self.turn_hold_until_ns = hold(now_ns);
         } else if self.turn > 0.0 && (now_ns >= self.turn_hold_until_ns || spare) {
             let step = if self.cfg.recovery_ms == 0.0 { 1.0 } else { speed * dt_ms / self.cfg.recovery_ms };
@@ -286,10 +279,6 @@ impl ShedController {
             if self.turn <= 1e-9 {
                 self.turn = 0.0;
             }
-        }
-        if spare {
-            // The loop has time left: nothing for the turn budget to hold.
-            self.turn_hold_until_ns = self.turn_hold_until_ns.min(now_ns);
         }
 
         self.pressure = self.prop.max(self.integral).max(self.turn);
@@ -324,28 +313,10 @@ impl ShedController {
         changed
     }
 
-    /// The gate shed a request of `tier` by the turn budget: the loop is still over capacity, however
-    /// low the lag the budget keeps it at. Counted into the turn part on the next update: every such
-    /// shed holds the turn part and the budget, but it raises the turn part only up to the pressure
-    /// that zeroes the tiers below `tier` — a turn shed while a lower tier is still refilled means
-    /// that tier takes loop time a higher one needs. A shed of the lowest tier still refilled (the
-    /// marginal tier: the loop is full, and it takes what is left) raises nothing: throttling it by
-    /// budget as well would only leave loop time unused (goodput in bench:overload fell to about
-    /// half of capacity while the turn part pushed the standard tier's scale down to 0.1-0.4).
-    pub fn note_turn_shed(&mut self, tier: usize) {
+    /// The gate shed a request by the turn budget: the loop is still over capacity, however low the
+    /// lag the budget keeps it at. Counted into the turn part on the next update.
+    pub fn note_turn_shed(&mut self) {
         self.turn_sheds += 1;
-        let below = self.sheddable.iter().position(|&t| t == tier).unwrap_or(0);
-        self.turn_cap = self.turn_cap.max(below as f64 * self.tier_step());
-    }
-
-    /// Whether the gate applies the turn budget now: during an episode, and while turn-budget sheds on
-    /// a saturated loop hold it (the lag the budget keeps down no longer shows the overload).
-    pub fn turn_budget_on(&self) -> bool {
-        self.turn_budget_on_at(self.last_ns.unwrap_or(0))
-    }
-
-    fn turn_budget_on_at(&self, now_ns: u64) -> bool {
-        self.pressure > 0.0 || now_ns < self.turn_hold_until_ns
     }
 
     /// Forgets all pressure and the learned baseline (scales back to 1).
@@ -357,7 +328,6 @@ impl ShedController {
         self.turn = 0.0;
         self.hold_until_ns = 0;
         self.turn_sheds = 0;
-        self.turn_cap = 0.0;
         self.turn_hold_until_ns = 0;
         self.last_ns = None;
         self.baseline_ms = None;

@@ -27,9 +27,7 @@
 //!   (a tier whose budget is far above what it is offered, say) is pushed further until it does, so
 //!   the loop does not settle above its target under sustained overload; a short spike on a healthy
 //!   loop adds little, and it drains away.
-//! - The turn part follows the gate's turn-budget sheds on a saturated loop (see `controller.rs`), up
-//!   to the pressure that zeroes the tiers below the shed request's; the sheds also hold the budget
-//!   itself on, however low the other parts have fallen.
+//! - The turn part follows the gate's turn-budget sheds on a saturated loop (see `controller.rs`).
 //!
 //! Fast release: while the lag is more than `hysteresis_ms` under the target and the loop had spare
 //! time over the last ~100 ms (`busy` below `SPARE_BUSY`), the pressure is too high for the load, so
