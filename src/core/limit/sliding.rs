@@ -10,6 +10,7 @@
 //!
 //! Reset (when a unit comes back) is when the oldest counted unit leaves the window.
 use super::algorithm::{counted_check, Algorithm, Check, Policy};
+use std::collections::VecDeque;
 
 /// Largest `limit` of an exact window (8 bytes per unit per key).
 pub const MAX_EXACT_LIMIT: u32 = 65_536;
@@ -23,88 +24,8 @@ pub struct SlidingWindow {
 /// The admitted units' times, oldest first (a unit of cost `c` takes `c` slots of one time).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SlidingState {
-    ring: Ring,
+    ring: VecDeque<u64>,
 }
-
-/// A ring of times in 24 bytes (a `VecDeque` takes 32), so that a key's entry in the store, with
-/// its key and this state, is one cache line. Capacity at most `MAX_EXACT_LIMIT`, so u32 positions.
-#[derive(Clone, Debug, Default)]
-struct Ring {
-    buf: Box<[u64]>,
-    head: u32,
-    len: u32,
-}
-
-impl Ring {
-    #[inline]
-    fn len(&self) -> usize {
-        self.len as usize
-    }
-
-    #[inline]
-    fn capacity(&self) -> usize {
-        self.buf.len()
-    }
-
-    /// The `i`-th oldest time (`i < len`).
-    #[inline]
-    fn at(&self, i: usize) -> u64 {
-        let j = self.head as usize + i;
-        self.buf[if j >= self.buf.len() { j - self.buf.len() } else { j }]
-    }
-
-    #[inline]
-    fn back(&self) -> Option<u64> {
-        (self.len > 0).then(|| self.at(self.len() - 1))
-    }
-
-    /// Drops the `k` oldest (`k <= len`).
-    #[inline]
-    fn drop_front(&mut self, k: usize) {
-        let h = self.head as usize + k;
-        self.head = (if h >= self.buf.len() { h - self.buf.len() } else { h }) as u32;
-        self.len -= k as u32;
-        if self.len == 0 {
-            self.head = 0;
-        }
-    }
-
-    /// Makes room for `cap` times (>= len), oldest first at 0.
-    fn resize(&mut self, cap: usize) {
-        let mut buf = vec![0u64; cap].into_boxed_slice();
-        for (i, b) in buf.iter_mut().enumerate().take(self.len()) {
-            *b = self.at(i);
-        }
-        self.buf = buf;
-        self.head = 0;
-    }
-
-    /// Appends `n` copies of `t` (room for them is there).
-    #[inline]
-    fn push(&mut self, t: u64, n: usize) {
-        for _ in 0..n {
-            let j = self.head as usize + self.len();
-            let cap = self.buf.len();
-            self.buf[if j >= cap { j - cap } else { j }] = t;
-            self.len += 1;
-        }
-    }
-
-    #[cfg(test)]
-    fn of(times: impl Iterator<Item = u64>) -> Ring {
-        let buf: Box<[u64]> = times.collect();
-        Ring { len: buf.len() as u32, buf, head: 0 }
-    }
-}
-
-/// Rings are equal when they hold the same times in the same order, wherever their heads are.
-impl PartialEq for Ring {
-    fn eq(&self, other: &Ring) -> bool {
-        self.len == other.len && (0..self.len()).all(|i| self.at(i) == other.at(i))
-    }
-}
-
-impl Eq for Ring {}
 
 impl SlidingWindow {
     /// `1 <= limit <= MAX_EXACT_LIMIT`, `window_ns >= 1` (validated by `LimitSpec`).
@@ -120,7 +41,7 @@ impl SlidingWindow {
     #[inline]
     fn first_live(&self, s: &SlidingState, now_ns: u64) -> usize {
         let w = self.window_ns;
-        let expired = |i: usize| s.ring.at(i).saturating_add(w) <= now_ns;
+        let expired = |i: usize| s.ring[i].saturating_add(w) <= now_ns;
         let n = s.ring.len();
         if n == 0 || !expired(0) {
             return 0;
@@ -172,7 +93,7 @@ impl Algorithm for SlidingWindow {
             }
             let k = (over - limit) as usize;
             if k <= counted as usize {
-                s.ring.at(first + k - 1).saturating_add(w).saturating_sub(now_ns)
+                s.ring[first + k - 1].saturating_add(w).saturating_sub(now_ns)
             } else {
                 w
             }
@@ -182,22 +103,26 @@ impl Algorithm for SlidingWindow {
     fn commit(&self, s: &mut SlidingState, cost: u32, now_ns: u64) {
         let first = self.first_live(s, now_ns);
         if first > 0 {
-            s.ring.drop_front(first);
+            s.ring.drain(..first);
         }
         let len = s.ring.len();
         let cost = cost as usize;
         debug_assert!(len + cost <= self.limit as usize);
         if len + cost > s.ring.capacity() {
             let want = (s.ring.capacity() * 2).max(len + cost).max(4).min(self.limit as usize);
-            s.ring.resize(want);
+            s.ring.reserve_exact(want - len);
         }
         // Keep the ring ordered even if this thread's reading is behind the last one stored.
-        let t = s.ring.back().map_or(now_ns, |b| b.max(now_ns));
-        s.ring.push(t, cost);
+        let t = s.ring.back().map_or(now_ns, |&b| b.max(now_ns));
+        if cost == 1 {
+            s.ring.push_back(t); // the usual cost: no iterator
+        } else {
+            s.ring.extend(std::iter::repeat_n(t, cost));
+        }
     }
 
     fn is_idle(&self, s: &SlidingState, now_ns: u64) -> bool {
-        s.ring.back().is_none_or(|t| t.saturating_add(self.window_ns) <= now_ns)
+        s.ring.back().is_none_or(|&t| t.saturating_add(self.window_ns) <= now_ns)
     }
 
     fn policy(&self) -> Policy {
@@ -303,10 +228,9 @@ mod tests {
     fn first_live_matches_a_binary_search_for_every_split() {
         let a = SlidingWindow::new(64, 100);
         for len in 0..=64u64 {
-            let times: Vec<u64> = (0..len).map(|i| i * 3).collect();
-            let s = SlidingState { ring: Ring::of(times.iter().copied()) };
+            let s = SlidingState { ring: (0..len).map(|i| i * 3).collect() };
             for now in 0..(len * 3 + 200) {
-                let want = times.partition_point(|&t| t + 100 <= now);
+                let want = s.ring.partition_point(|&t| t + 100 <= now);
                 assert_eq!(a.first_live(&s, now), want, "len {len} now {now}");
             }
         }
