@@ -84,6 +84,25 @@ test('a client made on one instance and a ban placed on another hold on the thir
   assert.equal(ready.body.store.type, 'postgres');
 });
 
+test('over three instances, a busy client and quiet ones checked together: each exact', { skip }, async () => {
+  const u = urls();
+  assert.equal((await admin(u[2], 'POST', '/api/v1/admin/clients', { clientKey: 'pg-busy', algorithm: 'sliding_window', maxRequests: 100, windowSeconds: 600 })).status, 201);
+  const quiet = Array.from({ length: 30 }, (_, i) => `pg-quiet-${i}`);
+  for (const clientKey of quiet) assert.equal((await admin(u[0], 'POST', '/api/v1/admin/clients', { clientKey, algorithm: 'token_bucket', requestsPerSecond: 0.001, burstSize: 5 })).status, 201);
+  // 300 checks of the busy client interleaved with 10 of each quiet one, spread over the instances.
+  const keys = [];
+  for (let i = 0; i < 300; i++) keys.push('pg-busy', quiet[i % quiet.length]);
+  const answers = await Promise.all(keys.map((k, i) => check(u[i % 3], k).then((r) => [k, r])));
+  const by = new Map();
+  for (const [k, r] of answers) { if (!by.has(k)) by.set(k, []); by.get(k).push(r); }
+  const busy = tally(by.get('pg-busy'));
+  assert.deepEqual([busy[200], busy[429], busy.other], [100, 200, []]);
+  for (const k of quiet) {
+    const t = tally(by.get(k));
+    assert.deepEqual([t[200], t[429], t.other], [5, 5, []], k);
+  }
+});
+
 test('SIGKILL of one instance in the middle of a burst: never more than the policy across the instances', { skip }, async () => {
   const u = urls();
   assert.equal((await admin(u[0], 'POST', '/api/v1/admin/clients', { clientKey: 'pg-kill', algorithm: 'sliding_window', maxRequests: 100, windowSeconds: 600 })).status, 201);

@@ -170,17 +170,16 @@ class PostgresStore {
   }
 
   /**
-   * One transaction for the batch; if it fails (nothing of it committed), one transaction per client,
+   * One transaction for the batch, of two round trips (a batch of one client too: its own BEGIN,
+   * SELECT, UPDATE and COMMIT would be four); if it fails (nothing of it committed), one per client,
    * run side by side (bounded by the pool), so that a client whose transaction fails gets its Error in
    * the map and the others their committed outcomes.
    */
   async decideBatch(batch) {
-    if (batch.size > 1) {
-      try {
-        return await this.decideAll(batch);
-      } catch (err) {
-        if (err.noConnection) throw err; // no connection for one transaction: none for one per client either
-      }
+    try {
+      return await this.decideAll(batch);
+    } catch (err) {
+      if (err.noConnection) throw err; // no connection for one transaction: none for one per client either
     }
     const keys = [...batch.keys()];
     const settled = await Promise.allSettled(keys.map((k) => this.decideOne(k, batch.get(k))));
