@@ -83,14 +83,18 @@ class PostgresStore {
     }
   }
 
-  /** Runs `fn(client)` in a transaction on one pooled connection. */
-  async tx(fn) {
-    let client;
+  /** One pooled connection; a store that cannot give one is unavailable (`noConnection`: nothing was sent). */
+  async connect() {
     try {
-      client = await this.pool.connect();
+      return await this.pool.connect();
     } catch (err) {
       throw Object.assign(unavailable(err), { noConnection: true });
     }
+  }
+
+  /** Runs `fn(client)` in a transaction on one pooled connection. */
+  async tx(fn) {
+    const client = await this.connect();
     try {
       await client.query('BEGIN');
       const out = await fn(client);
@@ -132,12 +136,7 @@ class PostgresStore {
    */
   async decideAll(batch) {
     const keys = [...batch.keys()].sort();
-    let c;
-    try {
-      c = await this.pool.connect();
-    } catch (err) {
-      throw Object.assign(unavailable(err), { noConnection: true });
-    }
+    const c = await this.connect();
     try {
       if (!this.prepared.has(c)) {
         // DEALLOCATE first: after a failure the statements may be there (or stale: a migration of
