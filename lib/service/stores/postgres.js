@@ -24,8 +24,10 @@ const PREPARE_DECIDE = `PREPARE tiergate_lock(text[]) AS SELECT c.*, b.created_a
   WHERE c.client_key = ANY($1) ORDER BY c.client_key FOR UPDATE OF c;
 PREPARE tiergate_save(text[], json) AS UPDATE clients AS c SET state = (u.e->1)::text
   FROM json_array_elements($2) AS u(e) WHERE c.client_key = ANY($1) AND c.client_key = u.e->>0`;
+/** `s` as a quoted element of an array literal. */
+const arrayItem = (s) => `"${s.replace(/["\\]/g, '\\$&')}"`;
 /** A text[] literal of `list`'s strings. */
-const textArray = (list) => literal(`{${list.map((k) => `"${k.replace(/["\\]/g, '\\$&')}"`).join(',')}}`);
+const textArray = (list) => literal(`{${list.map(arrayItem).join(',')}}`);
 
 /** What a caller sees of any database failure: no text of the database's. */
 function unavailable(err) {
@@ -254,7 +256,7 @@ class PostgresStore {
     clients.sort((a, b) => (a.clientKey < b.clientKey ? -1 : a.clientKey > b.clientKey ? 1 : 0));
     buckets.sort((a, b) => a.resolution - b.resolution || a.start - b.start);
     const col = (list, f) => `{${list.map(f).join(',')}}`;
-    const key = (x) => `"${x.clientKey.replace(/["\\]/g, '\\$&')}"`;
+    const key = (x) => arrayItem(x.clientKey);
     await this.query(`WITH a AS (INSERT INTO activity (client_key, at, allowed, cost, response_ms)
         SELECT * FROM unnest($1::text[], $2::bigint[], $3::bool[], $4::int[], $5::float8[])),
       s AS (INSERT INTO client_stats (client_key, total, allowed, denied, last_at)
