@@ -29,7 +29,7 @@ function statsValues(c, out, at) {
 }
 
 class ActivityFile {
-  /** `db`: the activity file; `core`: a read-only connection to the store's file (which clients exist). */
+  /** `db`: the activity file; `core`: a connection to the store's file (read here: which clients exist). */
   constructor(db, core) {
     this.db = db;
     const q = (sql) => db.prepare(sql);

@@ -6,7 +6,7 @@
 // synchronous=NORMAL in WAL mode: a committed transaction survives the process being killed; an OS
 // crash or power loss may lose the last transactions (docs/service.md, "Durability").
 // Activity (records, totals, buckets) lives in a second file, activity.sqlite, written by a worker
-// thread (sqlite-activity.js); this thread reads it through a read-only connection.
+// thread (sqlite-activity-worker.js); this thread reads it through a read-only connection.
 const fs = require('node:fs');
 const path = require('node:path');
 const rows = require('./rows');
