@@ -39,7 +39,7 @@ function parseArgs(argv) {
 /**
  * Address-keyed limits and bans, decided in arrival order. `limits`: [{ n, windowMs, subnet }] (a
  * subnet limit counts the /24 and its refusals strike the /24); `banAfter` refusals ban what was
- * struck; `users`: true exempts legitimate users (the bounds, which know who crawls).
+ * struck; `usersExempt`: legitimate users pass (the bounds, which know who crawls).
  */
 function addressPolicy({ limits, banAfter = 3, usersExempt = false }) {
   const rings = new Map();
@@ -82,7 +82,7 @@ function model(a, policy, withCrawler = true) {
   let free = 0;
   const latencies = [];
   let sent = 0;
-  let busyUntilCrawlEnd = 0;
+  let longestWait = 0;
   for (const ev of events) {
     const start = Math.max(free, ev.t);
     tokens = Math.min(capacity, tokens + ((start - tokensAt) * rate) / 1000);
@@ -90,7 +90,7 @@ function model(a, policy, withCrawler = true) {
     let admitted = policy(ev, start) && tokens >= 1;
     if (admitted) tokens -= 1;
     free = start + (admitted ? serveMs : a.refuseMs);
-    busyUntilCrawlEnd = Math.max(busyUntilCrawlEnd, free - ev.t);
+    longestWait = Math.max(longestWait, free - ev.t);
     if (ev.cls !== LEGIT || ev.t < s.crawlStartSec * 1000) continue;
     sent++;
     const latency = free - ev.t;
@@ -98,7 +98,7 @@ function model(a, policy, withCrawler = true) {
   }
   latencies.sort((x, y) => x - y);
   const at = (q) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))];
-  return { servedPct: (100 * latencies.length) / sent, p99: at(0.99), p999: at(0.999), maxWait: busyUntilCrawlEnd };
+  return { servedPct: (100 * latencies.length) / sent, p99: at(0.99), p999: at(0.999), maxWait: longestWait };
 }
 
 function main() {
