@@ -123,3 +123,54 @@ test('cpuShare interpolates CPU seconds between samples', () => {
   assert.equal(cpuShare(s, 500, 1500), 0.75);
   assert.equal(cpuShare([], 0, 1), null);
 });
+
+test('the crawler incident\'s variants: the bounds tell the schedule\'s crawlers from its users, and every configuration is one the gatekeeper accepts', () => {
+  const { gatekeeper } = require('..');
+  const { DEFAULTS, VARIANTS, configurations } = require('../benchmark/lib/crawl-scenario');
+  const configs = configurations(700, { ...DEFAULTS, variants: VARIANTS });
+  const ids = configs.map((c) => c.id);
+  assert.deepEqual(ids, ['baseline', 'before', 'after', 'fair', 'after-burst', 'fair-burst', 'fair-shed', 'oracle-first', 'oracle-deny']);
+  for (const c of configs) gatekeeper(c.options); // throws on an option it does not take
+  const list = (cidrs) => {
+    const b = new net.BlockList();
+    for (const c of cidrs) {
+      const [addr, bits] = c.split('/');
+      b.addSubnet(addr, Number(bits), 'ipv4');
+    }
+    return b;
+  };
+  const byId = Object.fromEntries(configs.map((c) => [c.id, c.options]));
+  const deny = list(byId['oracle-deny'].deny);
+  const allow = list(byId['oracle-first'].allow);
+  const ev = crawlSchedule({ durationMs: 4000, crawlStartMs: 1000, users: 300, userRate: 1, crawlIps: 100, crawlRate: 500, subnetRate: 100 });
+  for (const e of ev) {
+    const user = e.cls === LEGIT;
+    assert.equal(deny.check(e.ip, 'ipv4'), !user, e.ip);
+    assert.equal(allow.check(e.ip, 'ipv4'), user, e.ip);
+  }
+  // The burst variants add the per-second limit to the limited configurations and change nothing else.
+  for (const [v, base] of [['after-burst', 'after'], ['fair-burst', 'fair']]) {
+    const extra = byId[v].limits.filter((l) => !byId[base].limits.some((b) => b.name === l.name));
+    assert.deepEqual(extra, [{ name: 'per-ip-burst', by: 'ip', algorithm: 'sliding-window', limit: DEFAULTS.burstLimit, windowMs: 1000 }]);
+    assert.deepEqual({ ...byId[v], limits: null }, { ...byId[base], limits: null });
+  }
+});
+
+test('crawl-bound\'s address policy: limits per address and per /24 in arrival order, strikes and bans, exempt users', () => {
+  const { addressPolicy } = require('../benchmark/crawl-bound');
+  const crawler = (ip) => ({ cls: ROTATING, ip });
+  // 3 per second per address; 3 refusals ban the address.
+  const p = addressPolicy({ limits: [{ n: 3, windowMs: 1000 }] });
+  const seq = [0, 100, 200, 300, 400, 500].map((t) => p(crawler('45.0.0.9'), t));
+  assert.deepEqual(seq, [true, true, true, false, false, false]);
+  assert.equal(p(crawler('45.0.0.9'), 5000), false, 'banned after 3 refusals, whatever the window');
+  assert.equal(p(crawler('45.0.1.9'), 5000), true, 'another address is not');
+  // A /24 limit's refusals strike and ban the /24.
+  const q = addressPolicy({ limits: [{ n: 2, windowMs: 1000, subnet: true }], banAfter: 1 });
+  assert.deepEqual([1, 2, 3].map((i) => q(crawler(`${SUBNET_PREFIX}.${i}`), i)), [true, true, false]);
+  assert.equal(q(crawler(`${SUBNET_PREFIX}.77`), 9000), false);
+  // The bound that serves each crawler address once: users always pass.
+  const o = addressPolicy({ limits: [{ n: 1, windowMs: 60_000 }], banAfter: 1, usersExempt: true });
+  assert.deepEqual([o(crawler('45.0.0.1'), 0), o(crawler('45.0.0.1'), 1), o(crawler('45.0.0.2'), 2)], [true, false, true]);
+  for (let t = 0; t < 10; t++) assert.equal(o({ cls: LEGIT, ip: '81.0.0.17' }, t), true);
+});

@@ -20,10 +20,12 @@
 //   node benchmark/defense.js [--quick] [--breakdown] [--only cost,http,memory,crawl] [--runs 5] [--requests 40000]
 //        [--keys 50000] [--http-rounds N] [--memory-runs N] [--crawl-runs N] [--seconds 16]
 //        [--crawl 1.2] [--crawl-ips 100] [--subnet 0.2] [--legit 0.2] [--global 0.8]
-//        [--per-ip 15] [--per-subnet 30] [--work-ms 1.5]
+//        [--per-ip 15] [--per-subnet 30] [--work-ms 1.5] [--variants burst,shed,oracle-first,oracle-deny] [--burst-limit 5]
 //   --runs N: rounds of 1a and 1b, runs of 2, repetitions of 3 (each overridable); every part reports
 //   the median and range over them. --crawl, --subnet, --legit, --global: multiples of the measured
 //   capacity C; --per-ip, --per-subnet: requests per 10 s. --quick: a short smoke run (~2 min).
+//   --variants: part 3 also runs these configurations, judged by the same targets (lib/crawl-scenario.js:
+//   a per-IP limit per second as well, shedding on, and two bounds that know the crawler's addresses).
 //   --breakdown: 1a also times the gatekeeper with one defense layer at a time (where the cost goes).
 //   --untimed N: instead of the parts, runs 1a's full chain (shedding off) on 1a's requests for
 //   20,000 + N requests without timing, for an instruction or cache counter, e.g.
@@ -39,7 +41,7 @@ const { checkComposition } = require('./lib/defense-check');
 const { POLICY, clients } = require('./lib/defense-policy');
 const { requestPool, timeChain } = require('./lib/chain-harness');
 const { measureKeyMemory, SUBJECTS, HITS } = require('./lib/key-memory');
-const { DEFAULTS, configurations, runCrawlConfig } = require('./lib/crawl-scenario');
+const { DEFAULTS, VARIANTS, configurations, runCrawlConfig } = require('./lib/crawl-scenario');
 const { startServer, calibrateWork, measureCapacity } = require('./lib/scenario');
 const { DEFAULT_WORK_KIND } = require('./lib/work');
 const { timelineSvg } = require('./lib/svg');
@@ -83,6 +85,11 @@ function parseArgs(argv) {
     else if (k === '--global') a.crawl.global = num(++i);
     else if (k === '--per-ip') a.crawl.perIp = { ...a.crawl.perIp, limit: count(++i) };
     else if (k === '--per-subnet') a.crawl.perSubnet = { ...a.crawl.perSubnet, limit: count(++i) };
+    else if (k === '--burst-limit') a.crawl.burstLimit = count(++i);
+    else if (k === '--variants') {
+      a.crawl.variants = argv[++i].split(',');
+      for (const v of a.crawl.variants) if (!VARIANTS.includes(v)) throw new RangeError(`--variants: unknown variant ${v} (${VARIANTS.join(', ')})`);
+    }
     else throw new Error(`unknown argument ${k}`);
   }
   if (a.quick) {
@@ -319,13 +326,13 @@ async function partCrawl(args, out) {
   console.log(`  crawler B: ${f0(s.subnet * cap)} req/s (${s.subnet} C) uniform over the 254 addresses of 203.0.113.0/24 (${f2((s.subnet * cap) / 254)} req/s each);`);
   console.log('  both walk list pages and their items. One host plays every client: the load generator is the proxy in front (keep-alive pool');
   console.log('  on loopback) and sends each client\'s address in X-Forwarded-For, which the gatekeeper trusts for one hop (trustProxy: 1).');
-  console.log(`limits: global ${s.global} C; after: + per IP ${s.perIp.limit} per ${s.perIp.windowMs / 1000} s, per /24 ${s.perSubnet.limit} per ${s.perSubnet.windowMs / 1000} s (exact sliding windows), ban after 3 refusals within 60 s for 300 s; shedding off`);
+  console.log(`limits: global ${s.global} C; after: + per IP ${s.perIp.limit} per ${s.perIp.windowMs / 1000} s, per /24 ${s.perSubnet.limit} per ${s.perSubnet.windowMs / 1000} s (exact sliding windows), ban after 3 refusals within 60 s for 300 s; shedding off${s.variants ? `; variants: ${s.variants.join(', ')}` : ''}`);
   const reps = [];
   let last = [];
   for (let rep = 0; rep < runs; rep++) {
     const configs = configurations(cap, s);
     // The reference first; before, after and after + fair share in alternating order.
-    const order = rep % 2 ? [configs[0], configs[3], configs[2], configs[1]] : configs;
+    const order = rep % 2 ? [configs[0], ...configs.slice(1).reverse()] : configs;
     const results = [];
     for (const cfg of order) {
       try {
@@ -335,7 +342,8 @@ async function partCrawl(args, out) {
       }
     }
     results.sort((a, b) => configs.indexOf(a.cfg) - configs.indexOf(b.cfg));
-    reps.push({ results, figures: crawlFigures(results), fair: crawlFigures(results, 'fair') });
+    const extra = Object.fromEntries(configs.slice(4).map((c) => [c.id, crawlFigures(results, c.id)]));
+    reps.push({ results, figures: crawlFigures(results), fair: crawlFigures(results, 'fair'), extra });
     last = results;
     if (runs > 1) console.log(`  repetition ${rep + 1}/${runs} done (load average ${os.loadavg()[0].toFixed(1)})`);
   }
@@ -346,6 +354,11 @@ async function partCrawl(args, out) {
   const targets = printCrawlTargets(reps.map((r) => r.figures));
   console.log(`\nTargets, after + fair share${over}:`);
   const fairTargets = printCrawlTargets(reps.map((r) => r.fair));
+  const variantTargets = {};
+  for (const cfg of configurations(cap, s).slice(4)) {
+    console.log(`\nTargets, ${cfg.title}${over}:`);
+    variantTargets[cfg.id] = printCrawlTargets(reps.map((r) => r.extra[cfg.id]));
+  }
   if (last.length) {
     const svg = timelineSvg(
       last.map((r) => ({
@@ -370,9 +383,11 @@ async function partCrawl(args, out) {
     scenario: s,
     targets,
     fairTargets,
+    variantTargets,
     repetitions: reps.map((rp) => ({
       figures: rp.figures,
       fairFigures: rp.fair,
+      variantFigures: rp.extra,
       results: rp.results.map((r) => ({ config: r.cfg.id, title: r.cfg.title, options: r.cfg.options, users: r.users, figures: r.figures, lag: r.lag, stats: r.stats, timeline: r.load.timeline })),
     })),
   };

@@ -17,7 +17,7 @@
 const http = require('node:http');
 const { startServer, lagPerBucket } = require('./scenario');
 const { warmPool } = require('./openloop');
-const { crawlSchedule, CLASSES, LEGIT, ROTATING, SUBNET } = require('./crawl-traffic');
+const { crawlSchedule, CLASSES, LEGIT, ROTATING, SUBNET, SUBNET_PREFIX } = require('./crawl-traffic');
 const { playSchedule, classWindow } = require('./crawl-load');
 const { sampleCpu, cpuShare } = require('./proc-cpu');
 
@@ -38,6 +38,7 @@ const DEFAULTS = Object.freeze({
   // loaded machine (C ~160), so at 20 per 10 s it would never be refused there.
   perIp: Object.freeze({ limit: 15, windowMs: 10_000 }),
   perSubnet: Object.freeze({ limit: 30, windowMs: 10_000 }),
+  burstLimit: 5, // the `burst` variant's per-IP limit per second
   timeoutMs: 2000,
 });
 
@@ -59,12 +60,45 @@ function layered(cap, s) {
   };
 }
 
+/**
+ * Extra configurations run beside the four (`--variants`), each judged by the same targets:
+ * - `burst`: after and after + fair share with a per-IP limit of `burstLimit` per second as well;
+ * - `shed`: after + fair share with shedding on (the shed controller's defaults);
+ * - `oracle-first`, `oracle-deny`: bounds no deployable policy can beat, since they know which
+ *   addresses crawl (the benchmark's own address plan): every crawler address served its first
+ *   request at most (the first request from a fresh address is all a rate can go on), or none.
+ */
+const VARIANTS = ['burst', 'shed', 'oracle-first', 'oracle-deny'];
+const CRAWLER_CIDRS = ['45.0.0.0/8', `${SUBNET_PREFIX}.0/24`];
+const USER_CIDRS = ['81.0.0.0/8'];
+
+function variantConfigs(cap, s, variant) {
+  const burstLimits = (o) => ({ ...o, limits: [...o.limits, { name: 'per-ip-burst', by: 'ip', algorithm: 'sliding-window', limit: s.burstLimit, windowMs: 1000 }] });
+  if (variant === 'burst') {
+    return [
+      { id: 'after-burst', title: `after + per IP ${s.burstLimit} per 1 s`, options: burstLimits(layered(cap, s)), crawler: true },
+      { id: 'fair-burst', title: `after + fair share + per IP ${s.burstLimit} per 1 s`, options: { ...burstLimits(layered(cap, s)), fairShare: true }, crawler: true },
+    ];
+  }
+  if (variant === 'shed') return [{ id: 'fair-shed', title: 'after + fair share + shedding (defaults)', options: { ...layered(cap, s), fairShare: true, shed: {} }, crawler: true }];
+  if (variant === 'oracle-first') {
+    // Users allow-listed (no limit applies to them); every other address gets 1 request a minute,
+    // and the /24 limit of `after` still holds the /24 crawler to its /24's allowance.
+    const layers = layered(cap, s);
+    const o = { ...layers, allow: USER_CIDRS, limits: [{ name: 'oracle-first', by: 'ip', algorithm: 'fixed-window', limit: 1, windowMs: 60_000 }, layers.limits[1]], bans: { rules: [{ name: 'rate-limited', on: 'rate-limited', threshold: 1, windowMs: 60_000, banMs: 300_000 }] } };
+    return [{ id: 'oracle-first', title: 'bound: each crawler address served once (knows the crawler)', options: o, crawler: true }];
+  }
+  if (variant === 'oracle-deny') return [{ id: 'oracle-deny', title: 'bound: every crawler request refused (knows the crawler)', options: { ...globalLimit(cap, s), deny: CRAWLER_CIDRS }, crawler: true }];
+  throw new RangeError(`unknown variant ${variant} (${VARIANTS.join(', ')})`);
+}
+
 function configurations(cap, s) {
   return [
     { id: 'baseline', title: 'no crawler (per-IP + per-/24 limits + bans)', options: layered(cap, s), crawler: false },
     { id: 'before', title: `before: global limit only (${Math.round(s.global * cap)} req/s)`, options: globalLimit(cap, s), crawler: true },
     { id: 'after', title: 'after: global + per-IP + per-/24 limits + bans', options: layered(cap, s), crawler: true },
     { id: 'fair', title: 'after + fair share (fairShare: true)', options: { ...layered(cap, s), fairShare: true }, crawler: true },
+    ...(s.variants || []).flatMap((v) => variantConfigs(cap, s, v)),
   ];
 }
 
@@ -130,4 +164,4 @@ async function runCrawlConfig(cfg, { cap, workIters, workKind, s }) {
   }
 }
 
-module.exports = { DEFAULTS, configurations, globalLimit, layered, scheduleFor, runCrawlConfig };
+module.exports = { DEFAULTS, VARIANTS, configurations, globalLimit, layered, scheduleFor, runCrawlConfig };
