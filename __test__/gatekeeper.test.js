@@ -729,16 +729,17 @@ async function serveTurns(t, options) {
   return { gate: handler, pairInOneTurn };
 }
 
-test('during an episode, an unprotected request late in a turn is shed; a protected one is not', async (t) => {
+test('during an episode, an unprotected request late in a turn waits for a later turn (the turn queue) instead of being shed', async (t) => {
   const { gate, pairInOneTurn } = await serveTurns(t, { tiers: TIERS, trustTierHeader: true, shed: TURN_SHED });
   gate.injectHealth({ lagMs: 60 });
   assert.ok(gate.stats().pressure > 0);
-  assert.deepEqual(await pairInOneTurn('standard'), [200, 503]);
+  assert.deepEqual(await pairInOneTurn('standard'), [200, 200]);
   assert.deepEqual(await pairInOneTurn('critical'), [200, 200]);
   const s = gate.stats().tiers;
-  assert.equal(s.standard.turnShed, 1);
-  assert.equal(s.standard.shed, 1);
-  assert.equal(s.critical.turnShed, 0);
+  assert.equal(s.standard.turnShed, 0);
+  assert.equal(s.standard.shed, 0);
+  assert.ok(s.standard.deferred >= 2, `standard waited ${s.standard.deferred} times`);
+  assert.equal(s.critical.deferred, 0);
 });
 
 test('outside an episode, or with turnBudgetMs 0, a long turn sheds nothing', async (t) => {
