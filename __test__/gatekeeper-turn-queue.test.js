@@ -27,19 +27,29 @@ function busy(ms) {
   while (performance.now() < end);
 }
 
-/** A node:http server whose handler logs `tier path` and blocks `?ms=N` milliseconds. */
-async function serve(t, options) {
+/**
+ * A node:http server whose handler logs `tier path`, blocks `?ms=N` milliseconds, or with `?waitMs=N`
+ * waits N ms on a timer (an I/O-bound handler) and counts how many such waits overlap.
+ */
+async function serve(t, options, connections = 8) {
   const order = [];
-  const handler = gatekeeper.http(options, (req, res) => {
+  const io = { inFlight: 0, peak: 0 };
+  const handler = gatekeeper.http(options, async (req, res) => {
     const url = new URL(req.url, 'http://x');
     order.push(`${req.headers['x-user-tier']} ${url.pathname}`);
     busy(Number(url.searchParams.get('ms') || 0));
+    const waitMs = Number(url.searchParams.get('waitMs') || 0);
+    if (waitMs > 0) {
+      io.peak = Math.max(io.peak, ++io.inFlight);
+      await new Promise((resolve) => setTimeout(resolve, waitMs));
+      io.inFlight--;
+    }
     res.writeHead(200);
     res.end('ok');
   });
   const server = http.createServer(handler);
   const port = await listen(server);
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
+  const agent = new http.Agent({ keepAlive: true, maxSockets: connections });
   t.after(() => {
     agent.destroy();
     return close(server);
@@ -53,7 +63,7 @@ async function serve(t, options) {
       req.on('error', reject);
     });
   // Warm keep-alive connections, so the requests below need no accept.
-  await Promise.all(Array.from({ length: 8 }, () => get('/warm', 'critical')));
+  await Promise.all(Array.from({ length: connections }, () => get('/warm', 'critical')));
   order.length = 0;
   /** Sends every [path, tier] at once; the server reads them all in one loop turn. */
   const inOneTurn = (list) => {
@@ -67,7 +77,7 @@ async function serve(t, options) {
     await get('/warm', 'critical');
     order.length = 0;
   };
-  return { gate: handler, order, inOneTurn, episode };
+  return { gate: handler, order, io, inOneTurn, episode };
 }
 
 /**
@@ -114,6 +124,16 @@ test('a queued request that waited longer than the queue allows is shed with 503
   const s = gate.stats();
   assert.equal(s.tiers.background.queueShed, 1);
   assert.equal(s.queue.shed, 1);
+});
+
+test('during an episode, I/O-bound handlers are not serialised: queued requests whose handlers wait are all in flight at once', async (t) => {
+  const n = 40;
+  const { gate, io, inOneTurn, episode } = await serve(t, { tiers: TIERS, trustTierHeader: true, shed: SHED }, n);
+  await episode();
+  const statuses = await inOneTurn(Array.from({ length: n }, (_, i) => ['/io?waitMs=400', i % 2 ? 'standard' : 'background']));
+  assert.deepEqual(statuses, Array(n).fill(200));
+  assert.equal(io.peak, n); // every one was waiting at once: the budget is time, not a count
+  assert.ok(gate.stats().queue.deferred >= n / 2, `deferred ${gate.stats().queue.deferred}`);
 });
 
 /** A fake request/response pair for Gatekeeper#admit (isGone reads the response's state). */
@@ -167,6 +187,34 @@ test('on a healthy loop nothing waits; after an episode the queue ends once empt
   } while (out !== null && performance.now() < deadline);
   assert.equal(out, null);
   assert.equal(gk.stats().queue.active, false);
+});
+
+test('a lag over the target that the spike filter has not confirmed starts the queue, and sheds nothing', async () => {
+  const gk = new Gatekeeper({ tiers: TIERS, trustTierHeader: true, shed: { ...SHED, confirmMs: 30 } });
+  gk.injectHealth({ lagMs: 60 });
+  assert.equal(gk.stats().pressure, 0); // one reading: not an episode
+  assert.equal(gk.admit(...fake('critical')), null);
+  const w = gk.admit(...fake('background'));
+  assert.equal(typeof w.then, 'function');
+  assert.equal(await new Promise((resolve) => w.then(resolve)), null);
+  const s = gk.stats();
+  assert.equal(s.episodes, 0);
+  assert.equal(s.tiers.background.shed + s.tiers.background.queueShed, 0);
+  assert.equal(s.queue.active, true);
+});
+
+test('a run of slow requests read together: the in-band lag starts the queue inside the run, which serves what fits in its wait limit and sheds the rest', async (t) => {
+  // 60 background requests of 15 ms each arrive together: 900 ms of work, no timer tick in between
+  // when admitted inline. The gate's in-band estimate sees the lag within the first few; from then on
+  // they wait and run one per turn, and those still waiting after MAX_WAIT_MS are shed.
+  const { order, inOneTurn } = await serve(t, { tiers: TIERS, trustTierHeader: true, shed: { targetLagMs: 20, criticalLagMs: 60, stallMs: false } }, 60);
+  const statuses = await inOneTurn(Array.from({ length: 60 }, () => ['/slow?ms=15', 'background']));
+  const served = statuses.filter((s) => s === 200).length;
+  t.diagnostic(`served ${served} of 60`);
+  assert.equal(statuses.filter((s) => s !== 200 && s !== 503).length, 0);
+  assert.ok(served >= 1, 'the first requests of the run are served');
+  assert.ok(served <= 50, `the queue shed by wait within the run: ${served} of 60 served`);
+  assert.equal(order.length, served); // a shed request's handler never ran
 });
 
 test('with turnBudgetMs 0 or shed off there is no queue', () => {

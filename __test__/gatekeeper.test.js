@@ -457,9 +457,11 @@ test('relative thresholds sit above the learned idle baseline', async (t) => {
 test('a run of slow requests is shed inside the run, before the lag timer can tick again', async (t) => {
   // 30 background requests reach the server together; each burns 15 ms. No timer can fire while the
   // loop works through them, so the sampler cannot report the lag until they are all done: only the
-  // gate's in-band estimate (the current tick is overdue) can start shedding within the run.
+  // gate's in-band estimate (the current tick is overdue) can start shedding within the run. The turn
+  // queue is off (turnBudgetMs 0): with it, the estimate starts the queue instead, whose test is in
+  // gatekeeper-turn-queue.test.js.
   const burn = (ms) => { const end = Date.now() + ms; while (Date.now() < end); };
-  const handler = gatekeeper.http({ tiers: TIERS, trustTierHeader: true, shed: { targetLagMs: 20, criticalLagMs: 60, stallMs: false } }, (req, res) => {
+  const handler = gatekeeper.http({ tiers: TIERS, trustTierHeader: true, shed: { targetLagMs: 20, criticalLagMs: 60, stallMs: false, turnBudgetMs: 0 } }, (req, res) => {
     if (req.url === '/slow') burn(15);
     res.end('ok');
   });

@@ -268,7 +268,7 @@ class Gatekeeper {
     this.#observe = o.onDecision !== null || o.rateLimitHeadersOnSuccess;
     if (s.enabled && s.turnBudgetMs > 0) {
       const prot = this.#handle.stats().tiers.map((t) => t.protected);
-      this.#queue = new TurnQueue(prot, s.turnBudgetMs, (w, waitedMs) => this.#queueShed(w, waitedMs));
+      this.#queue = new TurnQueue(prot, s.turnBudgetMs, s.targetLagMs, (w, waitedMs) => this.#queueShed(w, waitedMs));
     }
     if (o.defense !== null) {
       this.#defense = new Defense(o.defense, {
@@ -417,7 +417,9 @@ class Gatekeeper {
     else out = this.#settle(verdict, req, res, given, key);
     const q = this.#queue;
     const r = this.#result;
-    if (out === null && q !== null && (q.active || r[R.PRESSURE] > 0)) return q.admit(req, res, r[R.TIER], r[R.PRESSURE], given !== null ? given : SOURCES[r[R.SOURCE]], key);
+    if (out === null && q !== null && (q.active || r[R.PRESSURE] > 0 || r[R.LAG_MS] >= q.startLagMs)) {
+      return q.admit(req, res, r[R.TIER], r[R.PRESSURE], r[R.LAG_MS], given !== null ? given : SOURCES[r[R.SOURCE]], key);
+    }
     return out;
   }
 

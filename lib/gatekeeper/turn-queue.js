@@ -12,8 +12,11 @@
 // a handler that waits on I/O costs little synchronous time, so many start per turn and nothing caps
 // how many are in flight.
 //
-// The queue starts with an episode (pressure > 0), stays on while it holds waiters, and ends once it
-// is empty, the pressure is 0 and no turn has left waiters behind for HOLD_MS.
+// The queue starts with an episode (pressure > 0), or as soon as the lag the controller reads reaches
+// its target, without waiting for the spike filter to confirm an episode (queueing sheds nothing by
+// itself, and the onset of an overload is where a burst admitted inline hurts most); it stays on while
+// it holds waiters, and ends once it is empty, the pressure is 0, the lag under the target and no
+// turn has left waiters behind for HOLD_MS.
 const { performance } = require('node:perf_hooks');
 const { isGone } = require('../adapters');
 
@@ -110,12 +113,14 @@ class TierQueue {
 class TurnQueue {
   /**
    * `protectedTiers`: per tier id, whether it is protected (never queued). `budgetMs`: the turn budget.
+   * `startLagMs`: the lag at which the queue starts (the controller's target).
    * `shed(waiter, waitedMs)`: the rejection for a waiter that is shed (the gatekeeper's 503); a
    * newcomer shed at once is a waiter that never waited.
    */
-  constructor(protectedTiers, budgetMs, shed) {
+  constructor(protectedTiers, budgetMs, startLagMs, shed) {
     this.protected = protectedTiers;
     this.budgetMs = budgetMs;
+    this.startLagMs = startLagMs;
     this.shedRejection = shed;
     this.tiers = protectedTiers.map(() => new TierQueue());
     this.active = false;
@@ -128,15 +133,16 @@ class TurnQueue {
   }
 
   /** For an admitted request while the queue may be on: null (run now), a Waiter or a rejection. */
-  admit(req, res, tier, pressure, source, key) {
+  admit(req, res, tier, pressure, lagMs, source, key) {
     if (this.protected[tier]) return null;
     const t = now();
+    const calm = pressure === 0 && lagMs < this.startLagMs;
     if (!this.active) {
-      if (!(pressure > 0)) return null;
+      if (calm) return null;
       this.active = true;
       this.episodes++;
       this.lastLeftAt = t;
-    } else if (this.size === 0 && pressure === 0 && t - this.lastLeftAt > HOLD_MS) {
+    } else if (this.size === 0 && calm && t - this.lastLeftAt > HOLD_MS) {
       this.active = false;
       return null;
     }
