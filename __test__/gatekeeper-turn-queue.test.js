@@ -124,6 +124,10 @@ test('a queued request that waited longer than the queue allows is shed with 503
   const s = gate.stats();
   assert.equal(s.tiers.background.queueShed, 1);
   assert.equal(s.queue.shed, 1);
+  // Counted once: as shed (by the queue), not as admitted.
+  assert.equal(s.tiers.background.shed, 1);
+  assert.equal(s.tiers.background.admitted, 0);
+  assert.equal(s.tiers.standard.admitted, 1);
 });
 
 test('during an episode, I/O-bound handlers are not serialised: queued requests whose handlers wait are all in flight at once', async (t) => {
@@ -166,6 +170,10 @@ test('a full queue: a higher tier takes the newest lower-tier waiter\'s place; t
   const s = gk.stats();
   assert.equal(s.queue.queued, MAX_QUEUE);
   assert.equal(s.tiers.background.queueShed, 2);
+  assert.equal(s.tiers.background.shed, 2);
+  assert.equal(s.tiers.background.admitted, 0); // none has run yet: waiting ones count once they run
+  assert.equal(s.tiers.standard.admitted, 0);
+  assert.equal(s.tiers.critical.admitted, 2);
 });
 
 test('on a healthy loop nothing waits; after an episode the queue ends once empty and calm', async () => {

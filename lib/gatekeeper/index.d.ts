@@ -173,8 +173,9 @@ export interface TierStats {
   shed: number;
   /** Of `shed`: by the turn budget. */
   turnShed: number;
-  /** The turn queue (absent with shed off or turnBudgetMs 0): waiting now, waited in all, shed by
-   *  the queue (not in `shed`), the longest wait of one that then ran (ms). */
+  /** The turn queue (absent with shed off or turnBudgetMs 0): waiting now, waited in all, of `shed`
+   *  those by the queue, the longest wait of one that then ran (ms). A request the queue holds is
+   *  counted in `admitted` once it runs. */
   queued?: number;
   deferred?: number;
   queueShed?: number;

@@ -619,7 +619,13 @@ class Gatekeeper {
     const q = this.#queue;
     s.tiers.forEach((t, i) => {
       tiers[t.name] = { protected: t.protected, admitted: t.admitted, shed: t.shed, turnShed: t.turnShed, tierFull: t.tierFull, rateLimited: t.rateLimited, refillScale: t.refillScale };
-      if (q !== null) Object.assign(tiers[t.name], q.tierStats(i));
+      if (q === null) return;
+      // The decision admitted what the turn queue holds or shed: a request counts as admitted once it
+      // runs, as shed once the queue sheds it, so each request is counted once (and admitted only grows).
+      const qt = q.tierStats(i);
+      Object.assign(tiers[t.name], qt);
+      tiers[t.name].admitted = Math.max(0, t.admitted - qt.queueShed - qt.queued);
+      tiers[t.name].shed = t.shed + qt.queueShed;
     });
     return {
       tiers,
