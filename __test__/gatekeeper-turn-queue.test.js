@@ -8,6 +8,7 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const http = require('node:http');
 const { performance } = require('node:perf_hooks');
+const { AsyncLocalStorage } = require('node:async_hooks');
 const { gatekeeper, Gatekeeper } = require('..');
 const { MAX_WAIT_MS, MAX_QUEUE, HOLD_MS } = require('../lib/gatekeeper/turn-queue');
 const { listen, close } = require('./helpers/http');
@@ -223,6 +224,38 @@ test('a run of slow requests read together: the in-band lag starts the queue ins
   assert.ok(served >= 1, 'the first requests of the run are served');
   assert.ok(served <= 50, `the queue shed by wait within the run: ${served} of 60 served`);
   assert.equal(order.length, served); // a shed request's handler never ran
+});
+
+test('a queued request\'s handler runs in its own async context (AsyncLocalStorage)', async (t) => {
+  const als = new AsyncLocalStorage();
+  const seen = [];
+  const guarded = gatekeeper.http({ tiers: TIERS, trustTierHeader: true, shed: SHED }, (req, res) => {
+    seen.push([req.url, als.getStore()]);
+    busy(10);
+    res.end('ok');
+  });
+  const server = http.createServer((req, res) => als.run(req.url, () => guarded(req, res)));
+  const port = await listen(server);
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 4 });
+  t.after(() => {
+    agent.destroy();
+    return close(server);
+  });
+  const get = (path, tier) => new Promise((resolve, reject) => {
+    http.get({ host: '127.0.0.1', port, path, agent, headers: { 'x-user-tier': tier } }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode));
+    }).on('error', reject);
+  });
+  await Promise.all(['/w1', '/w2', '/w3', '/w4'].map((p) => get(p, 'critical')));
+  startEpisode(guarded);
+  await get('/seen', 'critical');
+  seen.length = 0;
+  const all = Promise.all(['/a', '/b', '/c'].map((p) => get(p, 'background')));
+  busy(30);
+  assert.deepEqual(await all, [200, 200, 200]);
+  assert.ok(guarded.stats().tiers.background.deferred >= 3);
+  for (const [url, store] of seen) assert.equal(store, url);
 });
 
 test('with turnBudgetMs 0 or shed off there is no queue', () => {

@@ -17,6 +17,7 @@
 // itself, and the onset of an overload is where a burst admitted inline hurts most); it stays on while
 // it holds waiters, and ends once it is empty, the pressure is 0, the lag under the target and no
 // turn has left waiters behind for HOLD_MS.
+const { AsyncResource } = require('node:async_hooks');
 const { performance } = require('node:perf_hooks');
 const { isGone } = require('../adapters');
 
@@ -32,7 +33,9 @@ const now = () => performance.now();
 /**
  * One queued request: a thenable, settled with null (run now) or a rejection. The guard contract's
  * consumer (lib/adapters run()) calls then() once, synchronously, so a waiter is run from the drain's
- * own call stack and its synchronous cost is timed there.
+ * own call stack and its synchronous cost is timed there. Its callbacks are bound to the async
+ * context of the then() call, as a Promise's are: AsyncLocalStorage in the handler sees the request's
+ * store, not that of whichever request scheduled the drain.
  */
 class Waiter {
   constructor(tier, req, res, t0, source, key) {
@@ -50,8 +53,8 @@ class Waiter {
   then(ok, fail) {
     if (this.value !== undefined) ok(this.value);
     else {
-      this.ok = ok;
-      this.fail = typeof fail === 'function' ? fail : null;
+      this.ok = AsyncResource.bind(ok);
+      this.fail = typeof fail === 'function' ? AsyncResource.bind(fail) : null;
     }
   }
 
