@@ -84,5 +84,7 @@ test('under real overload critical keeps 2xx while background gets 503', { timeo
   assert.equal(summary.background.other, 0, 'background got only 200 or 503 (no errors, no timeouts)');
   assert.equal(stats.tiers.critical.shed + stats.tiers.critical.tierFull, 0, 'the protected tier was never refused');
   assert.ok(stats.tiers.background.shed > 0);
-  assert.ok(stats.episodes >= 1, 'the controller shed at least once');
+  // The loop over capacity starts the controller's episode or the turn queue (whichever sees it
+  // first); once the queue runs, it may do all the shedding while the controller's pressure stays 0.
+  assert.ok(stats.episodes >= 1 || stats.queue.episodes >= 1, 'the controller or the turn queue acted');
 });

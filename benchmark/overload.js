@@ -135,6 +135,17 @@ function configurations(cap) {
       target: true,
       extra: true,
     },
+    ...['express', 'fastify', 'http'].map((framework) => ({
+      id: `tiergate-gate-${framework}`,
+      title: `tiergate + concurrencyGate (${framework}, default shed; gate max 1, queue 100, 500 ms)`,
+      framework,
+      protection: 'tiergate',
+      options: tiergateOptions(cap, {}),
+      gate: { tiers: ['critical', 'standard', 'background'], tierHeader: 'x-user-tier', trustTierHeader: true, maxConcurrent: 1, maxQueue: 100, queueTimeoutMs: 500, timeoutStatus: 503 },
+      thresholdMs: LAG_MS,
+      target: true,
+      extra: true,
+    })),
   ];
 }
 
@@ -192,7 +203,7 @@ async function settle(srv, agent) {
  * the kernel drops SYNs, retried after 1 s) — what an unprotected server does to its clients.
  */
 async function runConfig(cfg, { cap, workIters, workKind, load, seconds, quick, log }) {
-  const srv = await startServer({ framework: cfg.framework, protection: cfg.protection, options: cfg.options || {}, workIters, workKind, record: true, tiergateDir: cfg.tiergateDir });
+  const srv = await startServer({ framework: cfg.framework, protection: cfg.protection, options: cfg.options || {}, workIters, workKind, record: true, tiergateDir: cfg.tiergateDir, gate: cfg.gate });
   const agent = new http.Agent({ keepAlive: true, maxSockets: 4096, maxFreeSockets: 4096 });
   const warm = { connections: WARM_CONNECTIONS, path: '/hello', headers: { 'x-user-tier': 'critical' } };
   const base = { path: '/work', mix: MIX, timeoutMs: 2000, agent, warm };

@@ -47,8 +47,8 @@ const handler = gatekeeper.http({ shed: false }, (_req, res) => res.end('ok'));
 http.createServer(handler);
 const gk = new Gatekeeper({ ledger: new Ledger({ tiers: [{ name: 'only', capacity: 1, refillPerSec: 1 }] }) });
 const verdict = gk.admit({} as http.IncomingMessage, {} as http.ServerResponse);
-// A promise only while a shaper delays the request (docs/defense.md).
-const status: number | undefined = verdict instanceof Promise ? undefined : verdict?.status;
+// A promise while a shaper delays the request (docs/defense.md), a thenable while the turn queue holds it.
+const status: number | undefined = verdict !== null && 'then' in verdict ? undefined : verdict?.status;
 const token: string = mintTierToken('a-current-secret-of-32-bytes!!!!', 'critical', { ttlSec: 3600 });
 const token2: string = mintTierToken(Buffer.alloc(32), 'critical', { expiresAt: 2_000_000_000 });
 const channel: 'tiergate:decision' = DECISION_CHANNEL;

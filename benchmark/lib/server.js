@@ -10,7 +10,9 @@
 //     workIters: number,         // iterations of work per /work request (CPU-bound route, lib/work.js)
 //     workKind: 'pbkdf2' | 'sha256-chain',
 //     record: boolean,           // keep a lag timeline and the first rejection time (overload runs)
-//     tiergateDir?: string }     // load tiergate from this package directory instead of this one
+//     tiergateDir?: string,      // load tiergate from this package directory instead of this one
+//     gate?: {...} }             // with protection 'tiergate': a concurrencyGate with these options
+//                                // after the gatekeeper (the composition docs/concurrency-gate.md shows)
 //
 // Routes: GET /work (CPU-bound), GET /hello (hello world); Express also serves a list and a detail
 // endpoint, GET /api/items and GET /api/items/:id, each the same CPU-bound work as /work, or none when
@@ -30,6 +32,7 @@ const protection = cfg.protection || 'none';
 const popts = cfg.options || {};
 const workIters = cfg.workIters || 0;
 const record = Boolean(cfg.record);
+const gateOpts = cfg.gate || null;
 // trace: every request of the window, for the crawl's onset timeline (benchmark/crawl-onset.js): its
 // arrival (the 'request' event), the time the generator scheduled it (x-bench-sched), its class (the
 // first octet of its X-Forwarded-For), status and finish; and the defense's counters every 20 ms.
@@ -166,6 +169,7 @@ function buildExpress(express) {
     const mw = gatekeeper(popts);
     statsSource = mw;
     app.use(mw);
+    if (gateOpts) app.use(loadTiergate().concurrencyGate(gateOpts));
   } else if (protection === 'noop') {
     app.use((req, res, next) => next()); // what any one middleware costs Express
   } else if (protection === 'express-rate-limit') {
@@ -201,6 +205,7 @@ async function buildFastify() {
   } else if (protection === 'tiergate') {
     const { tiergatePlugin } = loadTiergate();
     await fastify.register(tiergatePlugin, popts);
+    if (gateOpts) await fastify.register(loadTiergate().concurrencyGatePlugin, gateOpts);
     statsSource = { stats: () => (fastify.tiergate && fastify.tiergate.stats ? fastify.tiergate.stats() : null) };
   } else if (protection === 'fastify-rate-limit') {
     await fastify.register(require('@fastify/rate-limit'), { max: popts.max || 1e9, timeWindow: 60_000 });
@@ -232,7 +237,8 @@ function buildHttp() {
   if (protection === 'none') return http.createServer(handler);
   if (protection === 'tiergate') {
     const { gatekeeper } = loadTiergate();
-    const wrapped = gatekeeper.http(popts, handler);
+    const inner = gateOpts ? loadTiergate().concurrencyGate.http(gateOpts, handler) : handler;
+    const wrapped = gatekeeper.http(popts, inner);
     statsSource = wrapped;
     return http.createServer(wrapped);
   }

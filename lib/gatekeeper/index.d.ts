@@ -62,9 +62,10 @@ export interface ShedOptions {
   maxBaselineMs?: number;
   /** Relative mode: only samples with ELU at most this teach the baseline. Default 0.5. */
   idleElu?: number;
-  /** Turn budget: during a shed episode, an unprotected request that arrives once the current
-   *  event-loop turn has run this long (ms) is shed, so one turn cannot run a burst of admitted work
-   *  in front of everyone behind it; on a saturated loop these sheds also deepen the episode. 0 turns it off. Default 2. */
+  /** Turn budget (ms): during a shed episode, unprotected requests wait in the turn queue and each
+   *  event-loop turn runs about this much of them, highest tier first, so one turn cannot run a burst of
+   *  admitted work in front of everyone behind it (a protected request runs as soon as it is read).
+   *  0 turns the budget and the queue off. Default 2. */
   turnBudgetMs?: number;
 }
 
@@ -97,8 +98,10 @@ export interface DecisionInfo {
   pressure: number;
   /** The lag the controller acted on (ms). */
   lagMs: number;
-  /** 'cluster': refused by cluster mode (then `cluster` says by what). */
-  cause: 'none' | 'lag' | 'heap' | 'stall' | 'cluster';
+  /** 'cluster': refused by cluster mode (then `cluster` says by what); 'queue': shed by the turn queue (then `queueWaitMs`). */
+  cause: 'none' | 'lag' | 'heap' | 'stall' | 'cluster' | 'queue';
+  /** A turn-queue shed: how long the request waited (ms; 0: the queue was full when it came). */
+  queueWaitMs?: number;
   /** A cluster-mode refusal: the ban cache, the tier's cluster-wide per-key limit, or its budget; `reason` the engine's (EXHAUSTED, SHARE, STORE_DOWN, FULL, BANNED). */
   cluster?: { limit: 'ban' | 'key' | 'budget'; reason: string };
 }
@@ -170,6 +173,13 @@ export interface TierStats {
   shed: number;
   /** Of `shed`: by the turn budget. */
   turnShed: number;
+  /** The turn queue (absent with shed off or turnBudgetMs 0): waiting now, waited in all, of `shed`
+   *  those by the queue, the longest wait of one that then ran (ms). A request the queue holds is
+   *  counted in `admitted` once it runs. */
+  queued?: number;
+  deferred?: number;
+  queueShed?: number;
+  queueWaitMaxMs?: number;
   /** 503s because the tier's own pool was empty while the loop was healthy. */
   tierFull: number;
   /** 429s from per-key quotas. */
@@ -199,6 +209,25 @@ export interface GatekeeperStats {
   targetLagMs: number;
   criticalLagMs: number;
   injected: boolean;
+  /** The turn queue; null with shed off or turnBudgetMs 0. */
+  queue: TurnQueueStats | null;
+}
+
+export interface TurnQueueStats {
+  /** Requests of unprotected tiers wait for a later turn now (an episode, or its hold after). */
+  active: boolean;
+  queued: number;
+  peak: number;
+  /** Times the queue started. */
+  episodes: number;
+  deferred: number;
+  shed: number;
+  /** Waiters whose client went away. */
+  abandoned: number;
+  /** A waiter older than this is shed (ms). */
+  maxWaitMs: number;
+  /** Waiters across tiers. */
+  maxQueue: number;
 }
 
 /** A health reading for the test seam; ewma and p99 default to lagMs. */
@@ -220,8 +249,9 @@ export declare class Gatekeeper {
   readonly defense: Defense | null;
   /** The cluster mode it was given (options.cluster), or null. */
   readonly cluster: Cluster | null;
-  /** The guard contract: null to proceed, or the rejection to send (a promise of either while a shaper delays). */
-  admit(req: IncomingMessage, res: ServerResponse): Rejection | null | Promise<Rejection | null>;
+  /** The guard contract: null to proceed, or the rejection to send (a promise of either while a shaper
+   *  delays; a thenable of either while the turn queue holds the request). */
+  admit(req: IncomingMessage, res: ServerResponse): Rejection | null | PromiseLike<Rejection | null>;
   stats(): GatekeeperStats;
   resetStats(): void;
   injectHealth(health: InjectedHealth): void;

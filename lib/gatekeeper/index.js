@@ -21,6 +21,7 @@ const { Defense, compileDefense, DEFENSE_OPTIONS, BAN_CHANNEL, CLUSTER_STEP } = 
 const { MODES: RATE_LIMIT_HEADER_MODES } = require('../defense/headers');
 const { DIALECTS } = require('../adapters/routing');
 const { Responder } = require('./respond');
+const { TurnQueue } = require('./turn-queue');
 const { typeName, isObject, unknownKey, onlyKnown, boolean, optionalFn, finite, retryAfterOptions } = require('../options');
 const { CODES, withCode, buildingOptions } = require('../errors');
 const { Cluster, CLUSTER_BANNED } = require('../cluster');
@@ -33,6 +34,7 @@ const {
   shedDefaults: SHED_DEFAULTS, lagSignals: LAG_SIGNALS,
 } = native.gateConstants();
 const SEL_KEY_IS_IP = SEL.KEY_IS_IP;
+const SEL_TURN_QUEUED = SEL.TURN_QUEUED;
 const MAX_TIERS = SEL.MAX_TIERS;
 
 /** diagnostics_channel name; every decision is published when it has subscribers. */
@@ -202,6 +204,7 @@ class Gatekeeper {
   #needKey;
   #defense = null;
   #tierHeader = null;
+  #queue = null; // the turn queue (./turn-queue.js), null with shed off or turnBudgetMs 0
   #sel = 0;
   // Once per hook: a hook that throws on every request must not flood the log, nor hide another's.
   #hooksWarned = new Set();
@@ -263,6 +266,10 @@ class Gatekeeper {
       retryMaxSec: o.retryAfter.maxSec,
     });
     this.#observe = o.onDecision !== null || o.rateLimitHeadersOnSuccess;
+    if (s.enabled && s.turnBudgetMs > 0) {
+      const prot = this.#handle.stats().tiers.map((t) => t.protected);
+      this.#queue = new TurnQueue(prot, s.turnBudgetMs, s.targetLagMs, (w, waitedMs) => this.#queueShed(w, waitedMs));
+    }
     if (o.defense !== null) {
       this.#defense = new Defense(o.defense, {
         routing,
@@ -395,15 +402,53 @@ class Gatekeeper {
         sel |= SEL_KEY_IS_IP;
       }
     }
+    // The turn queue spends the turn budget itself: on while it runs or the last decision saw an episode.
+    const q = this.#queue;
+    if (q !== null && (q.active || this.#result[R.PRESSURE] > 0)) sel |= SEL_TURN_QUEUED;
     this.#sel = sel;
     return key;
   }
 
-  // The gate decided `verdict`.
+  // The gate decided `verdict`. An admitted request may wait for a later turn (the turn queue).
   #after(verdict, req, res, given, key) {
-    if (verdict === 0 && this.#o.cluster !== null) return this.#clusterStep(req, res, given, key);
-    if (verdict === 0 && !this.#observe && !decisionChannel.hasSubscribers) return null;
-    return this.#settle(verdict, req, res, given, key);
+    let out;
+    if (verdict === 0 && this.#o.cluster !== null) out = this.#clusterStep(req, res, given, key);
+    else if (verdict === 0 && !this.#observe && !decisionChannel.hasSubscribers) out = null;
+    else out = this.#settle(verdict, req, res, given, key);
+    const q = this.#queue;
+    const r = this.#result;
+    if (out === null && q !== null && (q.active || r[R.PRESSURE] > 0 || r[R.LAG_MS] >= q.startLagMs)) {
+      return q.admit(req, res, r[R.TIER], r[R.PRESSURE], r[R.LAG_MS], given !== null ? given : SOURCES[r[R.SOURCE]], key);
+    }
+    return out;
+  }
+
+  // A request the turn queue sheds (./turn-queue.js): it waited too long, a higher tier took its
+  // place, or the queue was full. Hooks see it as a shed with cause 'queue' and how long it waited.
+  #queueShed(w, waitedMs) {
+    const o = this.#o;
+    let rejection = this.#responder.shed(w.tier);
+    if (o.respond === null && o.onShed === null && o.onDecision === null && !decisionChannel.hasSubscribers) return rejection;
+    const s = this.#handle.stats(); // off the hot path: the controller as it is now
+    const info = {
+      verdict: 'shed',
+      status: rejection.status,
+      tier: o.names[w.tier],
+      tierSource: w.source,
+      key: w.key,
+      remaining: 0,
+      limit: 0,
+      retryAfterMs: 0,
+      resetMs: 0,
+      refillScale: s.tiers[w.tier].refillScale,
+      pressure: s.pressure,
+      lagMs: s.controllerLagMs,
+      cause: 'queue',
+      queueWaitMs: waitedMs,
+    };
+    if (o.respond !== null) rejection = this.#respond(info, w.req, rejection);
+    this.#emit(info, w.req, o.onShed);
+    return rejection;
   }
 
   // Admitted here: the cluster's bans, per-key limit and tier budget decide too (lib/cluster). A key
@@ -571,11 +616,20 @@ class Gatekeeper {
   stats() {
     const s = this.#handle.stats();
     const tiers = {};
-    for (const t of s.tiers) {
+    const q = this.#queue;
+    s.tiers.forEach((t, i) => {
       tiers[t.name] = { protected: t.protected, admitted: t.admitted, shed: t.shed, turnShed: t.turnShed, tierFull: t.tierFull, rateLimited: t.rateLimited, refillScale: t.refillScale };
-    }
+      if (q === null) return;
+      // The decision admitted what the turn queue holds or shed: a request counts as admitted once it
+      // runs, as shed once the queue sheds it, so each request is counted once (and admitted only grows).
+      const qt = q.tierStats(i);
+      Object.assign(tiers[t.name], qt);
+      tiers[t.name].admitted = Math.max(0, t.admitted - qt.queueShed - qt.queued);
+      tiers[t.name].shed = t.shed + qt.queueShed;
+    });
     return {
       tiers,
+      queue: q === null ? null : q.stats(),
       lagMs: s.lagMs,
       ewmaLagMs: s.ewmaLagMs,
       p99LagMs: s.p99LagMs,
@@ -600,6 +654,7 @@ class Gatekeeper {
   /** Zeroes the per-tier counters. */
   resetStats() {
     this.#handle.resetCounters();
+    if (this.#queue !== null) this.#queue.resetStats();
   }
 
   /**

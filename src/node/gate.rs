@@ -47,9 +47,12 @@ named_enum! {
 pub const RESULT_LEN: usize = R::NAMES.len();
 
 /// `sel` (the first argument of `decide`): low byte = tier id + 1 (0: not chosen by the caller),
-/// this bit set = the key is a client IP to normalise.
+/// `KEY_IS_IP` = the key is a client IP to normalise, `TURN_QUEUED` = the gatekeeper's turn queue is
+/// running: it spends the turn budget itself (an unprotected request past it waits for a later turn
+/// instead of being shed), so the gate does not apply it.
 const SEL_TIER_MASK: i32 = 0xff;
 const SEL_KEY_IS_IP: i32 = 0x100;
+const SEL_TURN_QUEUED: i32 = 0x200;
 /// Tiers a gate can select through `sel` (ids 0..=253 as id + 1 in the low byte).
 const MAX_TIERS: i32 = SEL_TIER_MASK - 1;
 
@@ -409,6 +412,7 @@ pub fn gate_constants(env: Env) -> Result<Object<'static>> {
     }
     let mut sel = Object::new(env)?;
     sel.set("KEY_IS_IP", SEL_KEY_IS_IP)?;
+    sel.set("TURN_QUEUED", SEL_TURN_QUEUED)?;
     sel.set("MAX_TIERS", MAX_TIERS)?;
     let mut o = Object::new(env)?;
     o.set("result", freeze(env, result)?)?;
@@ -530,7 +534,9 @@ pub(crate) unsafe fn decide_args(env: sys::napi_env, bound: &Bound, argv: &[sys:
         let mut share = None;
         (move |tokens, budget| fair.admits(ip, now_ns, tokens, budget, load, &mut share), move || fair.count_refusal())
     });
-    let d = gate.decide_ranked(tier, header, key, now_ns, || idle_ns(bound.loop_), current_turn_age_ms, unix_now_sec, ranked);
+    let queued = sel & SEL_TURN_QUEUED != 0;
+    let turn_age_ms = move || if queued { 0.0 } else { current_turn_age_ms() };
+    let d = gate.decide_ranked(tier, header, key, now_ns, || idle_ns(bound.loop_), turn_age_ms, unix_now_sec, ranked);
     write_result(&mut *bound.out.get(), &d);
     Some(d.verdict as i32)
 }

@@ -1,0 +1,245 @@
+'use strict';
+// The turn queue: how the gatekeeper serves a saturated loop.
+//
+// Admitted inline, requests run in the order the loop reads their sockets: on a CPU-bound route a
+// protected request read after twenty unprotected ones waits for all twenty. So during a shed episode
+// an unprotected request the controller admits does not run in the turn that read it: it waits in its
+// tier's FIFO, and one check-phase callback per turn (setImmediate) runs waiters, highest tier first,
+// until the turn has spent the turn budget (at least one waiter per turn), then yields to I/O. A turn
+// then holds about one budget of unprotected work; a protected request is never queued and runs as
+// soon as it is read; what the loop cannot run is shed by how long it waited (MAX_WAIT_MS), oldest of
+// the lowest tier first when the queue is full, instead of by lag. The budget is time, not a count:
+// a handler that waits on I/O costs little synchronous time, so many start per turn and nothing caps
+// how many are in flight.
+//
+// The queue starts with an episode (pressure > 0), or as soon as the lag the controller reads reaches
+// its target, without waiting for the spike filter to confirm an episode (queueing sheds nothing by
+// itself, and the onset of an overload is where a burst admitted inline hurts most); it stays on while
+// it holds waiters, and ends once it is empty, the pressure is 0, the lag under the target and no
+// turn has left waiters behind for HOLD_MS.
+const { AsyncResource } = require('node:async_hooks');
+const { performance } = require('node:perf_hooks');
+const { isGone } = require('../adapters');
+
+/** Longest wait (ms) in the queue; a waiter older than this is shed (503) instead of run. */
+const MAX_WAIT_MS = 500;
+/** Waiters across tiers; a newcomer beyond it takes the place of the newest waiter of a lower tier. */
+const MAX_QUEUE = 100;
+/** The queue ends this long (ms) after a turn last left waiters behind, once empty and the pressure is 0. */
+const HOLD_MS = 1000;
+
+const now = () => performance.now();
+
+/**
+ * One queued request: a thenable, settled with null (run now) or a rejection. The guard contract's
+ * consumer (lib/adapters run()) calls then() once, synchronously, so a waiter is run from the drain's
+ * own call stack and its synchronous cost is timed there. Its callbacks are bound to the async
+ * context of the then() call, as a Promise's are: AsyncLocalStorage in the handler sees the request's
+ * store, not that of whichever request scheduled the drain.
+ */
+class Waiter {
+  constructor(tier, req, res, t0, source, key) {
+    this.tier = tier;
+    this.req = req;
+    this.res = res;
+    this.t0 = t0;
+    this.source = source; // how its tier was chosen, and its key: for the hooks of a shed
+    this.key = key;
+    this.ok = null;
+    this.fail = null;
+    this.value = undefined;
+  }
+
+  then(ok, fail) {
+    if (this.value !== undefined) ok(this.value);
+    else {
+      this.ok = AsyncResource.bind(ok);
+      this.fail = typeof fail === 'function' ? AsyncResource.bind(fail) : null;
+    }
+  }
+
+  settle(value) {
+    this.value = value;
+    const ok = this.ok;
+    if (ok === null) return;
+    try {
+      ok(value);
+    } catch (err) {
+      // The adapters catch their handlers' errors; anything else must not end the drain's turn.
+      if (this.fail !== null) this.fail(err);
+      else process.emitWarning(err);
+    }
+  }
+}
+
+class TierQueue {
+  constructor() {
+    this.items = [];
+    this.head = 0;
+    this.deferred = 0; // requests that waited here
+    this.shed = 0; // shed after waiting (too long, or displaced by a higher tier)
+    this.abandoned = 0; // their client went away while they waited
+    this.waitMaxMs = 0; // longest wait of a request that then ran
+  }
+
+  get length() {
+    return this.items.length - this.head;
+  }
+
+  first() {
+    return this.items[this.head];
+  }
+
+  shift() {
+    const w = this.items[this.head];
+    this.items[this.head++] = undefined;
+    if (this.head === this.items.length) {
+      this.items.length = 0;
+      this.head = 0;
+    } else if (this.head >= 1024 && this.head * 2 >= this.items.length) {
+      this.items = this.items.slice(this.head);
+      this.head = 0;
+    }
+    return w;
+  }
+
+  pop() {
+    const w = this.items.pop();
+    if (this.head === this.items.length) {
+      this.items.length = 0;
+      this.head = 0;
+    }
+    return w;
+  }
+}
+
+class TurnQueue {
+  /**
+   * `protectedTiers`: per tier id, whether it is protected (never queued). `budgetMs`: the turn budget.
+   * `startLagMs`: the lag at which the queue starts (the controller's target).
+   * `shed(waiter, waitedMs)`: the rejection for a waiter that is shed (the gatekeeper's 503); a
+   * newcomer shed at once is a waiter that never waited.
+   */
+  constructor(protectedTiers, budgetMs, startLagMs, shed) {
+    this.protected = protectedTiers;
+    this.budgetMs = budgetMs;
+    this.startLagMs = startLagMs;
+    this.shedRejection = shed;
+    this.tiers = protectedTiers.map(() => new TierQueue());
+    this.active = false;
+    this.size = 0;
+    this.peak = 0;
+    this.episodes = 0;
+    this.lastLeftAt = 0;
+    this.scheduled = false;
+    this.drainTurn = () => this.drain();
+  }
+
+  /** For an admitted request while the queue may be on: null (run now), a Waiter or a rejection. */
+  admit(req, res, tier, pressure, lagMs, source, key) {
+    if (this.protected[tier]) return null;
+    const t = now();
+    const calm = pressure === 0 && lagMs < this.startLagMs;
+    if (!this.active) {
+      if (calm) return null;
+      this.active = true;
+      this.episodes++;
+      this.lastLeftAt = t;
+    } else if (this.size === 0 && calm && t - this.lastLeftAt > HOLD_MS) {
+      this.active = false;
+      return null;
+    }
+    const w = new Waiter(tier, req, res, t, source, key);
+    if (this.size >= MAX_QUEUE && !this.displaceFor(tier, t)) {
+      this.tiers[tier].shed++;
+      return this.shedRejection(w, 0);
+    }
+    this.tiers[tier].items.push(w);
+    this.tiers[tier].deferred++;
+    if (++this.size > this.peak) this.peak = this.size;
+    if (!this.scheduled) {
+      this.scheduled = true;
+      setImmediate(this.drainTurn);
+    }
+    return w;
+  }
+
+  // Sheds the newest waiter of the lowest tier below `tier` that has one; false if none has.
+  displaceFor(tier, t) {
+    for (let id = this.tiers.length - 1; id > tier; id--) {
+      const q = this.tiers[id];
+      if (q.length === 0) continue;
+      const w = q.pop();
+      this.size--;
+      q.shed++;
+      w.settle(this.shedRejection(w, t - w.t0));
+      return true;
+    }
+    return false;
+  }
+
+  drain() {
+    this.scheduled = false;
+    const start = now();
+    const tiers = this.tiers;
+    // Heads are their tier's oldest: shed the overstayed first (lower tiers may not run for a while).
+    for (let id = 0; id < tiers.length; id++) {
+      const q = tiers[id];
+      while (q.length > 0 && start - q.first().t0 > MAX_WAIT_MS) {
+        const w = q.shift();
+        this.size--;
+        q.shed++;
+        w.settle(this.shedRejection(w, start - w.t0));
+      }
+    }
+    let t = start;
+    let id = 0;
+    while (this.size > 0) {
+      while (tiers[id].length === 0) id++;
+      const q = tiers[id];
+      const w = q.shift();
+      this.size--;
+      if (isGone(w.res)) {
+        q.abandoned++;
+        w.settle(this.shedRejection(w, t - w.t0)); // not written: its client is gone
+        continue;
+      }
+      if (t - w.t0 > q.waitMaxMs) q.waitMaxMs = t - w.t0;
+      w.settle(null); // runs the request's handler, synchronously
+      t = now();
+      if (t - start >= this.budgetMs) break;
+      id = 0; // what the handler did may have queued a higher tier
+    }
+    if (this.size > 0) {
+      this.lastLeftAt = t;
+      this.scheduled = true;
+      setImmediate(this.drainTurn);
+    }
+  }
+
+  /** The queue's figures for stats(). */
+  stats() {
+    let deferred = 0;
+    let shed = 0;
+    let abandoned = 0;
+    for (const q of this.tiers) {
+      deferred += q.deferred;
+      shed += q.shed;
+      abandoned += q.abandoned;
+    }
+    return { active: this.active, queued: this.size, peak: this.peak, episodes: this.episodes, deferred, shed, abandoned, maxWaitMs: MAX_WAIT_MS, maxQueue: MAX_QUEUE };
+  }
+
+  tierStats(id) {
+    const q = this.tiers[id];
+    return { queued: q.length, deferred: q.deferred, queueShed: q.shed, queueWaitMaxMs: Math.round(q.waitMaxMs * 1000) / 1000 };
+  }
+
+  resetStats() {
+    this.peak = this.size;
+    this.episodes = 0;
+    for (const q of this.tiers) q.deferred = q.shed = q.abandoned = q.waitMaxMs = 0;
+  }
+}
+
+module.exports = { TurnQueue, MAX_WAIT_MS, MAX_QUEUE, HOLD_MS };
