@@ -13,10 +13,10 @@
 // how many are in flight.
 //
 // The queue starts with an episode (pressure > 0), or as soon as the lag the controller reads reaches
-// its target, without waiting for the spike filter to confirm an episode (queueing sheds nothing by
-// itself, and the onset of an overload is where a burst admitted inline hurts most); it stays on while
-// it holds waiters, and ends once it is empty, the pressure is 0, the lag under the target and no
-// turn has left waiters behind for HOLD_MS.
+// START_LAG_SHARE of its target, without waiting for the spike filter to confirm an episode (queueing
+// sheds nothing by itself, and the onset of an overload is where a burst admitted inline hurts most);
+// it stays on while it holds waiters, and ends once it is empty, the pressure is 0, the lag under that
+// start and no turn has left waiters behind for HOLD_MS.
 const { AsyncResource } = require('node:async_hooks');
 const { performance } = require('node:perf_hooks');
 const { isGone } = require('../adapters');
@@ -27,6 +27,12 @@ const MAX_WAIT_MS = 500;
 const MAX_QUEUE = 100;
 /** The queue ends this long (ms) after a turn last left waiters behind, once empty and the pressure is 0. */
 const HOLD_MS = 1000;
+/**
+ * The queue starts once the controller's lag reaches this share of its target: queueing sheds
+ * nothing by itself, and at an overload's onset each turn inlines the burst the one before let in, so
+ * starting a turn or two earlier keeps most of that burst out of the protected tier's way.
+ */
+const START_LAG_SHARE = 0.25;
 
 const now = () => performance.now();
 
@@ -116,14 +122,14 @@ class TierQueue {
 class TurnQueue {
   /**
    * `protectedTiers`: per tier id, whether it is protected (never queued). `budgetMs`: the turn budget.
-   * `startLagMs`: the lag at which the queue starts (the controller's target).
+   * `targetLagMs`: the controller's target; the queue starts at START_LAG_SHARE of it.
    * `shed(waiter, waitedMs)`: the rejection for a waiter that is shed (the gatekeeper's 503); a
    * newcomer shed at once is a waiter that never waited.
    */
-  constructor(protectedTiers, budgetMs, startLagMs, shed) {
+  constructor(protectedTiers, budgetMs, targetLagMs, shed) {
     this.protected = protectedTiers;
     this.budgetMs = budgetMs;
-    this.startLagMs = startLagMs;
+    this.startLagMs = targetLagMs * START_LAG_SHARE;
     this.shedRejection = shed;
     this.tiers = protectedTiers.map(() => new TierQueue());
     this.active = false;
@@ -242,4 +248,4 @@ class TurnQueue {
   }
 }
 
-module.exports = { TurnQueue, MAX_WAIT_MS, MAX_QUEUE, HOLD_MS };
+module.exports = { TurnQueue, MAX_WAIT_MS, MAX_QUEUE, HOLD_MS, START_LAG_SHARE };
