@@ -6,19 +6,14 @@
 // server, with the requests made to arrive in one loop turn by blocking the loop while they are sent.
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const http = require('node:http');
 const { performance } = require('node:perf_hooks');
 const { AsyncLocalStorage } = require('node:async_hooks');
 const { gatekeeper, Gatekeeper } = require('..');
 const { MAX_WAIT_MS, MAX_QUEUE, HOLD_MS } = require('../lib/gatekeeper/turn-queue');
-const { listen, close } = require('./helpers/http');
+const { serveTiers } = require('./helpers/http');
+const { UNLIMITED_TIERS } = require('./helpers/tiers');
 
-const BIG = 1e9;
-const TIERS = [
-  { name: 'critical', protected: true, capacity: BIG, refillPerSec: BIG },
-  { name: 'standard', capacity: BIG, refillPerSec: BIG },
-  { name: 'background', capacity: BIG, refillPerSec: BIG },
-];
+const TIERS = UNLIMITED_TIERS;
 // Lag 60 on 50..150 gives pressure 0.1 (background at 0.8 of its refill): an episode that refuses
 // nothing by its scales, so every refusal below is the queue's. Turn budget 5 ms.
 const SHED = { targetLagMs: 50, criticalLagMs: 150, holdMs: 0, recoveryMs: 0, hysteresisMs: 10, integralMs: 0, confirmMs: 0, turnBudgetMs: 5 };
@@ -48,21 +43,7 @@ async function serve(t, options, connections = 8) {
     res.writeHead(200);
     res.end('ok');
   });
-  const server = http.createServer(handler);
-  const port = await listen(server);
-  const agent = new http.Agent({ keepAlive: true, maxSockets: connections });
-  t.after(() => {
-    agent.destroy();
-    return close(server);
-  });
-  const get = (path, tier) =>
-    new Promise((resolve, reject) => {
-      const req = http.get({ host: '127.0.0.1', port, path, agent, headers: { 'x-user-tier': tier } }, (res) => {
-        res.resume();
-        res.on('end', () => resolve(res.statusCode));
-      });
-      req.on('error', reject);
-    });
+  const { get } = await serveTiers(t, handler, connections);
   // Warm keep-alive connections, so the requests below need no accept.
   await Promise.all(Array.from({ length: connections }, () => get('/warm', 'critical')));
   order.length = 0;
@@ -234,19 +215,7 @@ test('a queued request\'s handler runs in its own async context (AsyncLocalStora
     busy(10);
     res.end('ok');
   });
-  const server = http.createServer((req, res) => als.run(req.url, () => guarded(req, res)));
-  const port = await listen(server);
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 4 });
-  t.after(() => {
-    agent.destroy();
-    return close(server);
-  });
-  const get = (path, tier) => new Promise((resolve, reject) => {
-    http.get({ host: '127.0.0.1', port, path, agent, headers: { 'x-user-tier': tier } }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode));
-    }).on('error', reject);
-  });
+  const { get } = await serveTiers(t, (req, res) => als.run(req.url, () => guarded(req, res)), 4);
   await Promise.all(['/w1', '/w2', '/w3', '/w4'].map((p) => get(p, 'critical')));
   startEpisode(guarded);
   await get('/seen', 'critical');

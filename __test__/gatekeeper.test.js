@@ -6,17 +6,13 @@ const assert = require('node:assert/strict');
 const http = require('node:http');
 const diagnostics = require('node:diagnostics_channel');
 const { gatekeeper, Gatekeeper, mintTierToken, Ledger, DECISION_CHANNEL } = require('..');
-const { listen, close, request } = require('./helpers/http');
+const { listen, close, request, serveTiers } = require('./helpers/http');
+const { UNLIMITED_TIERS } = require('./helpers/tiers');
 
 const SECRET = 'test-secret-0123456789-abcdefghij';
 
 // Big pools: these tests are about classification and shedding, not about running out of tokens.
-const BIG = 1e9;
-const TIERS = [
-  { name: 'critical', protected: true, capacity: BIG, refillPerSec: BIG },
-  { name: 'standard', capacity: BIG, refillPerSec: BIG },
-  { name: 'background', capacity: BIG, refillPerSec: BIG },
-];
+const TIERS = UNLIMITED_TIERS;
 // 50..150 ms: background throttled over 50..100, standard over 100..150.
 // No integral term: each injected lag gives exactly its proportional pressure (one test turns it on).
 // confirmMs 0: an injected reading acts at once (the spike filter has its own tests).
@@ -705,21 +701,7 @@ async function serveTurns(t, options) {
     res.writeHead(200);
     res.end('ok');
   });
-  const server = http.createServer(handler);
-  const port = await listen(server);
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 2 });
-  t.after(() => {
-    agent.destroy();
-    return close(server);
-  });
-  const get = (path, tier) =>
-    new Promise((resolve, reject) => {
-      const req = http.get({ host: '127.0.0.1', port, path, agent, headers: { 'x-user-tier': tier } }, (res) => {
-        res.resume();
-        res.on('end', () => resolve(res.statusCode));
-      });
-      req.on('error', reject);
-    });
+  const { get } = await serveTiers(t, handler, 2);
   // Two warm keep-alive connections, so the pair below needs no accept.
   await Promise.all([get('/', 'critical'), get('/', 'critical')]);
   /** A slow request and then `tier`'s, both read by the server in one loop turn. */

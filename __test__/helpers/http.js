@@ -1,5 +1,6 @@
 'use strict';
-// Small helpers for gatekeeper tests: listen on 127.0.0.1:0 and make one request with a timeout.
+// Small helpers for gatekeeper tests: listen on 127.0.0.1:0, make one request with a timeout, serve
+// a handler to tiered GETs over warm keep-alive connections.
 const http = require('node:http');
 
 function listen(server) {
@@ -42,4 +43,27 @@ function request(port, { method = 'GET', path = '/', headers = {}, timeoutMs = 1
   });
 }
 
-module.exports = { listen, close, request, agent };
+/**
+ * Serves `handler` on 127.0.0.1 through a keep-alive agent of `connections` sockets, closed after the
+ * test `t`; `get(path, tier)` resolves the status of a GET carrying `x-user-tier: tier`.
+ */
+async function serveTiers(t, handler, connections) {
+  const server = http.createServer(handler);
+  const port = await listen(server);
+  const tierAgent = new http.Agent({ keepAlive: true, maxSockets: connections });
+  t.after(() => {
+    tierAgent.destroy();
+    return close(server);
+  });
+  const get = (path, tier) =>
+    new Promise((resolve, reject) => {
+      const req = http.get({ host: '127.0.0.1', port, path, agent: tierAgent, headers: { 'x-user-tier': tier } }, (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode));
+      });
+      req.on('error', reject);
+    });
+  return { port, get };
+}
+
+module.exports = { listen, close, request, agent, serveTiers };
