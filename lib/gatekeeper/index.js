@@ -417,7 +417,7 @@ class Gatekeeper {
     else out = this.#settle(verdict, req, res, given, key);
     const q = this.#queue;
     const r = this.#result;
-    if (out === null && q !== null && (q.active || r[R.PRESSURE] > 0 || r[R.LAG_MS] >= q.startLagMs)) {
+    if (out === null && q !== null && (q.active || !q.calm(r[R.PRESSURE], r[R.LAG_MS]))) {
       return q.admit(req, res, r[R.TIER], r[R.PRESSURE], r[R.LAG_MS], given !== null ? given : SOURCES[r[R.SOURCE]], key);
     }
     return out;

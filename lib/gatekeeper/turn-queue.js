@@ -141,11 +141,16 @@ class TurnQueue {
     this.drainTurn = () => this.drain();
   }
 
+  /** Whether a decision's pressure and lag leave the queue off (it neither starts nor, empty, holds). */
+  calm(pressure, lagMs) {
+    return pressure === 0 && lagMs < this.startLagMs;
+  }
+
   /** For an admitted request while the queue may be on: null (run now), a Waiter or a rejection. */
   admit(req, res, tier, pressure, lagMs, source, key) {
     if (this.protected[tier]) return null;
     const t = now();
-    const calm = pressure === 0 && lagMs < this.startLagMs;
+    const calm = this.calm(pressure, lagMs);
     if (!this.active) {
       if (calm) return null;
       this.active = true;
