@@ -428,7 +428,7 @@ class Gatekeeper {
   #queueShed(w, waitedMs) {
     const o = this.#o;
     let rejection = this.#responder.shed(w.tier);
-    if (o.respond === null && o.onShed === null && o.onDecision === null && !decisionChannel.hasSubscribers) return rejection;
+    if (!this.#wantsInfo(VERDICT.SHED)) return rejection;
     const s = this.#handle.stats(); // off the hot path: the controller as it is now
     const info = {
       verdict: 'shed',
@@ -508,8 +508,7 @@ class Gatekeeper {
     const o = this.#o;
     const tier = r[R.TIER];
     let info = null;
-    const needInfo = o.onDecision !== null || decisionChannel.hasSubscribers || (verdict !== 0 && (o.respond !== null || this.#hookFor(verdict) !== null));
-    if (needInfo) {
+    if (this.#wantsInfo(verdict)) {
       info = {
         verdict: VERDICT_NAMES[verdict],
         status: STATUS[verdict],
@@ -568,6 +567,12 @@ class Gatekeeper {
 
   // onShed reports overload sheds (the loop's health refused the request); onReject reports quota
   // refusals: the key's (429) and the tier's budget (tier-full, 503), which happen on a healthy loop.
+  // Whether anyone reads a decision's info: onDecision, the channel, or for a refusal respond or its hook.
+  #wantsInfo(verdict) {
+    const o = this.#o;
+    return o.onDecision !== null || decisionChannel.hasSubscribers || (verdict !== 0 && (o.respond !== null || this.#hookFor(verdict) !== null));
+  }
+
   #hookFor(verdict) {
     return verdict === VERDICT.SHED ? this.#o.onShed : this.#o.onReject;
   }
