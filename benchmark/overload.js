@@ -222,6 +222,7 @@ async function runConfig(cfg, { cap, workIters, workKind, load, seconds, quick, 
     await warmPool(agent, { port: srv.port, ...warm });
     const startAt = nowAbs() + 50;
     const { warm: _w, ...cold } = base;
+    const w0 = await srv.workTime();
     const [over, after] = await Promise.all([
       runLoad(srv, { ...cold, rate: load * cap, durationMs: seconds * 1000, startAt }, { keepController: !quick }),
       quick ? null : openLoop({ ...cold, port: srv.port, rate: 0.8 * cap, durationMs: AFTER_MS, startAt: startAt + seconds * 1000, steadyFromMs: RECOVERY_MS, seed: 7 }),
@@ -232,9 +233,12 @@ async function runConfig(cfg, { cap, workIters, workKind, load, seconds, quick, 
       const ctl = controllerPerBucket(controller, after.start, after.bucketMs, after.timeline.length);
       for (let b = 0; b < after.timeline.length; b++) if (ctl[b]) after.timeline[b].controller = ctl[b];
     }
+    const w1 = await srv.workTime();
     const stats = await srv.guardStats().catch(() => null);
     log?.(`  ${cfg.id}: done`);
-    return { cfg, unloaded, light, over, after, stats, calm };
+    // The work's mean wall time over the overload and the 0.8x phase after it: this run's pace.
+    const workMeanMs = w1.count > w0.count ? (w1.ms - w0.ms) / (w1.count - w0.count) : NaN;
+    return { cfg, unloaded, light, over, after, stats, calm, workMeanMs };
   } finally {
     agent.destroy();
     await srv.stop();
@@ -339,6 +343,27 @@ function runFigures(r, ideal, cap) {
   };
 }
 
+/**
+ * The same ratios against the capacity the server had during this run: `pace` is the run's mean
+ * work time over the probe's (1.2: the machine ran 1.2x slower than when the capacity was probed),
+ * the ideal scheduler is recomputed with every request costing `pace` times the probe's, and
+ * goodput is set against the probe's capacity divided by the pace.
+ */
+function paceFigures(r, probe, args) {
+  const pace = r.workMeanMs / probe.workMeanMs;
+  if (!Number.isFinite(pace) || pace <= 0) return { pace: null, paceIdealP99: null, paceRatio: null, paceSteadyRatio: null, paceGoodputPct: null };
+  const cap = probe.reqPerSec / pace;
+  const ideal = idealTierLatency({ rate: args.load * probe.reqPerSec, durationMs: args.seconds * 1000, serviceMs: 1000 / cap, mix: MIX });
+  const crit = r.over.load.tiers.critical;
+  return {
+    pace,
+    paceIdealP99: ideal.p99,
+    paceRatio: crit.p99 / ideal.p99,
+    paceSteadyRatio: crit.steady.p99 / ideal.p99,
+    paceGoodputPct: (100 * r.over.load.goodputPerSec) / cap,
+  };
+}
+
 // The figures of the table, in order: [key, label, format].
 const FIGURES = [
   ['critSuccess', 'critical success %', (v) => v.toFixed(1)],
@@ -350,6 +375,11 @@ const FIGURES = [
   ['goodputPct', 'goodput % of capacity', (v) => v.toFixed(0)],
   ['standardPct', 'standard served %', (v) => v.toFixed(1)],
   ['backgroundPct', 'background served %', (v) => v.toFixed(1)],
+  ['pace', 'pace (work time / the probe\'s)', (v) => v.toFixed(2)],
+  ['paceIdealP99', 'ideal p99 ms at the run\'s pace', f1],
+  ['paceRatio', 'p99 / ideal at pace (whole)', (v) => v.toFixed(2)],
+  ['paceSteadyRatio', 'p99 / ideal at pace (after 1st s)', (v) => v.toFixed(2)],
+  ['paceGoodputPct', 'goodput % of capacity at pace', (v) => v.toFixed(0)],
   ['shed08', 'shed at 0.8x (before)', (v) => String(v)],
   ['shedAfter', 'shed at 0.8x after overload', (v) => String(v)],
   ['shedAfterSteady', '... of it after 1 s recovery', (v) => String(v)],
@@ -418,7 +448,7 @@ async function main() {
   const capRun = await measureCapacity({ workIters, workKind: args.work, concurrency: 8, durationMs: 2000 });
   const cap = capRun.reqPerSec;
   console.log(`machine: ${os.cpus().length} x ${os.cpus()[0].model}, node ${process.version}; load average ${os.loadavg().map((v) => v.toFixed(1)).join(' ')}`);
-  console.log(`work: ${args.work} x ${workIters} per /work request (~${args.workMs} ms calibrated); capacity (closed loop, 8 clients, Express, no protection): ${Math.round(cap)} req/s, p50 ${f1(capRun.p50)} ms`);
+  console.log(`work: ${args.work} x ${workIters} per /work request (~${args.workMs} ms calibrated); capacity (closed loop, 8 clients, Express, no protection): ${Math.round(cap)} req/s, p50 ${f1(capRun.p50)} ms, work ${capRun.workMeanMs.toFixed(2)} ms a request`);
   let configs = configurations(cap);
   configs = args.only ? configs.filter((c) => args.only.includes(c.id)) : configs.filter((c) => !c.extra);
   if (args.only) {
@@ -444,7 +474,7 @@ async function main() {
       try {
         const r = await runConfig(cfg, { cap, workIters, workKind: args.work, load: args.load, seconds: args.seconds, quick: args.quick });
         r.run = cfg.protection === 'tiergate' ? run : 0;
-        r.figures = runFigures(r, ideal, cap);
+        r.figures = { ...runFigures(r, ideal, cap), ...paceFigures(r, capRun, args) };
         results.push(r);
         byConfig.get(cfg.id).push(r);
         const f = r.figures;

@@ -107,6 +107,7 @@ function startServer({ framework = 'express', protection = 'none', options = {},
         controllerEnd: () => request('controller-end'),
         guardStats: () => request('guard-stats'),
         cpuUsage: () => request('cpu'),
+        workTime: () => request('work'),
         stop() {
           if (exited) return Promise.resolve();
           return new Promise((res) => {
@@ -126,13 +127,17 @@ function startServer({ framework = 'express', protection = 'none', options = {},
 /**
  * The server's capacity on the CPU-bound route: a closed-loop probe (each of `concurrency` clients
  * sends its next request as soon as the previous one is answered) against an unprotected server.
- * Returns { reqPerSec, p50, p99 }. Pass `server` to probe an already running one.
+ * Returns { reqPerSec, p50, p99, workMeanMs }. Pass `server` to probe an already running one.
  */
 async function measureCapacity({ server, framework = 'express', workIters, workKind, concurrency = 8, durationMs = 2000, warmupMs = 500, path: p = '/work' } = {}) {
   const own = !server;
   const srv = server || (await startServer({ framework, protection: 'none', workIters, workKind }));
   try {
-    return await closedLoop({ port: srv.port, path: p, concurrency, durationMs, warmupMs });
+    const w0 = await srv.workTime();
+    const r = await closedLoop({ port: srv.port, path: p, concurrency, durationMs, warmupMs });
+    const w1 = await srv.workTime();
+    // The mean wall time of the route's work during the probe: the pace a run is compared with.
+    return { ...r, workMeanMs: w1.count > w0.count ? (w1.ms - w0.ms) / (w1.count - w0.count) : NaN };
   } finally {
     if (own) await srv.stop();
   }

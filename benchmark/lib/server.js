@@ -22,6 +22,7 @@
 //                 with keepController the controller goes on being sampled until controller-end,
 //                 which returns all its samples since window-start)
 //   guard-stats   -> the protection's stats() if it has one;   cpu -> process.cpuUsage();   exit
+//   work          -> { count, ms }: /work requests so far and the wall time their work took
 const http = require('node:http');
 const path = require('node:path');
 const { monitorEventLoopDelay, performance } = require('node:perf_hooks');
@@ -44,6 +45,19 @@ const MAX_SAMPLES = 200_000;
 const nowAbs = () => performance.timeOrigin + performance.now();
 const { work, checkKind, DEFAULT_WORK_KIND } = require('./work');
 const workKind = checkKind(cfg.workKind || DEFAULT_WORK_KIND);
+
+// How long the CPU-bound work took, by the wall clock, over every /work request since the start:
+// the machine's pace at that moment (a shared VM's CPU slows by tens of percent within minutes), so
+// a run's figures can be set against the capacity the server had then (overload.js).
+let workCount = 0;
+let workMsSum = 0;
+function timedWork() {
+  const t0 = performance.now();
+  const body = work(workIters, workKind);
+  workMsSum += performance.now() - t0;
+  workCount++;
+  return body;
+}
 
 // ---- lag: perf_hooks histogram (p99 over the window) + a 10 ms drift sampler (timeline) ----
 const histogram = monitorEventLoopDelay({ resolution: SAMPLE_MS });
@@ -186,7 +200,7 @@ function buildExpress(express) {
   } else if (protection !== 'none') {
     throw new Error(`protection ${protection} not available for express`);
   }
-  app.get('/work', (req, res) => res.send(work(workIters, workKind)));
+  app.get('/work', (req, res) => res.send(timedWork()));
   app.get('/hello', (req, res) => res.send('hello world'));
   const item = (req, res) => res.send(workIters > 0 ? work(workIters, workKind) : 'item');
   app.get('/api/items', item);
@@ -217,7 +231,7 @@ async function buildFastify() {
   } else if (protection !== 'none') {
     throw new Error(`protection ${protection} not available for fastify`);
   }
-  fastify.get('/work', async () => work(workIters, workKind));
+  fastify.get('/work', async () => timedWork());
   fastify.get('/hello', async () => 'hello world');
   await fastify.ready();
   return fastify.server;
@@ -226,7 +240,7 @@ async function buildFastify() {
 function buildHttp() {
   const handler = (req, res) => {
     if (req.url === '/work') {
-      const body = work(workIters, workKind);
+      const body = timedWork();
       res.writeHead(200, { 'content-type': 'text/plain' });
       res.end(body);
     } else {
@@ -304,6 +318,8 @@ async function main() {
         handled,
         connections,
       });
+    } else if (msg.cmd === 'work') {
+      reply({ count: workCount, ms: workMsSum });
     } else if (msg.cmd === 'cpu') {
       const u = process.cpuUsage();
       reply({ userUs: u.user, systemUs: u.system });
