@@ -93,6 +93,32 @@ test('during an episode, a protected request read after unprotected ones runs fi
   assert.ok(s.queue.peak >= 3);
 });
 
+test('during an episode, a protected request that arrives while another runs goes before the queued unprotected ones', async (t) => {
+  const order = [];
+  let get;
+  let second = null;
+  const handler = gatekeeper.http({ tiers: TIERS, trustTierHeader: true, shed: SHED }, (req, res) => {
+    const url = new URL(req.url, 'http://x');
+    order.push(`${req.headers['x-user-tier']} ${url.pathname}`);
+    // Sent while /first runs: in the kernel before this turn ends, read by the loop's next poll.
+    if (url.pathname === '/first') second = get('/second', 'critical');
+    busy(Number(url.searchParams.get('ms') || 0));
+    res.writeHead(200);
+    res.end('ok');
+  });
+  ({ get } = await serveTiers(t, handler, 4));
+  await Promise.all(['/w1', '/w2', '/w3', '/w4'].map((p) => get(p, 'critical')));
+  startEpisode(handler);
+  await get('/warm', 'critical');
+  order.length = 0;
+  const both = Promise.all([get('/first?ms=10', 'critical'), get('/queued', 'background')]);
+  busy(30); // both in the kernel: the loop reads them in one turn
+  assert.deepEqual(await both, [200, 200]);
+  assert.equal(await second, 200);
+  assert.deepEqual(order, ['critical /first', 'critical /second', 'background /queued']);
+  assert.equal(handler.stats().tiers.background.deferred, 1);
+});
+
 test('a queued request that waited longer than the queue allows is shed with 503, never run', async (t) => {
   const { gate, order, inOneTurn, episode } = await serve(t, { tiers: TIERS, trustTierHeader: true, shed: SHED });
   await episode();

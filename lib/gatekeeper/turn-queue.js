@@ -138,6 +138,7 @@ class TurnQueue {
     this.episodes = 0;
     this.lastLeftAt = 0;
     this.scheduled = false;
+    this.protectedRan = false; // a protected request ran while the queue was on, since the last drain
     this.drainTurn = () => this.drain();
   }
 
@@ -148,7 +149,10 @@ class TurnQueue {
 
   /** For an admitted request while the queue may be on: null (run now), a Waiter or a rejection. */
   admit(req, res, tier, pressure, lagMs, source, key) {
-    if (this.protected[tier]) return null;
+    if (this.protected[tier]) {
+      this.protectedRan = true; // (the gatekeeper asks only while the queue is on or the loop not calm)
+      return null;
+    }
     const t = now();
     const calm = this.calm(pressure, lagMs);
     if (!this.active) {
@@ -202,6 +206,16 @@ class TurnQueue {
         q.shed++;
         w.settle(this.shedRejection(w, start - w.t0));
       }
+    }
+    // Protected requests ran since the last drain: they may be the first of a burst whose rest the
+    // loop has not read yet. Poll once more before an unprotected handler takes the loop, as a
+    // priority scheduler starts a waiting protected request whenever one ends.
+    if (this.protectedRan && this.size > 0) {
+      this.protectedRan = false;
+      this.lastLeftAt = start;
+      this.scheduled = true;
+      setImmediate(this.drainTurn);
+      return;
     }
     let t = start;
     let id = 0;
