@@ -22,7 +22,7 @@ const fs = require('node:fs');
 const http = require('node:http');
 const path = require('node:path');
 const os = require('node:os');
-const { startServer, calibrateWork, measureCapacity, runLoad, controllerPerBucket } = require('./lib/scenario');
+const { startServer, calibrateWork, measureCapacity, runLoad, controllerPerBucket, workMeanMs } = require('./lib/scenario');
 const { controllerSvg, stackSvgs } = require('./lib/controller-svg');
 const { checkKind, DEFAULT_WORK_KIND } = require('./lib/work');
 const { idealTierLatency, idealText } = require('./lib/ideal');
@@ -237,8 +237,7 @@ async function runConfig(cfg, { cap, workIters, workKind, load, seconds, quick, 
     const stats = await srv.guardStats().catch(() => null);
     log?.(`  ${cfg.id}: done`);
     // The work's mean wall time over the overload and the 0.8x phase after it: this run's pace.
-    const workMeanMs = w1.count > w0.count ? (w1.ms - w0.ms) / (w1.count - w0.count) : NaN;
-    return { cfg, unloaded, light, over, after, stats, calm, workMeanMs };
+    return { cfg, unloaded, light, over, after, stats, calm, workMeanMs: workMeanMs(w0, w1) };
   } finally {
     agent.destroy();
     await srv.stop();

@@ -124,6 +124,11 @@ function startServer({ framework = 'express', protection = 'none', options = {},
   });
 }
 
+/** The mean wall time (ms) of one /work request's work between two readings of srv.workTime(); NaN without any. */
+function workMeanMs(w0, w1) {
+  return w1.count > w0.count ? (w1.ms - w0.ms) / (w1.count - w0.count) : NaN;
+}
+
 /**
  * The server's capacity on the CPU-bound route: a closed-loop probe (each of `concurrency` clients
  * sends its next request as soon as the previous one is answered) against an unprotected server.
@@ -135,9 +140,8 @@ async function measureCapacity({ server, framework = 'express', workIters, workK
   try {
     const w0 = await srv.workTime();
     const r = await closedLoop({ port: srv.port, path: p, concurrency, durationMs, warmupMs });
-    const w1 = await srv.workTime();
     // The mean wall time of the route's work during the probe: the pace a run is compared with.
-    return { ...r, workMeanMs: w1.count > w0.count ? (w1.ms - w0.ms) / (w1.count - w0.count) : NaN };
+    return { ...r, workMeanMs: workMeanMs(w0, await srv.workTime()) };
   } finally {
     if (own) await srv.stop();
   }
@@ -229,4 +233,4 @@ async function runLoad(srv, loadOpts, { keepController = false } = {}) {
   };
 }
 
-module.exports = { startServer, calibrateWork, measureCapacity, runLoad, lagPerBucket, controllerPerBucket };
+module.exports = { startServer, calibrateWork, measureCapacity, runLoad, lagPerBucket, controllerPerBucket, workMeanMs };
