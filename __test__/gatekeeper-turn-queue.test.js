@@ -24,15 +24,20 @@ function busy(ms) {
 }
 
 /**
- * A node:http server whose handler logs `tier path`, blocks `?ms=N` milliseconds, or with `?waitMs=N`
- * waits N ms on a timer (an I/O-bound handler) and counts how many such waits overlap.
+ * A node:http server whose handler logs `tier path`, with `?then=PATH` sends a protected request to
+ * PATH while it runs (its status in `sent`), blocks `?ms=N` milliseconds, or with `?waitMs=N` waits N
+ * ms on a timer (an I/O-bound handler) and counts how many such waits overlap.
  */
 async function serve(t, options, connections = 8) {
   const order = [];
+  const sent = [];
   const io = { inFlight: 0, peak: 0 };
+  let get;
   const handler = gatekeeper.http(options, async (req, res) => {
     const url = new URL(req.url, 'http://x');
     order.push(`${req.headers['x-user-tier']} ${url.pathname}`);
+    // In the kernel before this turn ends, read by the loop's next poll.
+    if (url.searchParams.has('then')) sent.push(get(url.searchParams.get('then'), 'critical'));
     busy(Number(url.searchParams.get('ms') || 0));
     const waitMs = Number(url.searchParams.get('waitMs') || 0);
     if (waitMs > 0) {
@@ -43,7 +48,7 @@ async function serve(t, options, connections = 8) {
     res.writeHead(200);
     res.end('ok');
   });
-  const { get } = await serveTiers(t, handler, connections);
+  ({ get } = await serveTiers(t, handler, connections));
   // Warm keep-alive connections, so the requests below need no accept.
   await Promise.all(Array.from({ length: connections }, () => get('/warm', 'critical')));
   order.length = 0;
@@ -59,7 +64,7 @@ async function serve(t, options, connections = 8) {
     await get('/warm', 'critical');
     order.length = 0;
   };
-  return { gate: handler, order, io, inOneTurn, episode };
+  return { gate: handler, order, sent, io, inOneTurn, episode };
 }
 
 /**
@@ -94,29 +99,12 @@ test('during an episode, a protected request read after unprotected ones runs fi
 });
 
 test('during an episode, a protected request that arrives while another runs goes before the queued unprotected ones', async (t) => {
-  const order = [];
-  let get;
-  let second = null;
-  const handler = gatekeeper.http({ tiers: TIERS, trustTierHeader: true, shed: SHED }, (req, res) => {
-    const url = new URL(req.url, 'http://x');
-    order.push(`${req.headers['x-user-tier']} ${url.pathname}`);
-    // Sent while /first runs: in the kernel before this turn ends, read by the loop's next poll.
-    if (url.pathname === '/first') second = get('/second', 'critical');
-    busy(Number(url.searchParams.get('ms') || 0));
-    res.writeHead(200);
-    res.end('ok');
-  });
-  ({ get } = await serveTiers(t, handler, 4));
-  await Promise.all(['/w1', '/w2', '/w3', '/w4'].map((p) => get(p, 'critical')));
-  startEpisode(handler);
-  await get('/warm', 'critical');
-  order.length = 0;
-  const both = Promise.all([get('/first?ms=10', 'critical'), get('/queued', 'background')]);
-  busy(30); // both in the kernel: the loop reads them in one turn
-  assert.deepEqual(await both, [200, 200]);
-  assert.equal(await second, 200);
+  const { gate, order, sent, inOneTurn, episode } = await serve(t, { tiers: TIERS, trustTierHeader: true, shed: SHED });
+  await episode();
+  assert.deepEqual(await inOneTurn([['/first?ms=10&then=/second', 'critical'], ['/queued', 'background']]), [200, 200]);
+  assert.deepEqual(await Promise.all(sent), [200]);
   assert.deepEqual(order, ['critical /first', 'critical /second', 'background /queued']);
-  assert.equal(handler.stats().tiers.background.deferred, 1);
+  assert.equal(gate.stats().tiers.background.deferred, 1);
 });
 
 test('a queued request that waited longer than the queue allows is shed with 503, never run', async (t) => {

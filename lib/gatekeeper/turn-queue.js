@@ -212,9 +212,7 @@ class TurnQueue {
     // priority scheduler starts a waiting protected request whenever one ends.
     if (this.protectedRan && this.size > 0) {
       this.protectedRan = false;
-      this.lastLeftAt = start;
-      this.scheduled = true;
-      setImmediate(this.drainTurn);
+      this.drainLater(start);
       return;
     }
     let t = start;
@@ -235,11 +233,14 @@ class TurnQueue {
       if (t - start >= this.budgetMs) break;
       id = 0; // what the handler did may have queued a higher tier
     }
-    if (this.size > 0) {
-      this.lastLeftAt = t;
-      this.scheduled = true;
-      setImmediate(this.drainTurn);
-    }
+    if (this.size > 0) this.drainLater(t);
+  }
+
+  // Waiters are left at `t` for a later turn: the queue holds on, and drains again after the next poll.
+  drainLater(t) {
+    this.lastLeftAt = t;
+    this.scheduled = true;
+    setImmediate(this.drainTurn);
   }
 
   /** The queue's figures for stats(). */
