@@ -565,14 +565,14 @@ class Gatekeeper {
     return { status: custom.status, headers, body };
   }
 
-  // onShed reports overload sheds (the loop's health refused the request); onReject reports quota
-  // refusals: the key's (429) and the tier's budget (tier-full, 503), which happen on a healthy loop.
   // Whether anyone reads a decision's info: onDecision, the channel, or for a refusal respond or its hook.
   #wantsInfo(verdict) {
     const o = this.#o;
     return o.onDecision !== null || decisionChannel.hasSubscribers || (verdict !== 0 && (o.respond !== null || this.#hookFor(verdict) !== null));
   }
 
+  // onShed reports overload sheds (the loop's health refused the request); onReject reports quota
+  // refusals: the key's (429) and the tier's budget (tier-full, 503), which happen on a healthy loop.
   #hookFor(verdict) {
     return verdict === VERDICT.SHED ? this.#o.onShed : this.#o.onReject;
   }
