@@ -9,7 +9,7 @@ const assert = require('node:assert/strict');
 const { performance } = require('node:perf_hooks');
 const { AsyncLocalStorage } = require('node:async_hooks');
 const { gatekeeper, Gatekeeper } = require('..');
-const { MAX_WAIT_MS, MAX_QUEUE, HOLD_MS } = require('../lib/gatekeeper/turn-queue');
+const { HOLD_MS } = require('../lib/gatekeeper/turn-queue');
 const { serveTiers } = require('./helpers/http');
 const { UNLIMITED_TIERS } = require('./helpers/tiers');
 
@@ -107,12 +107,14 @@ test('during an episode, a protected request that arrives while another runs goe
   assert.equal(gate.stats().tiers.background.deferred, 1);
 });
 
-test('a queued request that waited longer than the queue allows is shed with 503, never run', async (t) => {
-  const { gate, order, inOneTurn, episode } = await serve(t, { tiers: TIERS, trustTierHeader: true, shed: SHED });
+test('a queued request that waited longer than shed.queueMaxWaitMs is shed with 503, never run', async (t) => {
+  const maxWaitMs = 150;
+  const { gate, order, inOneTurn, episode } = await serve(t, { tiers: TIERS, trustTierHeader: true, shed: { ...SHED, queueMaxWaitMs: maxWaitMs } });
   await episode();
+  assert.equal(gate.stats().queue.maxWaitMs, maxWaitMs);
   // The first waiter's handler blocks past the wait limit: the second has waited longer when its turn comes.
   const statuses = await inOneTurn([
-    [`/slow?ms=${MAX_WAIT_MS + 100}`, 'standard'],
+    [`/slow?ms=${maxWaitMs + 100}`, 'standard'],
     ['/late', 'background'],
   ]);
   assert.deepEqual(statuses, [200, 503]);
@@ -141,8 +143,9 @@ function fake(tier) {
   return [{ method: 'GET', url: '/', headers: { 'x-user-tier': tier }, socket: { remoteAddress: '127.0.0.1' } }, { headersSent: false, destroyed: false, writableEnded: false, setHeader() {} }];
 }
 
-test('a full queue: a higher tier takes the newest lower-tier waiter\'s place; the lowest tier is shed at once', () => {
-  const gk = new Gatekeeper({ tiers: TIERS, trustTierHeader: true, shed: SHED });
+test('a full queue (shed.queueMaxLength): a higher tier takes the newest lower-tier waiter\'s place; the lowest tier is shed at once', () => {
+  const MAX_QUEUE = 5;
+  const gk = new Gatekeeper({ tiers: TIERS, trustTierHeader: true, shed: { ...SHED, queueMaxLength: MAX_QUEUE } });
   startEpisode(gk, () => gk.admit(...fake('critical')));
   const got = [];
   const waiters = [];
@@ -210,7 +213,7 @@ test('a lag over the target that the spike filter has not confirmed starts the q
 test('a run of slow requests read together: the in-band lag starts the queue inside the run, which serves what fits in its wait limit and sheds the rest', async (t) => {
   // 60 background requests of 15 ms each arrive together: 900 ms of work, no timer tick in between
   // when admitted inline. The gate's in-band estimate sees the lag within the first few; from then on
-  // they wait and run one per turn, and those still waiting after MAX_WAIT_MS are shed.
+  // they wait and run one per turn, and those still waiting after queueMaxWaitMs (500 ms) are shed.
   const { order, inOneTurn } = await serve(t, { tiers: TIERS, trustTierHeader: true, shed: { targetLagMs: 20, criticalLagMs: 60, stallMs: false } }, 60);
   const statuses = await inOneTurn(Array.from({ length: 60 }, () => ['/slow?ms=15', 'background']));
   const served = statuses.filter((s) => s === 200).length;
@@ -239,6 +242,17 @@ test('a queued request\'s handler runs in its own async context (AsyncLocalStora
   assert.deepEqual(await all, [200, 200, 200]);
   assert.ok(guarded.stats().tiers.background.deferred >= 3);
   for (const [url, store] of seen) assert.equal(store, url);
+});
+
+test('the queue\'s limits: 500 ms and 100 waiters by default; other values are validated', () => {
+  const q = new Gatekeeper({ tiers: TIERS, shed: SHED }).stats().queue;
+  assert.equal(q.maxWaitMs, 500);
+  assert.equal(q.maxQueue, 100);
+  for (const [name, bad] of [['queueMaxWaitMs', [0, -1, NaN, Infinity, '500', 60_001]], ['queueMaxLength', [0, -1, 2.5, NaN, Infinity, '100', 1_000_001]]]) {
+    for (const v of bad) {
+      assert.throws(() => gatekeeper({ shed: { [name]: v } }), (err) => err.code === 'ERR_TIERGATE_INVALID_OPTION' && err.message.includes(`options.shed.${name} must be`), `${name}: ${String(v)}`);
+    }
+  }
 });
 
 test('with turnBudgetMs 0 or shed off there is no queue', () => {

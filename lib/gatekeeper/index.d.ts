@@ -67,6 +67,12 @@ export interface ShedOptions {
    *  admitted work in front of everyone behind it (a protected request runs as soon as it is read).
    *  0 turns the budget and the queue off. Default 2. */
   turnBudgetMs?: number;
+  /** The turn queue: a waiter that has waited longer than this (ms) is shed (503, cause 'queue')
+   *  instead of run; set it below your clients' timeout. 1..60000, default 500. */
+  queueMaxWaitMs?: number;
+  /** The turn queue: waiters across tiers; beyond it a newcomer takes the place of the newest waiter
+   *  of a lower tier, or is shed. Integer 1..1000000, default 100. */
+  queueMaxLength?: number;
 }
 
 /** 'banned': a ban shared by cluster mode (`options.cluster`). */

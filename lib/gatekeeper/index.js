@@ -93,6 +93,8 @@ function shedOptions(shed) {
   finite(o.maxBaselineMs, at('maxBaselineMs'));
   finite(o.idleElu, at('idleElu'), { max: 1 });
   finite(o.turnBudgetMs, at('turnBudgetMs'), { max: 60_000 });
+  finite(o.queueMaxWaitMs, at('queueMaxWaitMs'), { min: 1, max: 60_000 });
+  finite(o.queueMaxLength, at('queueMaxLength'), { min: 1, max: 1_000_000, integer: true });
   return o;
 }
 
@@ -268,7 +270,7 @@ class Gatekeeper {
     this.#observe = o.onDecision !== null || o.rateLimitHeadersOnSuccess;
     if (s.enabled && s.turnBudgetMs > 0) {
       const prot = this.#handle.stats().tiers.map((t) => t.protected);
-      this.#queue = new TurnQueue(prot, s.turnBudgetMs, s.targetLagMs, (w, waitedMs) => this.#queueShed(w, waitedMs));
+      this.#queue = new TurnQueue(prot, s, (w, waitedMs) => this.#queueShed(w, waitedMs));
     }
     if (o.defense !== null) {
       this.#defense = new Defense(o.defense, {

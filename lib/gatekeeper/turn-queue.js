@@ -7,8 +7,8 @@
 // tier's FIFO, and one check-phase callback per turn (setImmediate) runs waiters, highest tier first,
 // until the turn has spent the turn budget (at least one waiter per turn), then yields to I/O. A turn
 // then holds about one budget of unprotected work; a protected request is never queued and runs as
-// soon as it is read; what the loop cannot run is shed by how long it waited (MAX_WAIT_MS), oldest of
-// the lowest tier first when the queue is full, instead of by lag. The budget is time, not a count:
+// soon as it is read; what the loop cannot run is shed by how long it waited (shed.queueMaxWaitMs), and
+// the newest of the lowest tier makes room when the queue is full (shed.queueMaxLength), instead of by lag. The budget is time, not a count:
 // a handler that waits on I/O costs little synchronous time, so many start per turn and nothing caps
 // how many are in flight.
 //
@@ -21,10 +21,6 @@ const { AsyncResource } = require('node:async_hooks');
 const { performance } = require('node:perf_hooks');
 const { isGone } = require('../adapters');
 
-/** Longest wait (ms) in the queue; a waiter older than this is shed (503) instead of run. */
-const MAX_WAIT_MS = 500;
-/** Waiters across tiers; a newcomer beyond it takes the place of the newest waiter of a lower tier. */
-const MAX_QUEUE = 100;
 /** The queue ends this long (ms) after a turn last left waiters behind, once empty and the pressure is 0. */
 const HOLD_MS = 1000;
 /**
@@ -121,14 +117,18 @@ class TierQueue {
 
 class TurnQueue {
   /**
-   * `protectedTiers`: per tier id, whether it is protected (never queued). `budgetMs`: the turn budget.
-   * `targetLagMs`: the controller's target; the queue starts at START_LAG_SHARE of it.
-   * `shed(waiter, waitedMs)`: the rejection for a waiter that is shed (the gatekeeper's 503); a
-   * newcomer shed at once is a waiter that never waited.
+   * `protectedTiers`: per tier id, whether it is protected (never queued). From the gatekeeper's shed
+   * options: `turnBudgetMs`; `queueMaxWaitMs`, the longest wait before a waiter is shed instead of
+   * run; `queueMaxLength`, the waiters across tiers, beyond which a newcomer takes the place of the
+   * newest waiter of a lower tier; `targetLagMs`, the controller's target (the queue starts at
+   * START_LAG_SHARE of it). `shed(waiter, waitedMs)`: the rejection for a waiter that is shed (the
+   * gatekeeper's 503); a newcomer shed at once is a waiter that never waited.
    */
-  constructor(protectedTiers, budgetMs, targetLagMs, shed) {
+  constructor(protectedTiers, { turnBudgetMs, queueMaxWaitMs, queueMaxLength, targetLagMs }, shed) {
     this.protected = protectedTiers;
-    this.budgetMs = budgetMs;
+    this.budgetMs = turnBudgetMs;
+    this.maxWaitMs = queueMaxWaitMs;
+    this.maxLength = queueMaxLength;
     this.startLagMs = targetLagMs * START_LAG_SHARE;
     this.shedRejection = shed;
     this.tiers = protectedTiers.map(() => new TierQueue());
@@ -165,7 +165,7 @@ class TurnQueue {
       return null;
     }
     const w = new Waiter(tier, req, res, t, source, key);
-    if (this.size >= MAX_QUEUE && !this.displaceFor(tier, t)) {
+    if (this.size >= this.maxLength && !this.displaceFor(tier, t)) {
       this.tiers[tier].shed++;
       return this.shedRejection(w, 0);
     }
@@ -200,7 +200,7 @@ class TurnQueue {
     // Heads are their tier's oldest: shed the overstayed first (lower tiers may not run for a while).
     for (let id = 0; id < tiers.length; id++) {
       const q = tiers[id];
-      while (q.length > 0 && start - q.first().t0 > MAX_WAIT_MS) {
+      while (q.length > 0 && start - q.first().t0 > this.maxWaitMs) {
         const w = q.shift();
         this.size--;
         q.shed++;
@@ -253,7 +253,7 @@ class TurnQueue {
       shed += q.shed;
       abandoned += q.abandoned;
     }
-    return { active: this.active, queued: this.size, peak: this.peak, episodes: this.episodes, deferred, shed, abandoned, maxWaitMs: MAX_WAIT_MS, maxQueue: MAX_QUEUE };
+    return { active: this.active, queued: this.size, peak: this.peak, episodes: this.episodes, deferred, shed, abandoned, maxWaitMs: this.maxWaitMs, maxQueue: this.maxLength };
   }
 
   tierStats(id) {
@@ -268,4 +268,4 @@ class TurnQueue {
   }
 }
 
-module.exports = { TurnQueue, MAX_WAIT_MS, MAX_QUEUE, HOLD_MS, START_LAG_SHARE };
+module.exports = { TurnQueue, HOLD_MS, START_LAG_SHARE };

@@ -25,6 +25,10 @@ pub struct ShedOptions {
     /// The controller is moved at most this often (ms); 0 = on every decision.
     pub update_interval_ms: f64,
     pub sampler: SamplerOptions,
+    /// The turn queue's (lib/gatekeeper/turn-queue.js, which checks their ranges): the longest wait
+    /// (ms) before a waiter is shed, and the waiters it holds across tiers.
+    pub queue_max_wait_ms: f64,
+    pub queue_max_length: f64,
     /// `maxBaselineMs` was given; otherwise it follows `targetLagMs` (`finish`).
     max_baseline_given: bool,
 }
@@ -37,6 +41,10 @@ impl Default for ShedOptions {
             // A short EWMA, so that the controller sees a choking loop within a few ticks; stall
             // detection on.
             sampler: SamplerOptions { resolution_ms: 10, window_ms: 1000, ewma_ms: 50, stall_ms: Some(500) },
+            // Past half a second a caller's own timeout or patience is near; a hundred waiters are a
+            // few turns of work at the turn budget, and bounded memory.
+            queue_max_wait_ms: 500.0,
+            queue_max_length: 100.0,
             max_baseline_given: false,
             shed: ShedConfig::default(),
         }
@@ -165,6 +173,8 @@ pub const SHED_OPTIONS: &[ShedOption] = &[
     },
     number_option!("idleElu", shed.idle_elu),
     number_option!("turnBudgetMs", shed.turn_budget_ms),
+    number_option!("queueMaxWaitMs", queue_max_wait_ms),
+    number_option!("queueMaxLength", queue_max_length),
 ];
 
 impl ShedOptions {
