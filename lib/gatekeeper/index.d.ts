@@ -230,9 +230,9 @@ export interface TurnQueueStats {
   shed: number;
   /** Waiters whose client went away. */
   abandoned: number;
-  /** A waiter older than this is shed (ms). */
+  /** A waiter older than this is shed (ms): `shed.queueMaxWaitMs`. */
   maxWaitMs: number;
-  /** Waiters across tiers. */
+  /** Waiters across tiers at most: `shed.queueMaxLength`. */
   maxQueue: number;
 }
 

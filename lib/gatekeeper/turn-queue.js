@@ -7,10 +7,10 @@
 // tier's FIFO, and one check-phase callback per turn (setImmediate) runs waiters, highest tier first,
 // until the turn has spent the turn budget (at least one waiter per turn), then yields to I/O. A turn
 // then holds about one budget of unprotected work; a protected request is never queued and runs as
-// soon as it is read; what the loop cannot run is shed by how long it waited (shed.queueMaxWaitMs), and
-// the newest of the lowest tier makes room when the queue is full (shed.queueMaxLength), instead of by lag. The budget is time, not a count:
-// a handler that waits on I/O costs little synchronous time, so many start per turn and nothing caps
-// how many are in flight.
+// soon as it is read; what the loop cannot run is shed by how long it waited (shed.queueMaxWaitMs),
+// and a full queue (shed.queueMaxLength) makes room by shedding the newest of a lower tier, instead of
+// by lag. The budget is time, not a count: a handler that waits on I/O costs little synchronous time,
+// so many start per turn and nothing caps how many are in flight.
 //
 // The queue starts with an episode (pressure > 0), or as soon as the lag the controller reads reaches
 // START_LAG_SHARE of its target, without waiting for the spike filter to confirm an episode (queueing
