@@ -23,12 +23,14 @@ const get = (port, ip) => request(port, { path: '/hello', headers: { 'x-forwarde
 /**
  * Waves of requests sent at once until the light client (81.1.1.17) has sent LIGHT_REQUESTS, each
  * amid a wave, on every third wave from the fourth on (the first waves' addresses are all new, as
- * light as it) and at least LIGHT_GAP_MS after its previous one: a third of a heavy address's rate
- * however fast the waves go, and below the pool's refill. `wave(w)` gives a wave's [class, address] pairs.
+ * light as it) and at least LIGHT_GAP_MS after its previous one, its first at least LIGHT_GAP_MS
+ * after the crawl began: a third of a heavy address's rate however fast the waves go, and below the
+ * pool's refill. (A first request sent right after the first waves drained the pool finds less
+ * than a token there when the waves are fast.) `wave(w)` gives a wave's [class, address] pairs.
  */
 async function crawl(port, wave) {
   const out = { light: [] };
-  let lastLight = -Infinity;
+  let lastLight = Date.now();
   for (let w = 0; w < MAX_WAVES && out.light.length < LIGHT_REQUESTS; w++) {
     const sends = wave(w);
     if (w >= 3 && w % 3 === 0 && Date.now() - lastLight >= LIGHT_GAP_MS) {
