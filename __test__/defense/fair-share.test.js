@@ -23,14 +23,15 @@ const get = (port, ip) => request(port, { path: '/hello', headers: { 'x-forwarde
 /**
  * Waves of requests sent at once until the light client (81.1.1.17) has sent LIGHT_REQUESTS, each
  * amid a wave, on every third wave from the fourth on (the first waves' addresses are all new, as
- * light as it) and at least LIGHT_GAP_MS after its previous one, its first at least LIGHT_GAP_MS
+ * light as it) and at least LIGHT_GAP_MS after its previous one, its first at least twice that
  * after the crawl began: a third of a heavy address's rate however fast the waves go, and below the
- * pool's refill. (A first request sent right after the first waves drained the pool finds less
- * than a token there when the waves are fast.) `wave(w)` gives a wave's [class, address] pairs.
+ * pool's refill. (A first request sent right after the first waves drained the pool can find less
+ * than the tokens its share needs there when the waves are fast.) `wave(w)` gives a wave's
+ * [class, address] pairs.
  */
 async function crawl(port, wave) {
   const out = { light: [] };
-  let lastLight = Date.now();
+  let lastLight = Date.now() + LIGHT_GAP_MS;
   for (let w = 0; w < MAX_WAVES && out.light.length < LIGHT_REQUESTS; w++) {
     const sends = wave(w);
     if (w >= 3 && w % 3 === 0 && Date.now() - lastLight >= LIGHT_GAP_MS) {
