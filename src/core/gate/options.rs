@@ -25,8 +25,8 @@ pub struct ShedOptions {
     /// The controller is moved at most this often (ms); 0 = on every decision.
     pub update_interval_ms: f64,
     pub sampler: SamplerOptions,
-    /// The turn queue's (lib/gatekeeper/turn-queue.js, which checks their ranges): the longest wait
-    /// (ms) before a waiter is shed, and the waiters it holds across tiers.
+    /// The JS turn queue's (lib/gatekeeper/turn-queue.js; lib/gatekeeper/index.js checks their
+    /// ranges): the longest wait (ms) before a waiter is shed, and the waiters it holds across tiers.
     pub queue_max_wait_ms: f64,
     pub queue_max_length: f64,
     /// `maxBaselineMs` was given; otherwise it follows `targetLagMs` (`finish`).
