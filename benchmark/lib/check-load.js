@@ -147,10 +147,8 @@ async function checkLoad({ urls, connections = 550, durationMs = 5000, hotShare 
   const all = new Float64Array(parts.reduce((n, p) => n + p.latencies.length, 0));
   let o = 0;
   for (const p of parts) { all.set(p.latencies, o); o += p.latencies.length; }
-  all.sort(); // the hot client's (negated) first, largest first
-  const nHot = all.findIndex((x) => x >= 0);
-  const hotLat = all.slice(0, nHot < 0 ? all.length : nHot).map((x) => -x).reverse();
-  const otherLat = all.slice(nHot < 0 ? all.length : nHot);
+  const hotLat = all.filter((x) => x < 0).map((x) => -x).sort(); // the hot client's are negated
+  const otherLat = all.filter((x) => x >= 0).sort();
   for (let i = 0; i < all.length; i++) all[i] = Math.abs(all[i]);
   all.sort();
   const sum = (f) => parts.reduce((n, p) => n + f(p), 0);
