@@ -63,11 +63,19 @@ function clientIp(req, hops, truncated = false) {
   let end = xff.length;
   let addr = peer;
   for (let hop = 1; hop <= hops && end > 0; hop++) {
-    const comma = xff.lastIndexOf(',', end - 1);
+    const comma = lastComma(xff, end);
     addr = xff.slice(comma + 1, end).trim();
     end = comma < 0 ? 0 : comma;
   }
   return addr;
+}
+
+// The last ',' before `end`, or -1. A loop over char codes, because String.prototype.lastIndexOf is
+// a call into V8's C++ runtime (about 60 ns per request here, measured in bench:defense's part 1a);
+// bounded by MAX_FORWARDED_LEN.
+function lastComma(s, end) {
+  for (let i = end - 1; i >= 0; i--) if (s.charCodeAt(i) === 44) return i;
+  return -1;
 }
 
 
