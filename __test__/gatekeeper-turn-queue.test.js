@@ -210,6 +210,26 @@ test('a lag over the target that the spike filter has not confirmed starts the q
   assert.equal(s.queue.active, true);
 });
 
+test('no lag yet, no episode: the second unprotected request admitted in a turn that has run the budget starts the queue', async (t) => {
+  // A target far above what this test's loop lags, so that only the turn starts the queue: the first
+  // request of the turn runs inline (a long turn alone is not a burst), the next ones wait, and the
+  // protected one read last goes before them.
+  const { gate, order, inOneTurn } = await serve(t, { tiers: TIERS, trustTierHeader: true, shed: { targetLagMs: 400, criticalLagMs: 800, stallMs: false } });
+  const statuses = await inOneTurn([
+    ['/a?ms=10', 'background'],
+    ['/b?ms=10', 'background'],
+    ['/c?ms=10', 'standard'],
+    ['/d', 'critical'],
+  ]);
+  assert.deepEqual(statuses, [200, 200, 200, 200]);
+  assert.deepEqual(order, ['background /a', 'critical /d', 'standard /c', 'background /b']);
+  const s = gate.stats();
+  assert.equal(s.episodes, 0);
+  assert.equal(s.queue.episodes, 1);
+  assert.equal(s.tiers.background.deferred, 1);
+  assert.equal(s.tiers.standard.deferred, 1);
+});
+
 test('a run of slow requests read together: the in-band lag starts the queue inside the run, which serves what fits in its wait limit and sheds the rest', async (t) => {
   // 60 background requests of 15 ms each arrive together: 900 ms of work, no timer tick in between
   // when admitted inline. The gate's in-band estimate sees the lag within the first few; from then on

@@ -12,9 +12,12 @@
 // by lag. The budget is time, not a count: a handler that waits on I/O costs little synchronous time,
 // so many start per turn and nothing caps how many are in flight.
 //
-// The queue starts with an episode (pressure > 0), or as soon as the lag the controller reads reaches
-// START_LAG_SHARE of its target, without waiting for the spike filter to confirm an episode (queueing
-// sheds nothing by itself, and the onset of an overload is where a burst admitted inline hurts most);
+// The queue starts with an episode (pressure > 0), as soon as the lag the controller reads reaches
+// START_LAG_SHARE of its target, or when an unprotected request is admitted in a loop turn that has
+// already run the turn budget, without waiting for the spike filter to confirm an episode (queueing
+// sheds nothing by itself, and the onset of an overload is where a burst admitted inline hurts most:
+// the lag shows a saturated loop only once a sampler tick is late, some turns after the first one
+// that ran a burst back to back);
 // it stays on while it holds waiters, and ends once it is empty, the pressure is 0, the lag under that
 // start and no turn has left waiters behind for HOLD_MS.
 const { AsyncResource } = require('node:async_hooks');
@@ -142,19 +145,22 @@ class TurnQueue {
     this.drainTurn = () => this.drain();
   }
 
-  /** Whether a decision's pressure and lag leave the queue off (it neither starts nor, empty, holds). */
-  calm(pressure, lagMs) {
-    return pressure === 0 && lagMs < this.startLagMs;
+  /**
+   * Whether a decision's pressure, lag and turn age (how long the loop turn had run: 0 when the
+   * decision did not read it) leave the queue off (it neither starts nor, empty, holds).
+   */
+  calm(pressure, lagMs, turnAgeMs) {
+    return pressure === 0 && lagMs < this.startLagMs && turnAgeMs < this.budgetMs;
   }
 
   /** For an admitted request while the queue may be on: null (run now), a Waiter or a rejection. */
-  admit(req, res, tier, pressure, lagMs, source, key) {
+  admit(req, res, tier, pressure, lagMs, turnAgeMs, source, key) {
     if (this.protected[tier]) {
       this.protectedRan = true; // (the gatekeeper asks only while the queue is on or the loop not calm)
       return null;
     }
     const t = now();
-    const calm = this.calm(pressure, lagMs);
+    const calm = this.calm(pressure, lagMs, turnAgeMs);
     if (!this.active) {
       if (calm) return null;
       this.active = true;

@@ -13,7 +13,7 @@ use crate::core::net::ipkey::IpKeyConfig;
 use crate::core::names::named_enum;
 use crate::core::shed::{Cause, LagSignal};
 use crate::core::token::signature::TierSigner;
-use crate::node::lag::{acquire_thread_sampler_with, current_turn_age_ms, SamplerGuard};
+use crate::node::lag::{acquire_thread_sampler_with, current_turn, current_turn_age_ms, SamplerGuard};
 use crate::node::ledger::{LedgerHandle, MAX_KEY_BYTES};
 use crate::node::raw;
 use crate::node::uv::{event_loop, idle_ns, UvLoop};
@@ -41,6 +41,9 @@ named_enum! {
         Pressure = "PRESSURE",
         LagMs = "LAG_MS",
         Cause = "CAUSE",
+        /// How long the loop turn had run when an unprotected request was admitted while the turn
+        /// queue was off (0 otherwise): lib/gatekeeper/turn-queue.js starts on it.
+        TurnAgeMs = "TURN_AGE_MS",
     }
 }
 
@@ -139,6 +142,9 @@ pub(crate) struct Bound {
     out: Box<UnsafeCell<[f64; RESULT_LEN]>>,
     /// The loop of the thread that owns the function (only read on that thread).
     loop_: *mut UvLoop,
+    /// When the loop turn began in which the last unprotected request was admitted with the turn
+    /// queue off (`current_turn_start_ns`; only touched on the owning thread).
+    inline_turn_ns: std::cell::Cell<u64>,
 }
 
 // The result buffer is only written by the JS thread that owns the function and the array.
@@ -232,7 +238,7 @@ impl GateHandle {
     #[napi(catch_unwind)]
     pub fn bind(&self, env: Env, target: Object) -> Result<()> {
         let _panic = raw::throw_on_panic(&env, "GateHandle::bind");
-        let bound = Arc::new(Bound { gate: self.gate.clone(), out: Box::new(UnsafeCell::new([0.0; RESULT_LEN])), loop_: self.loop_ });
+        let bound = Arc::new(Bound { gate: self.gate.clone(), out: Box::new(UnsafeCell::new([0.0; RESULT_LEN])), loop_: self.loop_, inline_turn_ns: std::cell::Cell::new(0) });
         let (env, target) = (env.raw(), target.raw());
         unsafe {
             let out = bound.out.get() as *mut f64;
@@ -537,6 +543,20 @@ pub(crate) unsafe fn decide_args(env: sys::napi_env, bound: &Bound, argv: &[sys:
     let queued = sel & SEL_TURN_QUEUED != 0;
     let turn_age_ms = move || if queued { 0.0 } else { current_turn_age_ms() };
     let d = gate.decide_ranked(tier, header, key, now_ns, || idle_ns(bound.loop_), turn_age_ms, unix_now_sec, ranked);
-    write_result(&mut *bound.out.get(), &d);
+    let out = &mut *bound.out.get();
+    write_result(out, &d);
+    // A second unprotected request admitted in a turn that has already run the turn budget: a burst
+    // run back to back, which the turn queue starts on (some turns before the lag shows it). The
+    // first of a turn never counts, however long other work made the turn.
+    let budget = gate.config().shed.turn_budget_ms;
+    let mut turn_age_ms = 0.0;
+    if !queued && budget > 0.0 && d.verdict == Verdict::Admit && !gate.ledger().is_protected(d.tier) {
+        if let Some((start_ns, age_ms)) = current_turn() {
+            if bound.inline_turn_ns.replace(start_ns) == start_ns {
+                turn_age_ms = age_ms;
+            }
+        }
+    }
+    out[R::TurnAgeMs as usize] = turn_age_ms;
     Some(d.verdict as i32)
 }

@@ -138,22 +138,29 @@ impl SamplerGuard {
 }
 
 /// How long this thread's loop has been running since it last came back from polling for I/O, ms:
-/// the age of the current turn, for the gate's turn budget. The prepare handle notes the time and the
-/// idle total just before each poll; the idle time gained since is how long that poll waited. 0 when
-/// this thread's sampler is not running (nothing marks the polls then).
+/// the age of the current turn, for the gate's turn budget. 0 when this thread's sampler is not
+/// running (nothing marks the polls then).
 pub fn current_turn_age_ms() -> f64 {
+    current_turn().map_or(0.0, |(_, age_ms)| age_ms)
+}
+
+/// The current loop turn: when it began (uv_hrtime, ns: the same for every call within one turn) and
+/// its age (ms). The prepare handle notes the time and the idle total just before each poll; the idle
+/// time gained since is how long that poll waited. None when this thread's sampler is not running.
+pub fn current_turn() -> Option<(u64, f64)> {
     let ts = SAMPLER.with(Cell::get);
     if ts.is_null() {
-        return 0.0;
+        return None;
     }
     // SAFETY: the sampler belongs to this thread and is only freed on it, in its close callback.
     unsafe {
         let ts = &*ts;
         if !ts.sampler.is_running() {
-            return 0.0;
+            return None;
         }
         let waited = uv_metrics_idle_time(ts.loop_).saturating_sub(ts.last_poll_idle_ns);
-        uv_hrtime().saturating_sub(ts.last_poll_ns + waited) as f64 / MS as f64
+        let start = ts.last_poll_ns + waited;
+        Some((start, uv_hrtime().saturating_sub(start) as f64 / MS as f64))
     }
 }
 
