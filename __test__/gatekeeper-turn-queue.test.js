@@ -64,7 +64,7 @@ async function serve(t, options, connections = 8) {
     await get('/warm', 'critical');
     order.length = 0;
   };
-  return { gate: handler, order, sent, io, inOneTurn, episode };
+  return { gate: handler, get, order, sent, io, inOneTurn, episode };
 }
 
 /**
@@ -210,24 +210,29 @@ test('a lag over the target that the spike filter has not confirmed starts the q
   assert.equal(s.queue.active, true);
 });
 
-test('no lag yet, no episode: the second unprotected request admitted in a turn that has run the budget starts the queue', async (t) => {
+test('no lag yet, no episode: a third unprotected request admitted in a turn whose two before it each ran the budget starts the queue', async (t) => {
   // A target far above what this test's loop lags, so that only the turn starts the queue: the first
-  // request of the turn runs inline (a long turn alone is not a burst), the next ones wait, and the
-  // protected one read last goes before them.
-  const { gate, order, inOneTurn } = await serve(t, { tiers: TIERS, trustTierHeader: true, shed: { targetLagMs: 400, criticalLagMs: 800, stallMs: false } });
+  // two requests of the turn run inline (one slow one is not a burst), the next ones wait, and the
+  // protected one read last goes before them. The waiters are quick: the next turn runs them all,
+  // and a queue that a burst alone started then ends at the next decision.
+  const { gate, get, order, inOneTurn } = await serve(t, { tiers: TIERS, trustTierHeader: true, shed: { targetLagMs: 400, criticalLagMs: 800, stallMs: false } });
   const statuses = await inOneTurn([
     ['/a?ms=10', 'background'],
     ['/b?ms=10', 'background'],
-    ['/c?ms=10', 'standard'],
-    ['/d', 'critical'],
+    ['/c', 'background'],
+    ['/d', 'standard'],
+    ['/e', 'critical'],
   ]);
-  assert.deepEqual(statuses, [200, 200, 200, 200]);
-  assert.deepEqual(order, ['background /a', 'critical /d', 'standard /c', 'background /b']);
+  assert.deepEqual(statuses, [200, 200, 200, 200, 200]);
+  assert.deepEqual(order, ['background /a', 'background /b', 'critical /e', 'standard /d', 'background /c']);
   const s = gate.stats();
   assert.equal(s.episodes, 0);
   assert.equal(s.queue.episodes, 1);
   assert.equal(s.tiers.background.deferred, 1);
   assert.equal(s.tiers.standard.deferred, 1);
+  assert.equal(await get('/f', 'background'), 200);
+  assert.equal(gate.stats().tiers.background.deferred, 1); // run inline
+  assert.equal(gate.stats().queue.active, false);
 });
 
 test('a run of slow requests read together: the in-band lag starts the queue inside the run, which serves what fits in its wait limit and sheds the rest', async (t) => {

@@ -419,8 +419,8 @@ class Gatekeeper {
     else out = this.#settle(verdict, req, res, given, key);
     const q = this.#queue;
     const r = this.#result;
-    if (out === null && q !== null && (q.active || !q.calm(r[R.PRESSURE], r[R.LAG_MS], r[R.TURN_AGE_MS]))) {
-      return q.admit(req, res, r[R.TIER], r[R.PRESSURE], r[R.LAG_MS], r[R.TURN_AGE_MS], given !== null ? given : SOURCES[r[R.SOURCE]], key);
+    if (out === null && q !== null && (q.active || !q.calm(r[R.PRESSURE], r[R.LAG_MS], r[R.INLINE_RUN_MS]))) {
+      return q.admit(req, res, r[R.TIER], r[R.PRESSURE], r[R.LAG_MS], r[R.INLINE_RUN_MS], given !== null ? given : SOURCES[r[R.SOURCE]], key);
     }
     return out;
   }

@@ -13,11 +13,11 @@
 // so many start per turn and nothing caps how many are in flight.
 //
 // The queue starts with an episode (pressure > 0), as soon as the lag the controller reads reaches
-// START_LAG_SHARE of its target, or when an unprotected request is admitted in a loop turn that has
-// already run the turn budget, without waiting for the spike filter to confirm an episode (queueing
-// sheds nothing by itself, and the onset of an overload is where a burst admitted inline hurts most:
-// the lag shows a saturated loop only once a sampler tick is late, some turns after the first one
-// that ran a burst back to back);
+// START_LAG_SHARE of its target, or when an unprotected request is admitted in a loop turn whose
+// previous two inline ones each ran at least the turn budget, without waiting for the spike filter to
+// confirm an episode (queueing sheds nothing by itself, and the onset of an overload is where a burst
+// admitted inline hurts most: the lag shows a saturated loop only once a sampler tick is late, some
+// turns after the first one that ran costly requests back to back);
 // it stays on while it holds waiters, and ends once it is empty, the pressure is 0, the lag under that
 // start and no turn has left waiters behind for HOLD_MS.
 const { AsyncResource } = require('node:async_hooks');
@@ -140,35 +140,45 @@ class TurnQueue {
     this.peak = 0;
     this.episodes = 0;
     this.lastLeftAt = 0;
+    this.burstOnly = false; // it started on a burst in one turn, and no decision since saw lag or pressure
+    this.leftBehind = false; // since it started, a turn's budget ran out with waiters left
     this.scheduled = false;
     this.protectedRan = false; // a protected request ran while the queue was on, since the last drain
     this.drainTurn = () => this.drain();
   }
 
   /**
-   * Whether a decision's pressure, lag and turn age (how long the loop turn had run: 0 when the
-   * decision did not read it) leave the queue off (it neither starts nor, empty, holds).
+   * Whether a decision's pressure, lag and inline run (the shorter of the last two runs of the turn
+   * between the unprotected requests it admitted inline: 0 when fewer) leave the queue off (it
+   * neither starts nor, empty, holds).
    */
-  calm(pressure, lagMs, turnAgeMs) {
-    return pressure === 0 && lagMs < this.startLagMs && turnAgeMs < this.budgetMs;
+  calm(pressure, lagMs, inlineRunMs) {
+    return pressure === 0 && lagMs < this.startLagMs && inlineRunMs < this.budgetMs;
   }
 
   /** For an admitted request while the queue may be on: null (run now), a Waiter or a rejection. */
-  admit(req, res, tier, pressure, lagMs, turnAgeMs, source, key) {
+  admit(req, res, tier, pressure, lagMs, inlineRunMs, source, key) {
     if (this.protected[tier]) {
       this.protectedRan = true; // (the gatekeeper asks only while the queue is on or the loop not calm)
       return null;
     }
     const t = now();
-    const calm = this.calm(pressure, lagMs, turnAgeMs);
+    const lagCalm = pressure === 0 && lagMs < this.startLagMs;
+    const calm = lagCalm && inlineRunMs < this.budgetMs;
     if (!this.active) {
       if (calm) return null;
       this.active = true;
       this.episodes++;
       this.lastLeftAt = t;
-    } else if (this.size === 0 && calm && t - this.lastLeftAt > HOLD_MS) {
+      this.burstOnly = lagCalm;
+      this.leftBehind = false;
+    } else if (this.size === 0 && calm && (t - this.lastLeftAt > HOLD_MS || (this.burstOnly && !this.leftBehind))) {
+      // Started by a burst alone, and every turn since ran all it queued: the loop keeps up (a
+      // collection or one slow handler between cheap requests, not an overload), so it ends at once.
       this.active = false;
       return null;
+    } else if (!lagCalm) {
+      this.burstOnly = false;
     }
     const w = new Waiter(tier, req, res, t, source, key);
     if (this.size >= this.maxLength && !this.displaceFor(tier, t)) {
@@ -239,7 +249,10 @@ class TurnQueue {
       if (t - start >= this.budgetMs) break;
       id = 0; // what the handler did may have queued a higher tier
     }
-    if (this.size > 0) this.drainLater(t);
+    if (this.size > 0) {
+      this.leftBehind = true;
+      this.drainLater(t);
+    }
   }
 
   // Waiters are left at `t` for a later turn: the queue holds on, and drains again after the next poll.

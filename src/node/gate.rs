@@ -20,7 +20,7 @@ use crate::node::uv::{event_loop, idle_ns, UvLoop};
 use napi::bindgen_prelude::*;
 use napi::{sys, JsValue};
 use napi_derive::napi;
-use std::cell::UnsafeCell;
+use std::cell::{Cell, UnsafeCell};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -41,9 +41,11 @@ named_enum! {
         Pressure = "PRESSURE",
         LagMs = "LAG_MS",
         Cause = "CAUSE",
-        /// How long the loop turn had run when an unprotected request was admitted while the turn
-        /// queue was off (0 otherwise): lib/gatekeeper/turn-queue.js starts on it.
-        TurnAgeMs = "TURN_AGE_MS",
+        /// With the turn queue off, for an admitted unprotected request: the shorter of the last two
+        /// runs of the loop turn between the unprotected requests it admitted inline (0 when it
+        /// admitted fewer than two before this one, or when the queue was on).
+        /// lib/gatekeeper/turn-queue.js starts on it.
+        InlineRunMs = "INLINE_RUN_MS",
     }
 }
 
@@ -142,9 +144,12 @@ pub(crate) struct Bound {
     out: Box<UnsafeCell<[f64; RESULT_LEN]>>,
     /// The loop of the thread that owns the function (only read on that thread).
     loop_: *mut UvLoop,
-    /// When the loop turn began in which the last unprotected request was admitted with the turn
-    /// queue off (`current_turn_start_ns`; only touched on the owning thread).
-    inline_turn_ns: std::cell::Cell<u64>,
+    /// The last unprotected request admitted with the turn queue off: when its loop turn began
+    /// (`current_turn`), how long that turn had run (ms), and how long it had run since the one
+    /// before in the same turn (ms; 0 if none). Only touched on the owning thread.
+    inline_turn_ns: Cell<u64>,
+    inline_age_ms: Cell<f64>,
+    inline_run_ms: Cell<f64>,
 }
 
 // The result buffer is only written by the JS thread that owns the function and the array.
@@ -238,7 +243,7 @@ impl GateHandle {
     #[napi(catch_unwind)]
     pub fn bind(&self, env: Env, target: Object) -> Result<()> {
         let _panic = raw::throw_on_panic(&env, "GateHandle::bind");
-        let bound = Arc::new(Bound { gate: self.gate.clone(), out: Box::new(UnsafeCell::new([0.0; RESULT_LEN])), loop_: self.loop_, inline_turn_ns: std::cell::Cell::new(0) });
+        let bound = Arc::new(Bound { gate: self.gate.clone(), out: Box::new(UnsafeCell::new([0.0; RESULT_LEN])), loop_: self.loop_, inline_turn_ns: Cell::new(0), inline_age_ms: Cell::new(0.0), inline_run_ms: Cell::new(0.0) });
         let (env, target) = (env.raw(), target.raw());
         unsafe {
             let out = bound.out.get() as *mut f64;
@@ -545,18 +550,20 @@ pub(crate) unsafe fn decide_args(env: sys::napi_env, bound: &Bound, argv: &[sys:
     let d = gate.decide_ranked(tier, header, key, now_ns, || idle_ns(bound.loop_), turn_age_ms, unix_now_sec, ranked);
     let out = &mut *bound.out.get();
     write_result(out, &d);
-    // A second unprotected request admitted in a turn that has already run the turn budget: a burst
-    // run back to back, which the turn queue starts on (some turns before the lag shows it). The
-    // first of a turn never counts, however long other work made the turn.
+    // Unprotected requests admitted inline one after another in one turn, the two before this each
+    // having run at least a turn budget: costly requests running back to back, which the turn queue
+    // starts on (some turns before the lag shows it). Cheap requests however many, one request in a
+    // turn made long by other work, and one pause (a collection) between cheap ones start nothing.
     let budget = gate.config().shed.turn_budget_ms;
-    let mut turn_age_ms = 0.0;
+    let mut inline_run_ms = 0.0;
     if !queued && budget > 0.0 && d.verdict == Verdict::Admit && !gate.ledger().is_protected(d.tier) {
         if let Some((start_ns, age_ms)) = current_turn() {
-            if bound.inline_turn_ns.replace(start_ns) == start_ns {
-                turn_age_ms = age_ms;
-            }
+            let same_turn = bound.inline_turn_ns.replace(start_ns) == start_ns;
+            let before = bound.inline_age_ms.replace(age_ms);
+            let run = if same_turn { age_ms - before } else { 0.0 };
+            inline_run_ms = run.min(bound.inline_run_ms.replace(run));
         }
     }
-    out[R::TurnAgeMs as usize] = turn_age_ms;
+    out[R::InlineRunMs as usize] = inline_run_ms;
     Some(d.verdict as i32)
 }
