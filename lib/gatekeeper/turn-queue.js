@@ -19,7 +19,8 @@
 // admitted inline hurts most: the lag shows a saturated loop only once a sampler tick is late, some
 // turns after the first one that ran costly requests back to back);
 // it stays on while it holds waiters, and ends once it is empty, the pressure is 0, the lag under that
-// start and no turn has left waiters behind for HOLD_MS.
+// start and no turn has left waiters behind for HOLD_MS (a queue that a burst alone started, and whose
+// turns have all run it empty, at once).
 const { AsyncResource } = require('node:async_hooks');
 const { performance } = require('node:perf_hooks');
 const { isGone } = require('../adapters');
