@@ -154,7 +154,12 @@ class TurnQueue {
    * neither starts nor, empty, holds).
    */
   calm(pressure, lagMs, inlineRunMs) {
-    return pressure === 0 && lagMs < this.startLagMs && inlineRunMs < this.budgetMs;
+    return this.lagCalm(pressure, lagMs) && inlineRunMs < this.budgetMs;
+  }
+
+  /** Whether pressure and lag alone leave the queue off. */
+  lagCalm(pressure, lagMs) {
+    return pressure === 0 && lagMs < this.startLagMs;
   }
 
   /** For an admitted request while the queue may be on: null (run now), a Waiter or a rejection. */
@@ -164,8 +169,8 @@ class TurnQueue {
       return null;
     }
     const t = now();
-    const lagCalm = pressure === 0 && lagMs < this.startLagMs;
-    const calm = lagCalm && inlineRunMs < this.budgetMs;
+    const lagCalm = this.lagCalm(pressure, lagMs);
+    const calm = this.calm(pressure, lagMs, inlineRunMs);
     if (!this.active) {
       if (calm) return null;
       this.active = true;
