@@ -7,7 +7,7 @@
 //! and returns the verdict as a small integer. One crossing into Rust per request.
 use crate::core::clock::{Clock, MonotonicClock};
 use crate::core::defense::FairShare;
-use crate::core::gate::{check_cost, Decision, Gate, GateConfig, OptionValue, ShedOptions, TierSource, Verdict, MAX_HEADER_LEN, SHED_OPTIONS};
+use crate::core::gate::{check_cost, Decision, Gate, GateConfig, InlineRuns, OptionValue, ShedOptions, TierSource, Verdict, MAX_HEADER_LEN, SHED_OPTIONS};
 use crate::core::health::{HealthSample, LoopHealth};
 use crate::core::net::ipkey::IpKeyConfig;
 use crate::core::names::named_enum;
@@ -20,7 +20,7 @@ use crate::node::uv::{event_loop, idle_ns, UvLoop};
 use napi::bindgen_prelude::*;
 use napi::{sys, JsValue};
 use napi_derive::napi;
-use std::cell::{Cell, UnsafeCell};
+use std::cell::UnsafeCell;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -144,12 +144,9 @@ pub(crate) struct Bound {
     out: Box<UnsafeCell<[f64; RESULT_LEN]>>,
     /// The loop of the thread that owns the function (only read on that thread).
     loop_: *mut UvLoop,
-    /// The last unprotected request admitted with the turn queue off: when its loop turn began
-    /// (`current_turn`), how long that turn had run (ms), and how long it had run since the one
-    /// before in the same turn (ms; 0 if none). Only touched on the owning thread.
-    inline_turn_ns: Cell<u64>,
-    inline_age_ms: Cell<f64>,
-    inline_run_ms: Cell<f64>,
+    /// The unprotected requests admitted with the turn queue off, by loop turn (only touched on the
+    /// owning thread).
+    inline: InlineRuns,
 }
 
 // The result buffer is only written by the JS thread that owns the function and the array.
@@ -243,7 +240,7 @@ impl GateHandle {
     #[napi(catch_unwind)]
     pub fn bind(&self, env: Env, target: Object) -> Result<()> {
         let _panic = raw::throw_on_panic(&env, "GateHandle::bind");
-        let bound = Arc::new(Bound { gate: self.gate.clone(), out: Box::new(UnsafeCell::new([0.0; RESULT_LEN])), loop_: self.loop_, inline_turn_ns: Cell::new(0), inline_age_ms: Cell::new(0.0), inline_run_ms: Cell::new(0.0) });
+        let bound = Arc::new(Bound { gate: self.gate.clone(), out: Box::new(UnsafeCell::new([0.0; RESULT_LEN])), loop_: self.loop_, inline: InlineRuns::default() });
         let (env, target) = (env.raw(), target.raw());
         unsafe {
             let out = bound.out.get() as *mut f64;
@@ -550,20 +547,11 @@ pub(crate) unsafe fn decide_args(env: sys::napi_env, bound: &Bound, argv: &[sys:
     let d = gate.decide_ranked(tier, header, key, now_ns, || idle_ns(bound.loop_), turn_age_ms, unix_now_sec, ranked);
     let out = &mut *bound.out.get();
     write_result(out, &d);
-    // Unprotected requests admitted inline one after another in one turn, the two before this each
-    // having run at least a turn budget: costly requests running back to back, which the turn queue
-    // starts on (some turns before the lag shows it). Cheap requests however many, one request in a
-    // turn made long by other work, and one pause (a collection) between cheap ones start nothing.
-    let budget = gate.config().shed.turn_budget_ms;
-    let mut inline_run_ms = 0.0;
-    if !queued && budget > 0.0 && d.verdict == Verdict::Admit && !gate.ledger().is_protected(d.tier) {
-        if let Some((start_ns, age_ms)) = current_turn() {
-            let same_turn = bound.inline_turn_ns.replace(start_ns) == start_ns;
-            let before = bound.inline_age_ms.replace(age_ms);
-            let run = if same_turn { age_ms - before } else { 0.0 };
-            inline_run_ms = run.min(bound.inline_run_ms.replace(run));
-        }
-    }
-    out[R::InlineRunMs as usize] = inline_run_ms;
+    // Costly requests running back to back start the turn queue (core/gate/burst.rs).
+    let noted = !queued && gate.config().shed.turn_budget_ms > 0.0 && d.verdict == Verdict::Admit && !gate.ledger().is_protected(d.tier);
+    out[R::InlineRunMs as usize] = match if noted { current_turn() } else { None } {
+        Some((turn_ns, age_ms)) => bound.inline.note(turn_ns, age_ms),
+        None => 0.0,
+    };
     Some(d.verdict as i32)
 }

@@ -32,13 +32,16 @@
 //! near one request's, and the budget's sheds renew the controller's hold: they mean the loop is still
 //! over capacity even though the lag they keep down no longer shows it.
 //!
-//! Files: `config.rs` (the gate's options), `tier.rs` (the tier header: names and signed tokens).
+//! Files: `config.rs` (the gate's options), `tier.rs` (the tier header: names and signed tokens),
+//! `burst.rs` (costly requests run back to back in one turn, for the turn queue).
+mod burst;
 mod config;
 mod options;
 mod tier;
 #[cfg(test)]
 mod tests;
 
+pub use burst::InlineRuns;
 pub use config::{check_cost, GateConfig};
 pub use options::{OptionValue, ShedOption, ShedOptions, SHED_OPTIONS};
 pub use tier::{TierHeaderRule, TierSource, MAX_HEADER_LEN};
