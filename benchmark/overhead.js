@@ -25,13 +25,19 @@ const TIERGATE = {
   trustTierHeader: true,
 };
 
+// Held between the turn queue's start (a quarter of the 50 ms lag target) and the target itself: the
+// queue is on and defers every standard request to a later turn, the controller sheds nothing.
+const QUEUE_ON_LAG_MS = 20;
+
 const CONFIGS = [
   { id: 'express', title: 'Express (bare)', framework: 'express', protection: 'none', bare: 'express' },
   { id: 'express+tiergate', title: 'Express + tiergate', framework: 'express', protection: 'tiergate', options: TIERGATE, bare: 'express', target: true },
+  { id: 'express+tiergate-queued', title: 'Express + tiergate, queue on', framework: 'express', protection: 'tiergate', options: TIERGATE, heldLagMs: QUEUE_ON_LAG_MS, bare: 'express' },
   { id: 'express+noop', title: 'Express + no-op middleware', framework: 'express', protection: 'noop', bare: 'express' },
   { id: 'express+express-rate-limit', title: 'Express + express-rate-limit', framework: 'express', protection: 'express-rate-limit', bare: 'express' },
   { id: 'fastify', title: 'Fastify (bare)', framework: 'fastify', protection: 'none', bare: 'fastify' },
   { id: 'fastify+tiergate', title: 'Fastify + tiergate', framework: 'fastify', protection: 'tiergate', options: TIERGATE, bare: 'fastify', target: true },
+  { id: 'fastify+tiergate-queued', title: 'Fastify + tiergate, queue on', framework: 'fastify', protection: 'tiergate', options: TIERGATE, heldLagMs: QUEUE_ON_LAG_MS, bare: 'fastify' },
   { id: 'fastify+@fastify/rate-limit', title: 'Fastify + @fastify/rate-limit', framework: 'fastify', protection: 'fastify-rate-limit', bare: 'fastify' },
 ];
 
@@ -72,7 +78,7 @@ async function main() {
   try {
     for (const cfg of CONFIGS) {
       try {
-        const srv = await startServer({ framework: cfg.framework, protection: cfg.protection, options: cfg.options || {} });
+        const srv = await startServer({ framework: cfg.framework, protection: cfg.protection, options: cfg.options || {}, heldLagMs: cfg.heldLagMs });
         servers.push(srv);
         rows.push({ cfg, srv, rps: [], p99: [], cpuPerReq: [], non2xx: 0, errors: 0 });
         await cannon(srv.port, 1, args.connections); // warm-up
@@ -96,6 +102,8 @@ async function main() {
       }
       process.stdout.write(`  round ${r + 1}/${args.rounds} done\n`);
     }
+    // The queue-on rows must have deferred (else they measured the queue off).
+    for (const row of rows) if (row.cfg.heldLagMs !== undefined) row.deferred = ((await row.srv.guardStats()) || {}).queue?.deferred ?? 0;
   } finally {
     await Promise.all(servers.map((s) => s.stop()));
   }
@@ -115,11 +123,11 @@ async function main() {
     const bare = bareRow[row.cfg.bare];
     const ratio = bare ? median(row.rps.map((x, i) => x / bare.rps[i])) : NaN;
     const extra = cpu - bareCpu[row.cfg.bare];
-    const flag = row.non2xx || row.errors ? `  !! ${row.non2xx} non-2xx, ${row.errors} errors` : '';
+    const flag = (row.non2xx || row.errors ? `  !! ${row.non2xx} non-2xx, ${row.errors} errors` : '') + (row.deferred !== undefined ? `  (${row.deferred} deferred)` : '');
     console.log(
       `${row.cfg.title.padEnd(32)} ${Math.round(rps).toString().padStart(15)} ${(100 * ratio).toFixed(1).padStart(7)}% ${median(row.p99).toFixed(0).padStart(7)} ${cpu.toFixed(1).padStart(18)} ${((extra >= 0 ? '+' : '') + extra.toFixed(1)).padStart(11)}  ${row.rps.map((x) => Math.round(x)).join(' / ')}${flag}`,
     );
-    table.push({ config: row.cfg.id, rps, ratio, rounds: row.rps, p99: median(row.p99), cpuUsPerReq: cpu, cpuUsExtra: extra, non2xx: row.non2xx, errors: row.errors });
+    table.push({ config: row.cfg.id, rps, ratio, rounds: row.rps, p99: median(row.p99), cpuUsPerReq: cpu, cpuUsExtra: extra, non2xx: row.non2xx, errors: row.errors, deferred: row.deferred });
   }
   console.log('(server CPU µs/req: user+system CPU time of the server process over the measurement / requests answered;');
   console.log(' it shows the middleware\'s cost even where the single-process load generator, not the server, limits req/s)');

@@ -35,9 +35,9 @@ function calibrateWork(targetMs = 3, workKind = DEFAULT_WORK_KIND) {
  * directory instead of this checkout). Resolves to a handle with `port`,
  * `windowStart()`, `windowEnd()`, `guardStats()`, `cpuUsage()`, `stop()`.
  */
-function startServer({ framework = 'express', protection = 'none', options = {}, workIters = 0, workKind = DEFAULT_WORK_KIND, record = false, trace = false, backlog = 511, tiergateDir, gate } = {}) {
+function startServer({ framework = 'express', protection = 'none', options = {}, workIters = 0, workKind = DEFAULT_WORK_KIND, record = false, trace = false, backlog = 511, tiergateDir, gate, heldLagMs } = {}) {
   const child = fork(SERVER, [], {
-    env: { ...process.env, TG_BENCH_SERVER: JSON.stringify({ framework, protection, options, workIters, workKind, record, trace, backlog, tiergateDir, gate }) },
+    env: { ...process.env, TG_BENCH_SERVER: JSON.stringify({ framework, protection, options, workIters, workKind, record, trace, backlog, tiergateDir, gate, heldLagMs }) },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     execArgv: [],
   });

@@ -11,6 +11,8 @@
 //     workKind: 'pbkdf2' | 'sha256-chain',
 //     record: boolean,           // keep a lag timeline and the first rejection time (overload runs)
 //     tiergateDir?: string,      // load tiergate from this package directory instead of this one
+//     heldLagMs?: number,        // with protection 'tiergate': the gatekeeper reads this lag from the
+//                                // start (injectHealth), e.g. one that holds the turn queue on
 //     gate?: {...} }             // with protection 'tiergate': a concurrencyGate with these options
 //                                // after the gatekeeper (the composition docs/concurrency-gate.md shows)
 //
@@ -221,6 +223,7 @@ async function buildFastify() {
     await fastify.register(tiergatePlugin, popts);
     if (gateOpts) await fastify.register(loadTiergate().concurrencyGatePlugin, gateOpts);
     statsSource = { stats: () => (fastify.tiergate && fastify.tiergate.stats ? fastify.tiergate.stats() : null) };
+    if (cfg.heldLagMs !== undefined) fastify.addHook('onReady', async () => fastify.tiergate.injectHealth({ lagMs: cfg.heldLagMs }));
   } else if (protection === 'fastify-rate-limit') {
     await fastify.register(require('@fastify/rate-limit'), { max: popts.max || 1e9, timeWindow: 60_000 });
   } else if (typeof protection === 'object') {
@@ -278,6 +281,7 @@ async function main() {
     if (windowOpen) connections++;
   });
   if (!server.listening) await new Promise((resolve) => server.listen({ port: 0, host: '127.0.0.1', backlog: cfg.backlog || 511 }, resolve));
+  if (cfg.heldLagMs !== undefined && framework !== 'fastify') statsSource.injectHealth({ lagMs: cfg.heldLagMs });
 
   process.on('message', (msg) => {
     const reply = (result) => process.send({ id: msg.id, result });
