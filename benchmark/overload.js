@@ -7,7 +7,8 @@
 //
 //   node benchmark/overload.js [--runs 5] [--quick] [--only id,id] [--load 3] [--seconds 6] [--work-ms 3] [--work pbkdf2|sha256-chain] [--shed '{json}'] [--alt DIR]
 //   (ids: none, toobusy, under-pressure, tiergate-defaults, tiergate-fastify, tiergate-http,
-//    tiergate [extra: spike filter off], tiergate-plain [extra]; --shed overrides tiergate's shed options;
+//    tiergate [extra: spike filter off], tiergate-plain [extra], tiergate-express-outside [extra: the
+//    Express app inside gatekeeper.http, not behind app.use]; --shed overrides tiergate's shed options;
 //    --alt DIR adds each tiergate configuration again as `<id>@alt`, its server loading tiergate from
 //    the package directory DIR (another checkout with its own build): an A/B interleaved run by run)
 //
@@ -126,6 +127,17 @@ function configurations(cap) {
       extra: true,
     },
     {
+      id: 'tiergate-express-outside',
+      title: 'tiergate (Express inside gatekeeper.http, default shed)',
+      framework: 'express',
+      protection: 'tiergate',
+      options: tiergateOptions(cap, {}),
+      outsideApp: true,
+      thresholdMs: LAG_MS,
+      target: true,
+      extra: true,
+    },
+    {
       id: 'tiergate-plain',
       title: 'tiergate (Express, everything default: no tier budgets)',
       framework: 'express',
@@ -203,7 +215,7 @@ async function settle(srv, agent) {
  * the kernel drops SYNs, retried after 1 s) — what an unprotected server does to its clients.
  */
 async function runConfig(cfg, { cap, workIters, workKind, load, seconds, quick, log }) {
-  const srv = await startServer({ framework: cfg.framework, protection: cfg.protection, options: cfg.options || {}, workIters, workKind, record: true, tiergateDir: cfg.tiergateDir, gate: cfg.gate });
+  const srv = await startServer({ framework: cfg.framework, protection: cfg.protection, options: cfg.options || {}, workIters, workKind, record: true, tiergateDir: cfg.tiergateDir, gate: cfg.gate, outsideApp: cfg.outsideApp });
   const agent = new http.Agent({ keepAlive: true, maxSockets: 4096, maxFreeSockets: 4096 });
   const warm = { connections: WARM_CONNECTIONS, path: '/hello', headers: { 'x-user-tier': 'critical' } };
   const base = { path: '/work', mix: MIX, timeoutMs: 2000, agent, warm };

@@ -35,9 +35,9 @@ function calibrateWork(targetMs = 3, workKind = DEFAULT_WORK_KIND) {
  * directory instead of this checkout). Resolves to a handle with `port`,
  * `windowStart()`, `windowEnd()`, `guardStats()`, `cpuUsage()`, `stop()`.
  */
-function startServer({ framework = 'express', protection = 'none', options = {}, workIters = 0, workKind = DEFAULT_WORK_KIND, record = false, trace = false, backlog = 511, tiergateDir, gate, heldLagMs } = {}) {
+function startServer({ framework = 'express', protection = 'none', options = {}, workIters = 0, workKind = DEFAULT_WORK_KIND, record = false, trace = false, backlog = 511, tiergateDir, gate, heldLagMs, outsideApp } = {}) {
   const child = fork(SERVER, [], {
-    env: { ...process.env, TG_BENCH_SERVER: JSON.stringify({ framework, protection, options, workIters, workKind, record, trace, backlog, tiergateDir, gate, heldLagMs }) },
+    env: { ...process.env, TG_BENCH_SERVER: JSON.stringify({ framework, protection, options, workIters, workKind, record, trace, backlog, tiergateDir, gate, heldLagMs, outsideApp }) },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     execArgv: [],
   });

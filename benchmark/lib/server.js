@@ -11,6 +11,8 @@
 //     workKind: 'pbkdf2' | 'sha256-chain',
 //     record: boolean,           // keep a lag timeline and the first rejection time (overload runs)
 //     tiergateDir?: string,      // load tiergate from this package directory instead of this one
+//     outsideApp?: boolean,      // Express with protection 'tiergate': gatekeeper.http around the
+//                                // app instead of app.use(gatekeeper())
 //     heldLagMs?: number,        // with protection 'tiergate': the gatekeeper reads this lag from the
 //                                // start (injectHealth), e.g. one that holds the turn queue on
 //     gate?: {...} }             // with protection 'tiergate': a concurrencyGate with these options
@@ -180,6 +182,8 @@ function buildExpress(express) {
         res.status(503).send('Server too busy');
       } else next();
     });
+  } else if (protection === 'tiergate' && cfg.outsideApp) {
+    // Added below, around the app: a refusal never enters Express.
   } else if (protection === 'tiergate') {
     const { gatekeeper } = loadTiergate();
     const mw = gatekeeper(popts);
@@ -207,6 +211,11 @@ function buildExpress(express) {
   const item = (req, res) => res.send(workIters > 0 ? work(workIters, workKind) : 'item');
   app.get('/api/items', item);
   app.get('/api/items/:id', item);
+  if (protection === 'tiergate' && cfg.outsideApp) {
+    const wrapped = loadTiergate().gatekeeper.http(popts, app);
+    statsSource = wrapped;
+    return http.createServer(wrapped);
+  }
   return http.createServer(app);
 }
 
