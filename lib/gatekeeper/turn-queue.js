@@ -81,8 +81,9 @@ class Waiter {
       // The adapters catch their handlers' errors; anything else must not end the drain's turn.
       if (this.fail !== null) context.runInAsyncScope(this.fail, undefined, err);
       else process.emitWarning(err);
+    } finally {
+      context.emitDestroy();
     }
-    context.emitDestroy();
   }
 }
 
