@@ -549,9 +549,6 @@ pub(crate) unsafe fn decide_args(env: sys::napi_env, bound: &Bound, argv: &[sys:
     write_result(out, &d);
     // Costly requests running back to back start the turn queue (core/gate/burst.rs).
     let noted = !queued && gate.config().shed.turn_budget_ms > 0.0 && d.verdict == Verdict::Admit && !gate.ledger().is_protected(d.tier);
-    out[R::InlineRunMs as usize] = match if noted { current_turn() } else { None } {
-        Some((turn_ns, age_ms)) => bound.inline.note(turn_ns, age_ms),
-        None => 0.0,
-    };
+    out[R::InlineRunMs as usize] = if noted { current_turn().map_or(0.0, |(turn_ns, age_ms)| bound.inline.note(turn_ns, age_ms)) } else { 0.0 };
     Some(d.verdict as i32)
 }
