@@ -93,9 +93,27 @@ async function expressApp(express) {
   return { gate, server, port: await listen(server), stop: () => close(server) };
 }
 
+/** The same routes with the gate in front of the app (docs/gatekeeper.md: where floods are the risk). */
+async function expressInside(express) {
+  const app = express();
+  const entered = { count: 0 };
+  app.use((req, res, next) => {
+    entered.count++;
+    next();
+  });
+  app.get('/hello', (req, res) => res.json({ ok: true }));
+  app.post('/checkout', (req, res) => res.json({ ok: true }));
+  app.get('/reports/:id', (req, res) => res.json({ ok: true }));
+  const gate = gatekeeper.http(OPTIONS, app);
+  const server = http.createServer(gate);
+  return { gate, server, entered, port: await listen(server), stop: () => close(server) };
+}
+
 const FRAMEWORKS = {
   'express 4': () => expressApp(express4),
   'express 5': () => expressApp(express5),
+  'express 4 inside gatekeeper.http': () => expressInside(express4),
+  'express 5 inside gatekeeper.http': () => expressInside(express5),
   async 'fastify 5'() {
     const app = fastify();
     await app.register(tiergatePlugin, OPTIONS);
@@ -136,6 +154,19 @@ for (const [name, start] of Object.entries(FRAMEWORKS)) {
     }
   });
 }
+
+test('Express inside gatekeeper.http: a refused request never enters the app, an admitted one does', async (t) => {
+  const app = await expressInside(express5);
+  t.after(() => app.stop());
+  app.gate.injectHealth({ stalled: true });
+  const shed = await request(app.port, { path: '/reports/q1' });
+  assert.equal(shed.status, 503);
+  assert.equal(app.entered.count, 0, 'the shed request did not run Express');
+  const served = await request(app.port, { method: 'POST', path: '/checkout', headers: { 'content-length': '0' } });
+  assert.equal(served.status, 200);
+  assert.deepEqual(served.json, { ok: true });
+  assert.equal(app.entered.count, 1);
+});
 
 test('fastify: the gate is decorated and plugin options are validated', async () => {
   const app = fastify();
