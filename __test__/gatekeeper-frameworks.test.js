@@ -81,14 +81,19 @@ function reply(res) {
   res.end('{"ok":true}');
 }
 
+/** The scenario table's routes on an Express app. */
+function expressRoutes(app) {
+  app.get('/hello', (req, res) => res.json({ ok: true }));
+  app.post('/checkout', (req, res) => res.json({ ok: true }));
+  app.get('/reports/:id', (req, res) => res.json({ ok: true }));
+}
+
 /** The same app on either Express major (`express` is the package's factory). */
 async function expressApp(express) {
   const app = express();
   const gate = gatekeeper(OPTIONS);
   app.use(gate);
-  app.get('/hello', (req, res) => res.json({ ok: true }));
-  app.post('/checkout', (req, res) => res.json({ ok: true }));
-  app.get('/reports/:id', (req, res) => res.json({ ok: true }));
+  expressRoutes(app);
   const server = http.createServer(app);
   return { gate, server, port: await listen(server), stop: () => close(server) };
 }
@@ -101,9 +106,7 @@ async function expressInside(express) {
     entered.count++;
     next();
   });
-  app.get('/hello', (req, res) => res.json({ ok: true }));
-  app.post('/checkout', (req, res) => res.json({ ok: true }));
-  app.get('/reports/:id', (req, res) => res.json({ ok: true }));
+  expressRoutes(app);
   const gate = gatekeeper.http(OPTIONS, app);
   const server = http.createServer(gate);
   return { gate, server, entered, port: await listen(server), stop: () => close(server) };
