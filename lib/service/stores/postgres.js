@@ -15,19 +15,30 @@ const NOW_MS = '(extract(epoch from clock_timestamp()) * 1000)';
 
 /** `s` as an SQL string literal (E'' quoting: the same whatever standard_conforming_strings is). */
 const literal = (s) => `E'${s.replace(/[\\']/g, '\\$&')}'`;
-/** The decision batch's two statements, prepared once per connection (decideAll). The save's json
- * (not jsonb) keeps a value's text as written, so (u.e->1)::text is JSON.stringify(state); its
- * ANY(keys) lets the planner reach the rows by their index (a function's rows are unknown to it). */
+/** The decision batch's two statements, prepared once per connection (decideAll). The save takes
+ * [key, state, allowed, denied, at] per client; its json (not jsonb) keeps a value's text as
+ * written, so (u.e->1)::text is JSON.stringify(state); its ANY(keys) lets the planner reach the rows
+ * by their index (a function's rows are unknown to it). */
 const PREPARE_DECIDE = `PREPARE tiergate_lock(text[]) AS SELECT c.*, b.created_at AS ban_created_at, b.reason AS ban_reason,
     b.expires_at AS ban_expires_at, floor(${NOW_MS})::float8 AS now_ms
   FROM clients c LEFT JOIN bans b ON b.client_key = c.client_key AND (b.expires_at IS NULL OR b.expires_at > ${NOW_MS})
   WHERE c.client_key = ANY($1) ORDER BY c.client_key FOR UPDATE OF c;
-PREPARE tiergate_save(text[], json) AS UPDATE clients AS c SET state = (u.e->1)::text
+PREPARE tiergate_save(text[], json) AS UPDATE clients AS c SET state = (u.e->1)::text,
+    allowed_requests = c.allowed_requests + (u.e->>2)::bigint, denied_requests = c.denied_requests + (u.e->>3)::bigint,
+    total_requests = c.total_requests + (u.e->>2)::bigint + (u.e->>3)::bigint, last_activity_at = greatest(c.last_activity_at, (u.e->>4)::bigint)
   FROM json_array_elements($2) AS u(e) WHERE c.client_key = ANY($1) AND c.client_key = u.e->>0`;
 /** `s` as a quoted element of an array literal. */
 const arrayItem = (s) => `"${s.replace(/["\\]/g, '\\$&')}"`;
 /** A text[] literal of `list`'s strings. */
 const textArray = (list) => literal(`{${list.map(arrayItem).join(',')}}`);
+
+/** [allowed, denied] of a decided client's checks (a banned client's all count as denied). */
+function counts(outcome, checks) {
+  if (!outcome.results) return [0, checks];
+  let allowed = 0;
+  for (const r of outcome.results) if (r.allowed) allowed++;
+  return [allowed, checks - allowed];
+}
 
 /** What a caller sees of any database failure: no text of the database's. */
 function unavailable(err) {
@@ -123,7 +134,11 @@ class PostgresStore {
       const row = found[0];
       const now = row ? row.now_ms : Date.now();
       const { outcome, state } = rows.decideRow(row, costs, now);
-      if (state !== null) await c.query('UPDATE clients SET state = $1 WHERE client_key = $2', [state, key]);
+      if (outcome.found) {
+        const [allowed, denied] = counts(outcome, costs.length);
+        await c.query(`UPDATE clients SET state = coalesce($1, state), allowed_requests = allowed_requests + $2, denied_requests = denied_requests + $3,
+          total_requests = total_requests + $2 + $3, last_activity_at = greatest(last_activity_at, $4) WHERE client_key = $5`, [state, allowed, denied, outcome.now, key]);
+      }
       return outcome;
     });
   }
@@ -150,13 +165,14 @@ class PostgresStore {
       const [, { rows: found }] = await c.query(`BEGIN; EXECUTE tiergate_lock(${keyList})`);
       const byKey = new Map(found.map((r) => [r.client_key, r]));
       const out = new Map();
-      const changed = []; // [[key, state], ...]: one JSON text for the batch, a state's text is its own
+      const changed = []; // [[key, state, allowed, denied, at], ...]: one JSON text for the batch
       for (const key of keys) {
         const row = byKey.get(key);
         if (!row) { out.set(key, { found: false }); continue; }
         const entry = rows.entryOf(row);
-        const outcome = rows.decideEntry(entry, batch.get(key), row.now_ms);
-        if (outcome.results) changed.push([key, entry.state]);
+        const costs = batch.get(key);
+        const outcome = rows.decideEntry(entry, costs, row.now_ms);
+        changed.push([key, entry.state, ...counts(outcome, costs.length), outcome.now]);
         out.set(key, outcome);
       }
       await c.query(changed.length === 0 ? 'COMMIT' : `EXECUTE tiergate_save(${keyList}, ${literal(JSON.stringify(changed))}); COMMIT`);
@@ -207,14 +223,13 @@ class PostgresStore {
   }
 
   async listClients() {
-    const { rows: r } = await this.query('SELECT c.*, s.total, s.last_at FROM clients c LEFT JOIN client_stats s ON s.client_key = c.client_key ORDER BY c.client_key');
-    return r.map((x) => ({ ...rows.clientOf(x), totalRequests: Number(x.total ?? 0), lastActivityAt: rows.iso(x.last_at) }));
+    const { rows: r } = await this.query('SELECT * FROM clients ORDER BY client_key');
+    return r.map((x) => ({ ...rows.clientOf(x), totalRequests: Number(x.total_requests), lastActivityAt: rows.iso(x.last_activity_at) }));
   }
 
   async deleteClient(key) {
     return this.tx(async (c) => {
       const n = (await c.query('DELETE FROM clients WHERE client_key = $1', [key])).rowCount;
-      await c.query('DELETE FROM client_stats WHERE client_key = $1', [key]);
       await c.query('DELETE FROM activity WHERE client_key = $1', [key]);
       return n === 1;
     });
@@ -223,17 +238,17 @@ class PostgresStore {
   async clientActivity(key, limit) {
     const { rows: r } = await this.query(`SELECT *, floor(${NOW_MS})::float8 AS now_ms FROM clients WHERE client_key = $1`, [key]);
     if (!r[0]) return null;
-    const s = (await this.query('SELECT * FROM client_stats WHERE client_key = $1', [key])).rows[0];
     const recent = (await this.query('SELECT * FROM activity WHERE client_key = $1 ORDER BY id DESC LIMIT $2', [key, limit])).rows;
+    const c = r[0];
     return {
-      currentState: rows.currentState(r[0], r[0].now_ms),
-      summary: { totalRequests: Number(s?.total ?? 0), allowedRequests: Number(s?.allowed ?? 0), deniedRequests: Number(s?.denied ?? 0) },
+      currentState: rows.currentState(c, c.now_ms),
+      summary: { totalRequests: Number(c.total_requests), allowedRequests: Number(c.allowed_requests), deniedRequests: Number(c.denied_requests) },
       recentActivity: recent.map(rows.activityOf),
     };
   }
 
   async overview(limit) {
-    const t = (await this.query('SELECT count(*) AS clients, coalesce(sum(s.allowed), 0) AS allowed, coalesce(sum(s.denied), 0) AS denied FROM clients c LEFT JOIN client_stats s ON s.client_key = c.client_key')).rows[0];
+    const t = (await this.query('SELECT count(*) AS clients, coalesce(sum(allowed_requests), 0) AS allowed, coalesce(sum(denied_requests), 0) AS denied FROM clients')).rows[0];
     const recent = (await this.query('SELECT * FROM activity ORDER BY id DESC LIMIT $1', [limit])).rows;
     return { totalClients: Number(t.clients), totalAllowed: Number(t.allowed), totalDenied: Number(t.denied), recentActivity: recent.map(rows.activityOf) };
   }
@@ -246,31 +261,22 @@ class PostgresStore {
   }
 
   /**
-   * One statement (its three INSERTs as data-modifying CTEs: atomic, one round trip), the values as
-   * array literals built here: pg's own array encoding of each value cost more than the write.
+   * One statement (its two INSERTs as data-modifying CTEs: atomic, one round trip), the values as
+   * array literals built here: pg's own array encoding of each value cost more than the write. The
+   * clients' totals are not here: each decision's transaction counts them on the client's row.
    */
   async writeActivity(records) {
     if (!records.length) return;
-    const { clients, buckets } = rows.aggregate(records);
-    // One lock order for every instance (by key), so two flushes cannot deadlock.
-    clients.sort((a, b) => (a.clientKey < b.clientKey ? -1 : a.clientKey > b.clientKey ? 1 : 0));
-    buckets.sort((a, b) => a.resolution - b.resolution || a.start - b.start);
+    const buckets = rows.bucketTotals(records).sort((a, b) => a.resolution - b.resolution || a.start - b.start);
     const col = (list, f) => `{${list.map(f).join(',')}}`;
-    const key = (x) => arrayItem(x.clientKey);
     await this.query(`WITH a AS (INSERT INTO activity (client_key, at, allowed, cost, response_ms)
-        SELECT * FROM unnest($1::text[], $2::bigint[], $3::bool[], $4::int[], $5::float8[])),
-      s AS (INSERT INTO client_stats (client_key, total, allowed, denied, last_at)
-        SELECT u.* FROM unnest($6::text[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[]) AS u(k, t, a, d, l)
-        WHERE EXISTS (SELECT 1 FROM clients WHERE client_key = u.k)
-        ON CONFLICT (client_key) DO UPDATE SET total = client_stats.total + excluded.total, allowed = client_stats.allowed + excluded.allowed,
-          denied = client_stats.denied + excluded.denied, last_at = greatest(client_stats.last_at, excluded.last_at))
+        SELECT * FROM unnest($1::text[], $2::bigint[], $3::bool[], $4::int[], $5::float8[]))
       INSERT INTO activity_buckets (resolution, start, incoming, allowed, denied, response_ms_sum)
-        SELECT * FROM unnest($11::int[], $12::bigint[], $13::bigint[], $14::bigint[], $15::bigint[], $16::float8[])
+        SELECT * FROM unnest($6::int[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::float8[])
         ON CONFLICT (resolution, start) DO UPDATE SET incoming = activity_buckets.incoming + excluded.incoming,
           allowed = activity_buckets.allowed + excluded.allowed, denied = activity_buckets.denied + excluded.denied,
           response_ms_sum = activity_buckets.response_ms_sum + excluded.response_ms_sum`, [
-      col(records, key), col(records, (r) => r.at), col(records, (r) => (r.allowed ? 't' : 'f')), col(records, (r) => r.cost), col(records, (r) => r.responseMs),
-      col(clients, key), col(clients, (x) => x.total), col(clients, (x) => x.allowed), col(clients, (x) => x.denied), col(clients, (x) => x.lastAt),
+      col(records, (r) => arrayItem(r.clientKey)), col(records, (r) => r.at), col(records, (r) => (r.allowed ? 't' : 'f')), col(records, (r) => r.cost), col(records, (r) => r.responseMs),
       col(buckets, (b) => b.resolution), col(buckets, (b) => b.start), col(buckets, (b) => b.incoming), col(buckets, (b) => b.allowed), col(buckets, (b) => b.denied), col(buckets, (b) => b.responseMsSum),
     ]);
   }

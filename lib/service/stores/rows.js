@@ -76,20 +76,27 @@ function currentState(row, now) {
   return { algorithm: policy.algorithm, ...describeState(policy, JSON.parse(row.state), now) };
 }
 
-/** Activity records summed per client and per bucket of each resolution. */
 const RESOLUTION_LIST = Object.values(RESOLUTIONS);
 
-function aggregate(records) {
+/** Activity records summed per client. */
+function clientTotals(records) {
   const clients = new Map();
-  const buckets = [];
-  // Per resolution, a Map keyed by the bucket's start (a number: no key string per record).
-  const byStart = RESOLUTION_LIST.map(() => new Map());
   for (const r of records) {
     let c = clients.get(r.clientKey);
     if (!c) clients.set(r.clientKey, (c = { clientKey: r.clientKey, total: 0, allowed: 0, denied: 0, lastAt: 0 }));
     c.total++;
     if (r.allowed) c.allowed++; else c.denied++;
     if (r.at > c.lastAt) c.lastAt = r.at;
+  }
+  return [...clients.values()];
+}
+
+/** Activity records summed per bucket of each resolution. */
+function bucketTotals(records) {
+  const buckets = [];
+  // Per resolution, a Map keyed by the bucket's start (a number: no key string per record).
+  const byStart = RESOLUTION_LIST.map(() => new Map());
+  for (const r of records) {
     for (let i = 0; i < RESOLUTION_LIST.length; i++) {
       const resolution = RESOLUTION_LIST[i];
       const start = r.at - (r.at % resolution);
@@ -100,7 +107,7 @@ function aggregate(records) {
       b.responseMsSum += r.responseMs;
     }
   }
-  return { clients: [...clients.values()], buckets };
+  return buckets;
 }
 
 function activityOf(row) {
@@ -137,4 +144,4 @@ function points(range, rows, now) {
   };
 }
 
-module.exports = { RESOLUTIONS, RANGES, policyOf, clientOf, policyColumns, freshState, banOf, entryOf, decideEntry, decideRow, currentState, aggregate, activityOf, points, iso };
+module.exports = { RESOLUTIONS, RANGES, policyOf, clientOf, policyColumns, freshState, banOf, entryOf, decideEntry, decideRow, currentState, clientTotals, bucketTotals, activityOf, points, iso };

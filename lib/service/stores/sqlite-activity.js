@@ -76,7 +76,8 @@ class ActivityFile {
    * meanwhile had its history removed by forget(), which runs after any write that saw it. */
   write(records) {
     if (records.length === 0) return;
-    const { clients, buckets } = rows.aggregate(records);
+    const clients = rows.clientTotals(records);
+    const buckets = rows.bucketTotals(records);
     const kept = clients.filter((c) => this.exists.get(c.clientKey) === 1);
     this.writeTx.immediate(records, kept, buckets);
   }
