@@ -267,6 +267,7 @@ class PostgresStore {
    */
   async writeActivity(records) {
     if (!records.length) return;
+    // One lock order for every instance, so two flushes upserting the same buckets cannot deadlock.
     const buckets = rows.bucketTotals(records).sort((a, b) => a.resolution - b.resolution || a.start - b.start);
     const col = (list, f) => `{${list.map(f).join(',')}}`;
     await this.query(`WITH a AS (INSERT INTO activity (client_key, at, allowed, cost, response_ms)
