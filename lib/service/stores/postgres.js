@@ -13,6 +13,10 @@ const rows = require('./rows');
 const MIGRATION_LOCK = '7469657267617465';
 const NOW_MS = '(extract(epoch from clock_timestamp()) * 1000)';
 
+/** The SET items that add a decision's counts to a client's row: `allowed`, `denied` and the
+ * decision's time `at` are SQL expressions (parameters, or a batch's JSON fields). */
+const addTotals = (allowed, denied, at) => `allowed_requests = allowed_requests + ${allowed}, denied_requests = denied_requests + ${denied},
+    total_requests = total_requests + ${allowed} + ${denied}, last_activity_at = greatest(last_activity_at, ${at})`;
 /** `s` as an SQL string literal (E'' quoting: the same whatever standard_conforming_strings is). */
 const literal = (s) => `E'${s.replace(/[\\']/g, '\\$&')}'`;
 /** The decision batch's two statements, prepared once per connection (decideAll). The save takes
@@ -24,8 +28,7 @@ const PREPARE_DECIDE = `PREPARE tiergate_lock(text[]) AS SELECT c.*, b.created_a
   FROM clients c LEFT JOIN bans b ON b.client_key = c.client_key AND (b.expires_at IS NULL OR b.expires_at > ${NOW_MS})
   WHERE c.client_key = ANY($1) ORDER BY c.client_key FOR UPDATE OF c;
 PREPARE tiergate_save(text[], json) AS UPDATE clients AS c SET state = (u.e->1)::text,
-    allowed_requests = c.allowed_requests + (u.e->>2)::bigint, denied_requests = c.denied_requests + (u.e->>3)::bigint,
-    total_requests = c.total_requests + (u.e->>2)::bigint + (u.e->>3)::bigint, last_activity_at = greatest(c.last_activity_at, (u.e->>4)::bigint)
+    ${addTotals('(u.e->>2)::bigint', '(u.e->>3)::bigint', '(u.e->>4)::bigint')}
   FROM json_array_elements($2) AS u(e) WHERE c.client_key = ANY($1) AND c.client_key = u.e->>0`;
 /** `s` as a quoted element of an array literal. */
 const arrayItem = (s) => `"${s.replace(/["\\]/g, '\\$&')}"`;
@@ -136,8 +139,8 @@ class PostgresStore {
       const { outcome, state } = rows.decideRow(row, costs, now);
       if (outcome.found) {
         const [allowed, denied] = counts(outcome, costs.length);
-        await c.query(`UPDATE clients SET state = coalesce($1, state), allowed_requests = allowed_requests + $2, denied_requests = denied_requests + $3,
-          total_requests = total_requests + $2 + $3, last_activity_at = greatest(last_activity_at, $4) WHERE client_key = $5`, [state, allowed, denied, outcome.now, key]);
+        await c.query(`UPDATE clients SET state = coalesce($1, state), ${addTotals('$2::bigint', '$3::bigint', '$4::bigint')} WHERE client_key = $5`,
+          [state, allowed, denied, outcome.now, key]);
       }
       return outcome;
     });
