@@ -6,6 +6,7 @@
 //   node benchmark/activity-flush.js [--records 550] [--flushes 300] [--rounds 5] [--alt DIR]
 const path = require('node:path');
 const { startPostgres, pgMissing } = require('../__test__/service/helpers');
+const { median, medianRange } = require('./lib/stats');
 
 function arg(name, def) {
   const i = process.argv.indexOf(`--${name}`);
@@ -16,8 +17,6 @@ const FLUSHES = Number(arg('flushes', 300));
 const ROUNDS = Number(arg('rounds', 5));
 const ALT = arg('alt', null);
 const COLD = 10_000;
-
-const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 
 /** Median ms per flush over FLUSHES flushes of the store in `root`, on a fresh cluster. */
 async function round(root) {
@@ -58,6 +57,6 @@ async function round(root) {
   console.log(`ms per flush of ${RECORDS} records (median of ${FLUSHES} flushes per round; median [range] of ${ROUNDS} rounds)`);
   roots.forEach(([name], i) => {
     const xs = ms[i];
-    console.log(`${name.padEnd(14)} ${median(xs).toFixed(2)} [${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)}]   rounds: ${xs.map((x) => x.toFixed(2)).join(' ')}`);
+    console.log(`${name.padEnd(14)} ${medianRange(xs, (v) => v.toFixed(2))}   rounds: ${xs.map((x) => x.toFixed(2)).join(' ')}`);
   });
 })().catch((err) => { console.error(err); process.exit(1); });
