@@ -155,10 +155,10 @@ test('totals are counted by the decision itself, one by one as in a batch, and a
   const { PostgresStore } = require('../../lib/service/stores/postgres');
   const { migrations } = require('../../lib/service/migrations');
   const { Client } = require('pg');
-  const admin_ = new Client({ connectionString: pg.url });
-  await admin_.connect();
-  await admin_.query('CREATE DATABASE upgraded');
-  await admin_.end();
+  const maintenance = new Client({ connectionString: pg.url });
+  await maintenance.connect();
+  await maintenance.query('CREATE DATABASE upgraded');
+  await maintenance.end();
   const url = pg.url.replace(/\/postgres$/, '/upgraded');
   // The schema as the release before left it, with one client's totals in client_stats.
   const old = new Client({ connectionString: url });
