@@ -8,11 +8,12 @@
 //     transaction with SELECT … FOR UPDATE and an activity insert per check
 // Reports decisions/s (all, and the hot client's), p50/p99 (ms) and the hot client's allowed checks
 // against its limit over the run (burst + rate × elapsed): never above it. Median and range over
-// --runs (default 5) of --seconds each (default 5).
+// --runs (default 5) of --seconds each (default 5), each after --warmup seconds of the same load that
+// are not measured (default 1: see benchmark/lib/check-load.js).
 // The load generator runs in --processes (default 1) processes of its own; --ceiling measures it
 // against a trivial server instead (its own ceiling on this machine: the targets' figures mean
 // something only well below it).
-//   node benchmark/service-load.js [--runs N] [--seconds S] [--connections C] [--processes P] [--only name,name] [--ceiling]
+//   node benchmark/service-load.js [--runs N] [--seconds S] [--warmup S] [--connections C] [--processes P] [--only name,name] [--ceiling]
 const path = require('node:path');
 const fs = require('node:fs');
 const { spawn } = require('node:child_process');
@@ -26,6 +27,7 @@ function arg(name, def) {
 }
 const RUNS = Number(arg('runs', 5));
 const SECONDS = Number(arg('seconds', 5));
+const WARMUP = Number(arg('warmup', 1));
 const CONNECTIONS = Number(arg('connections', 550));
 const ONLY = arg('only', null)?.split(',');
 const PROCESSES = Number(arg('processes', 1));
@@ -143,7 +145,7 @@ async function main() {
     for (let run = 0; run < RUNS; run++) {
       for (const t of chosen) {
         const since = await t.reset();
-        const r = await checkLoad({ urls: t.urls(), connections: CONNECTIONS, durationMs: SECONDS * 1000, coldKeys: COLD, processes: PROCESSES });
+        const r = await checkLoad({ urls: t.urls(), connections: CONNECTIONS, durationMs: SECONDS * 1000, warmupMs: WARMUP * 1000, coldKeys: COLD, processes: PROCESSES });
         // The bucket is full at the reset and no check comes before startedAtMs: nothing can be
         // allowed beyond the burst plus the refill up to the last answer.
         const elapsed = (r.endedAtMs - Math.max(since, r.startedAtMs)) / 1000;
@@ -156,7 +158,7 @@ async function main() {
     for (const t of chosen) await t.stop().catch(() => {});
     if (pg) await pg.stop();
   }
-  console.log(`\n${CONNECTIONS} concurrent callers, ${SECONDS} s × ${RUNS} runs, half on one hot client; median (range)\n`);
+  console.log(`\n${CONNECTIONS} concurrent callers, ${SECONDS} s × ${RUNS} runs after ${WARMUP} s of warm-up each, half on one hot client; median (range)\n`);
   console.log('| target | decisions/s | hot client decisions/s | p50 ms | p99 ms | p99 ms: hot client / others | hot allowed / limit | errors |');
   console.log('|---|---|---|---|---|---|---|---|');
   for (const [name, rs] of results) {
@@ -181,14 +183,14 @@ async function ceiling() {
   const rs = [];
   try {
     for (let run = 0; run < RUNS; run++) {
-      const r = await checkLoad({ urls: t.urls(), connections: CONNECTIONS, durationMs: SECONDS * 1000, coldKeys: COLD, processes: PROCESSES });
+      const r = await checkLoad({ urls: t.urls(), connections: CONNECTIONS, durationMs: SECONDS * 1000, warmupMs: WARMUP * 1000, coldKeys: COLD, processes: PROCESSES });
       rs.push(r);
       process.stderr.write(`run ${run + 1}/${RUNS}: ${r.perSec.toFixed(0)}/s, p50 ${r.p50.toFixed(1)} ms, p99 ${r.p99.toFixed(1)} ms, errors ${r.errors}\n`);
     }
   } finally {
     await t.stop();
   }
-  console.log(`\n${t.name}, ${CONNECTIONS} connections, ${PROCESSES} generator process(es), ${SECONDS} s × ${RUNS} runs: ${fmt(rs.map((r) => r.perSec))} answers/s, p50 ${fmt(rs.map((r) => r.p50), 1)} ms, p99 ${fmt(rs.map((r) => r.p99), 1)} ms`);
+  console.log(`\n${t.name}, ${CONNECTIONS} connections, ${PROCESSES} generator process(es), ${SECONDS} s × ${RUNS} runs after ${WARMUP} s of warm-up each: ${fmt(rs.map((r) => r.perSec))} answers/s, p50 ${fmt(rs.map((r) => r.p50), 1)} ms, p99 ${fmt(rs.map((r) => r.p99), 1)} ms`);
 }
 
 main().catch((err) => { console.error(err); process.exit(1); });

@@ -2,17 +2,22 @@
 // Closed-loop load of rate-limit checks: `connections` kept-alive connections, each sending its next
 // check as soon as the previous one is answered, for `durationMs`; a share `hotShare` of checks goes
 // to one hot client, the rest to `coldKeys` others drawn at random. Bounded: a request unanswered
-// after `timeoutMs` is an error (its connection is replaced), and no check is sent after `durationMs`.
+// after `timeoutMs` is an error (its connection is replaced), and no check is sent after the
+// warm-up and `durationMs`.
+// The load runs `warmupMs` first, not measured: a generator process is new for every run, and its
+// first few hundred ms (its code not yet compiled, every connection sending at once) are slow
+// against a trivial server too; counted, they were most of the checks above the p99.
 //
 // The generator runs in its own process(es) and speaks HTTP/1.1 over plain sockets (requests are
 // byte strings, answers are read for their status and Content-Length only): node's http client
 // costs several times what a server's answer does, and with it the generator, not the server, was
 // the bottleneck. `node benchmark/service-load.js --ceiling` measures its own ceiling.
 //
-//   const r = await checkLoad({ urls, connections: 550, durationMs: 5000, hotShare: 0.5, coldKeys: 10000 });
+//   const r = await checkLoad({ urls, connections: 550, durationMs: 5000, warmupMs: 1000, hotShare: 0.5, coldKeys: 10000 });
 //   r -> { seconds, startedAtMs, endedAtMs, total, perSec, hot: { sent, allowed, denied, perSec }, errors, p50, p99, hotP99, otherP99 }
-// (latency in ms). perSec and hot.perSec count the answers that arrived within durationMs; the
-// counts (hot.allowed too, which is compared with the limit) and latencies take every answer.
+// (latency in ms). perSec and hot.perSec count the answers that arrived within durationMs after the
+// warm-up, the latencies those of the checks sent then; the counts (hot.allowed too, which is compared
+// with the limit from startedAtMs) and errors take every answer, the warm-up's too.
 const net = require('node:net');
 const { fork } = require('node:child_process');
 const { performance } = require('node:perf_hooks');
@@ -43,7 +48,7 @@ function parseAnswer(buf) {
 }
 
 /** One process's share of the load. */
-function generate({ urls, connections, durationMs, hotShare, coldKeys, timeoutMs, seed, startAt }) {
+function generate({ urls, connections, durationMs, warmupMs, hotShare, coldKeys, timeoutMs, seed, startAt }) {
   const targets = urls.map((u) => new URL(u));
   let state = seed >>> 0 || 1;
   const rand = () => { state ^= state << 13; state ^= state >>> 17; state ^= state << 5; return (state >>> 0) / 4294967296; };
@@ -54,7 +59,8 @@ function generate({ urls, connections, durationMs, hotShare, coldKeys, timeoutMs
   let lat = new Float64Array(1 << 16);
   let nLat = 0;
   const t0 = performance.now() + Math.max(0, startAt - Date.now());
-  const end = t0 + durationMs;
+  const measured = t0 + warmupMs;
+  const end = measured + durationMs;
   let open = 0;
 
   return new Promise((resolve) => {
@@ -99,13 +105,16 @@ function generate({ urls, connections, durationMs, hotShare, coldKeys, timeoutMs
       c.buf = c.buf.length > a.length ? c.buf.subarray(a.length) : null;
       c.busy = false;
       out.total++;
-      if (now <= end) out.inWindow++;
-      if (nLat === lat.length) { const next = new Float64Array(lat.length * 2); next.set(lat); lat = next; }
-      lat[nLat++] = c.hot ? -(now - c.sentAt) : now - c.sentAt; // the hot client's negated: split on merge
+      const inWindow = now >= measured && now <= end;
+      if (inWindow) out.inWindow++;
+      if (c.sentAt >= measured) {
+        if (nLat === lat.length) { const next = new Float64Array(lat.length * 2); next.set(lat); lat = next; }
+        lat[nLat++] = c.hot ? -(now - c.sentAt) : now - c.sentAt; // the hot client's negated: split on merge
+      }
       if (a.status !== 200 && a.status !== 429) out.errors++;
       if (c.hot) {
         out.hot.sent++;
-        if (now <= end) out.hot.inWindow++;
+        if (inWindow) out.hot.inWindow++;
         if (a.status === 200) out.hot.allowed++;
         else if (a.status === 429) out.hot.denied++;
       }
@@ -131,13 +140,13 @@ if (require.main === module && process.send) {
 }
 
 /** Runs the load over `processes` generator processes and merges their counts. */
-async function checkLoad({ urls, connections = 550, durationMs = 5000, hotShare = 0.5, coldKeys = 10_000, timeoutMs = 10_000, processes = 1 }) {
+async function checkLoad({ urls, connections = 550, durationMs = 5000, warmupMs = 1000, hotShare = 0.5, coldKeys = 10_000, timeoutMs = 10_000, processes = 1 }) {
   // Every process starts its clock at one instant, after all have connected and built their requests.
   const startAt = Date.now() + 300 + 100 * processes;
   const parts = await Promise.all(Array.from({ length: processes }, (_, i) => new Promise((resolve, reject) => {
     const child = fork(__filename, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     const share = Math.floor(connections / processes) + (i < connections % processes ? 1 : 0);
-    child.send({ urls, connections: share, durationMs, hotShare, coldKeys, timeoutMs, seed: 0x9e3779b9 + i, startAt });
+    child.send({ urls, connections: share, durationMs, warmupMs, hotShare, coldKeys, timeoutMs, seed: 0x9e3779b9 + i, startAt });
     child.once('message', (m) => {
       const b = Buffer.from(m.latencies, 'base64');
       resolve({ ...m.counts, latencies: new Float64Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength)) });
