@@ -189,3 +189,37 @@ test('totals are counted by the decision itself, one by one as in a batch, and a
     await store.close();
   }
 });
+
+test('retention deletes in steps of PRUNE_ROWS: a backlog ends at exactly the row cap, and rows past their age all go', { skip }, async () => {
+  const { PostgresStore } = require('../../lib/service/stores/postgres');
+  const { PRUNE_ROWS } = require('../../lib/service/stores/rows');
+  const admin0 = new PostgresStore({ connectionString: pg.url, poolSize: 1 });
+  await admin0.query('CREATE DATABASE retention');
+  await admin0.close();
+  const store = new PostgresStore({ connectionString: pg.url.replace(/\/postgres$/, '/retention'), poolSize: 2 });
+  try {
+    await store.open();
+    const deleted = [];
+    const query = store.query.bind(store);
+    store.query = async (sql, params) => {
+      const r = await query(sql, params);
+      if (sql.startsWith('DELETE FROM activity ')) deleted.push(r.rowCount);
+      return r;
+    };
+    const now = Date.now();
+    const rec = (i, at) => ({ clientKey: `k-${i % 7}`, at, allowed: i % 2 === 0, cost: 1, responseMs: 0.5 });
+    const bucketAgeMs = { second: 3_600_000, minute: 3_600_000 };
+    await store.writeActivity(Array.from({ length: 4 * PRUNE_ROWS + 101 }, (_, i) => rec(i, now)));
+    await store.prune({ now, maxAgeMs: 3_600_000, maxRows: 100, bucketAgeMs });
+    const { rows: [ids] } = await store.query('SELECT count(*)::int AS n, min(id) AS lo, max(id) AS hi FROM activity');
+    assert.deepEqual([ids.n, Number(ids.hi) - Number(ids.lo)], [100, 99]);
+    assert.ok(deleted.length >= 5 && deleted.every((n) => n <= PRUNE_ROWS), `steps ${deleted}`);
+    assert.equal(deleted.reduce((a, b) => a + b, 0), 4 * PRUNE_ROWS + 1);
+
+    await store.writeActivity(Array.from({ length: 2 * PRUNE_ROWS + 500 }, (_, i) => rec(i, now - 7_200_000)));
+    await store.prune({ now, maxAgeMs: 3_600_000, maxRows: 1_000_000, bucketAgeMs });
+    assert.equal(await store.activityCount(), 100);
+  } finally {
+    await store.close();
+  }
+});

@@ -285,10 +285,13 @@ class PostgresStore {
     ]);
   }
 
+  /** Retention in steps of PRUNE_ROWS rows, each a statement of its own (see rows.PRUNE_ROWS). */
   async prune({ now, maxAgeMs, maxRows, bucketAgeMs }) {
+    const step = async (sql, arg) => (await this.query(sql, [arg])).rowCount;
+    while (await step(`DELETE FROM activity WHERE id IN (SELECT id FROM activity WHERE at < $1 ORDER BY at LIMIT ${rows.PRUNE_ROWS})`, now - maxAgeMs) === rows.PRUNE_ROWS);
+    // ids may have gaps: a step that deletes fewer than PRUNE_ROWS is not the last one
+    while (await step(`DELETE FROM activity WHERE id <= least((SELECT max(id) FROM activity) - $1, (SELECT min(id) FROM activity) + ${rows.PRUNE_ROWS - 1})`, maxRows) > 0);
     await this.tx(async (c) => {
-      await c.query('DELETE FROM activity WHERE at < $1', [now - maxAgeMs]);
-      await c.query('DELETE FROM activity WHERE id <= (SELECT max(id) FROM activity) - $1', [maxRows]);
       for (const [name, resolution] of Object.entries(rows.RESOLUTIONS)) {
         await c.query('DELETE FROM activity_buckets WHERE resolution = $1 AND start < $2', [resolution, now - bucketAgeMs[name]]);
       }

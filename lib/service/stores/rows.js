@@ -5,6 +5,9 @@ const { isRate, initialState, decide, describeState, lastTime } = require('../al
 
 /** Analytics resolutions (ms) kept as aggregated buckets, and how long each is kept. */
 const RESOLUTIONS = Object.freeze({ second: 1000, minute: 60_000 });
+// Activity rows deleted per retention step: one long delete holds SQLite's write lock, or a core of
+// PostgreSQL, while the decisions wait behind it.
+const PRUNE_ROWS = 2000;
 
 function policyOf(row) {
   const base = { clientKey: row.client_key, algorithm: row.algorithm };
@@ -144,4 +147,4 @@ function points(range, rows, now) {
   };
 }
 
-module.exports = { RESOLUTIONS, RANGES, policyOf, clientOf, policyColumns, freshState, banOf, entryOf, decideEntry, decideRow, currentState, clientTotals, bucketTotals, activityOf, points, iso };
+module.exports = { RESOLUTIONS, PRUNE_ROWS, RANGES, policyOf, clientOf, policyColumns, freshState, banOf, entryOf, decideEntry, decideRow, currentState, clientTotals, bucketTotals, activityOf, points, iso };

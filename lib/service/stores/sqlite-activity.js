@@ -7,8 +7,7 @@
 // them another connection wrote) does not move with every flush.
 const rows = require('./rows');
 
-// Activity rows deleted per pruning transaction (a transaction holds the file's write lock).
-const PRUNE_ROWS = 2000;
+const { PRUNE_ROWS } = rows;
 // Activity rows per multi-row INSERT (5 parameters each, well under SQLite's 32,766).
 const ACTIVITY_ROWS = 200;
 
