@@ -5,12 +5,14 @@
 // sheds every tier alike (toobusy-js on Express, @fastify/under-pressure on Fastify); tiergate.
 // The server runs in a child process (scenario.js), the generator here: one core each.
 //
-//   node benchmark/overload.js [--runs 5] [--quick] [--only id,id] [--load 3] [--seconds 6] [--work-ms 3] [--work pbkdf2|sha256-chain] [--shed '{json}'] [--alt DIR]
+//   node benchmark/overload.js [--runs 5] [--quick] [--only id,id] [--load 3] [--seconds 6] [--work-ms 3] [--work pbkdf2|sha256-chain] [--shed '{json}'] [--alt DIR] [--cpu-prof DIR]
 //   (ids: none, toobusy, under-pressure, tiergate-defaults, tiergate-fastify, tiergate-http,
 //    tiergate [extra: spike filter off], tiergate-plain [extra], tiergate-express-outside [extra: the
 //    Express app inside gatekeeper.http, not behind app.use]; --shed overrides tiergate's shed options;
 //    --alt DIR adds each tiergate configuration again as `<id>@alt`, its server loading tiergate from
-//    the package directory DIR (another checkout with its own build): an A/B interleaved run by run)
+//    the package directory DIR (another checkout with its own build): an A/B interleaved run by run;
+//    --cpu-prof DIR writes a CPU profile of each server over its overload phase to
+//    DIR/<id>-run<n>.cpuprofile, for benchmark/profile-split.js)
 //
 // Per configuration and run, one server process, phases in order: warm-up (0.5x, 1 s), unloaded (0.25x,
 // 3 s: the unloaded latency), 0.8x (3 s: must not shed), a pause until the gate is calm, overload (3x,
@@ -162,7 +164,7 @@ function configurations(cap) {
 }
 
 function parseArgs(argv) {
-  const a = { runs: 5, quick: false, only: null, load: 3, seconds: 6, workMs: 3, work: DEFAULT_WORK_KIND, shed: {}, alt: null };
+  const a = { runs: 5, quick: false, only: null, load: 3, seconds: 6, workMs: 3, work: DEFAULT_WORK_KIND, shed: {}, alt: null, cpuProf: null };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     if (k === '--quick') a.quick = true;
@@ -177,6 +179,7 @@ function parseArgs(argv) {
     else if (k === '--work') a.work = checkKind(argv[++i]);
     else if (k === '--shed') a.shed = JSON.parse(argv[++i]); // overrides tiergate's shed options
     else if (k === '--alt') a.alt = path.resolve(argv[++i]);
+    else if (k === '--cpu-prof') a.cpuProf = path.resolve(argv[++i]);
     else throw new Error(`unknown argument ${k}`);
   }
   return a;
@@ -214,7 +217,7 @@ async function settle(srv, agent) {
  * new connections, which a server that is not keeping up accepts late (its accept queue overflows and
  * the kernel drops SYNs, retried after 1 s) — what an unprotected server does to its clients.
  */
-async function runConfig(cfg, { cap, workIters, workKind, load, seconds, quick, log }) {
+async function runConfig(cfg, { cap, workIters, workKind, load, seconds, quick, log, profileFile }) {
   const srv = await startServer({ framework: cfg.framework, protection: cfg.protection, options: cfg.options || {}, workIters, workKind, record: true, tiergateDir: cfg.tiergateDir, gate: cfg.gate, outsideApp: cfg.outsideApp });
   const agent = new http.Agent({ keepAlive: true, maxSockets: 4096, maxFreeSockets: 4096 });
   const warm = { connections: WARM_CONNECTIONS, path: '/hello', headers: { 'x-user-tier': 'critical' } };
@@ -235,8 +238,12 @@ async function runConfig(cfg, { cap, workIters, workKind, load, seconds, quick, 
     const startAt = nowAbs() + 50;
     const { warm: _w, ...cold } = base;
     const w0 = await srv.workTime();
+    if (profileFile) await srv.profileStart();
     const [over, after] = await Promise.all([
-      runLoad(srv, { ...cold, rate: load * cap, durationMs: seconds * 1000, startAt }, { keepController: !quick }),
+      runLoad(srv, { ...cold, rate: load * cap, durationMs: seconds * 1000, startAt }, { keepController: !quick }).then(async (r) => {
+        if (profileFile) await srv.profileStop(profileFile);
+        return r;
+      }),
       quick ? null : openLoop({ ...cold, port: srv.port, rate: 0.8 * cap, durationMs: AFTER_MS, startAt: startAt + seconds * 1000, steadyFromMs: RECOVERY_MS, seed: 7 }),
     ]);
     if (after) {
@@ -454,6 +461,7 @@ function writeSvg(results, file, { cap, load }) {
 
 async function main() {
   const args = parseArgs(process.argv.slice(2));
+  if (args.cpuProf) fs.mkdirSync(args.cpuProf, { recursive: true });
   const t0 = Date.now();
   const workIters = calibrateWork(args.workMs, args.work);
   const capRun = await measureCapacity({ workIters, workKind: args.work, concurrency: 8, durationMs: 2000 });
@@ -483,7 +491,8 @@ async function main() {
     for (const cfg of configs) {
       if (run > 1 && cfg.protection !== 'tiergate') continue; // the comparisons run once
       try {
-        const r = await runConfig(cfg, { cap, workIters, workKind: args.work, load: args.load, seconds: args.seconds, quick: args.quick });
+        const profileFile = args.cpuProf && path.join(args.cpuProf, `${cfg.id}-run${run}.cpuprofile`);
+        const r = await runConfig(cfg, { cap, workIters, workKind: args.work, load: args.load, seconds: args.seconds, quick: args.quick, profileFile });
         r.run = cfg.protection === 'tiergate' ? run : 0;
         r.figures = { ...runFigures(r, ideal, cap), ...paceFigures(r, capRun, args) };
         results.push(r);

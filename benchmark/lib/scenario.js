@@ -33,7 +33,7 @@ function calibrateWork(targetMs = 3, workKind = DEFAULT_WORK_KIND) {
  * 'http'), protection, options (JSON-serialisable options of the protection), workIters, workKind, record
  * (lag timeline + first-rejection time, for overload runs), tiergateDir (load tiergate from that package
  * directory instead of this checkout). Resolves to a handle with `port`,
- * `windowStart()`, `windowEnd()`, `guardStats()`, `cpuUsage()`, `stop()`.
+ * `windowStart()`, `windowEnd()`, `guardStats()`, `cpuUsage()`, `profileStart()`, `profileStop(file)`, `stop()`.
  */
 function startServer({ framework = 'express', protection = 'none', options = {}, workIters = 0, workKind = DEFAULT_WORK_KIND, record = false, trace = false, backlog = 511, tiergateDir, gate, heldLagMs, outsideApp } = {}) {
   const child = fork(SERVER, [], {
@@ -108,6 +108,8 @@ function startServer({ framework = 'express', protection = 'none', options = {},
         guardStats: () => request('guard-stats'),
         cpuUsage: () => request('cpu'),
         workTime: () => request('work'),
+        profileStart: () => request('profile-start'),
+        profileStop: (file) => request('profile-stop', 20_000, { file }),
         stop() {
           if (exited) return Promise.resolve();
           return new Promise((res) => {

@@ -27,7 +27,9 @@
 //                 which returns all its samples since window-start)
 //   guard-stats   -> the protection's stats() if it has one;   cpu -> process.cpuUsage();   exit
 //   work          -> { count, ms }: /work requests so far and the wall time their work took
+const fs = require('node:fs');
 const http = require('node:http');
+const inspector = require('node:inspector');
 const path = require('node:path');
 const { monitorEventLoopDelay, performance } = require('node:perf_hooks');
 
@@ -292,6 +294,7 @@ async function main() {
   if (!server.listening) await new Promise((resolve) => server.listen({ port: 0, host: '127.0.0.1', backlog: cfg.backlog || 511 }, resolve));
   if (cfg.heldLagMs !== undefined && framework !== 'fastify') statsSource.injectHealth({ lagMs: cfg.heldLagMs });
 
+  let profiler = null;
   process.on('message', (msg) => {
     const reply = (result) => process.send({ id: msg.id, result });
     if (msg.cmd === 'window-start') {
@@ -330,6 +333,18 @@ async function main() {
         rejected,
         handled,
         connections,
+      });
+    } else if (msg.cmd === 'profile-start') {
+      // A CPU profile of this process from here to profile-stop (overload.js --cpu-prof).
+      profiler = new inspector.Session();
+      profiler.connect();
+      profiler.post('Profiler.enable', () => profiler.post('Profiler.start', () => reply({})));
+    } else if (msg.cmd === 'profile-stop') {
+      profiler.post('Profiler.stop', (err, res) => {
+        if (!err) fs.writeFileSync(msg.file, JSON.stringify(res.profile));
+        profiler.disconnect();
+        profiler = null;
+        reply({ error: err ? String(err.message) : null });
       });
     } else if (msg.cmd === 'work') {
       reply({ count: workCount, ms: workMsSum });
