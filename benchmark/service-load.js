@@ -6,6 +6,8 @@
 //   - `tiergate serve` on PostgreSQL, 1 instance and 3 instances (the callers spread over them)
 //   - the reference design re-implemented (benchmark/lib/pern-reference.js): Express, one PostgreSQL
 //     transaction with SELECT … FOR UPDATE and an activity insert per check
+//   - a trivial node:http server that answers every check alike: the generator's own ceiling on this
+//     machine in the same runs, which says how fast the machine was
 // Reports decisions/s (all, and the hot client's), p50/p99 (ms) and the hot client's allowed checks
 // against its limit over the run (burst + rate × elapsed): never above it. Median and range over
 // --runs (default 5) of --seconds each (default 5), each after --warmup seconds of the same load that
@@ -110,6 +112,7 @@ function trivialTarget() {
     s.listen(0, '127.0.0.1', () => console.log('listening on http://127.0.0.1:' + s.address().port));`;
   return {
     name: 'trivial node:http server (the generator\'s ceiling)',
+    ceiling: true,
     async start() {
       child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
       url = await new Promise((resolve) => child.stdout.on('data', (d) => { const m = /listening on (\S+)/.exec(String(d)); if (m) resolve(m[1]); }));
@@ -124,7 +127,7 @@ async function main() {
   if (process.argv.includes('--ceiling')) return ceiling();
   const skip = pgMissing();
   let pg = null;
-  const targets = [serviceTarget('tiergate serve, embedded SQLite', { instances: 1 })];
+  const targets = [trivialTarget(), serviceTarget('tiergate serve, embedded SQLite', { instances: 1 })];
   if (!skip) {
     pg = await startPostgres();
     const admin0 = new Pool({ connectionString: pg.url, max: 1 });
@@ -149,9 +152,10 @@ async function main() {
         // The bucket is full at the reset and no check comes before startedAtMs: nothing can be
         // allowed beyond the burst plus the refill up to the last answer.
         const elapsed = (r.endedAtMs - Math.max(since, r.startedAtMs)) / 1000;
-        r.hotLimit = Math.floor(HOT.burstSize + HOT.requestsPerSecond * elapsed);
+        r.hotLimit = t.ceiling ? null : Math.floor(HOT.burstSize + HOT.requestsPerSecond * elapsed);
         results.get(t.name).push(r);
-        process.stderr.write(`run ${run + 1}/${RUNS} ${t.name}: ${r.perSec.toFixed(0)}/s, hot ${r.hot.perSec.toFixed(0)}/s, p99 ${r.p99.toFixed(1)} ms (hot ${r.hotP99.toFixed(1)}, others ${r.otherP99.toFixed(1)}), hot allowed ${r.hot.allowed} ≤ ${r.hotLimit}, errors ${r.errors}\n`);
+        if (t.ceiling) process.stderr.write(`run ${run + 1}/${RUNS} ${t.name}: ${r.perSec.toFixed(0)}/s, p99 ${r.p99.toFixed(1)} ms, errors ${r.errors}\n`);
+        else process.stderr.write(`run ${run + 1}/${RUNS} ${t.name}: ${r.perSec.toFixed(0)}/s, hot ${r.hot.perSec.toFixed(0)}/s, p99 ${r.p99.toFixed(1)} ms (hot ${r.hotP99.toFixed(1)}, others ${r.otherP99.toFixed(1)}), hot allowed ${r.hot.allowed} ≤ ${r.hotLimit}, errors ${r.errors}\n`);
       }
     }
   } finally {
@@ -161,19 +165,31 @@ async function main() {
   console.log(`\n${CONNECTIONS} concurrent callers, ${SECONDS} s × ${RUNS} runs after ${WARMUP} s of warm-up each, half on one hot client; median (range)\n`);
   console.log('| target | decisions/s | hot client decisions/s | p50 ms | p99 ms | p99 ms: hot client / others | hot allowed / limit | errors |');
   console.log('|---|---|---|---|---|---|---|---|');
+  const isCeiling = (name) => chosen.find((t) => t.name === name).ceiling;
   for (const [name, rs] of results) {
+    if (isCeiling(name)) {
+      console.log(`| ${name} | ${fmt(rs.map((r) => r.perSec))} | — | ${fmt(rs.map((r) => r.p50), 1)} | ${fmt(rs.map((r) => r.p99), 1)} | — | — | ${rs.reduce((n, r) => n + r.errors, 0)} |`);
+      continue;
+    }
     const over = rs.filter((r) => r.hot.allowed > r.hotLimit).length;
     console.log(`| ${name} | ${fmt(rs.map((r) => r.perSec))} | ${fmt(rs.map((r) => r.hot.perSec))} | ${fmt(rs.map((r) => r.p50), 1)} | ${fmt(rs.map((r) => r.p99), 1)} | ${median(rs.map((r) => r.hotP99)).toFixed(1)} / ${median(rs.map((r) => r.otherP99)).toFixed(1)} | ${rs.map((r) => `${r.hot.allowed}/${r.hotLimit}`).join(', ')}${over ? ' **OVER**' : ''} | ${rs.reduce((n, r) => n + r.errors, 0)} |`);
   }
   const ref = [...results.keys()].find((n) => n.startsWith('reference'));
+  const top = [...results.keys()].find(isCeiling);
+  const measured = [...results.keys()].filter((n) => n !== ref && !isCeiling(n));
   if (ref) {
     const refHot = median(results.get(ref).map((r) => r.hot.perSec));
     const refP99 = median(results.get(ref).map((r) => r.p99));
     console.log('\nagainst the reference (medians): hot decisions/s ratio, p99 ratio');
-    for (const [name, rs] of results) {
-      if (name === ref) continue;
+    for (const name of measured) {
+      const rs = results.get(name);
       console.log(`- ${name}: ${(median(rs.map((r) => r.hot.perSec)) / refHot).toFixed(1)}× the decisions/s, p99 ${(median(rs.map((r) => r.p99)) / refP99).toFixed(2)}× the reference's`);
     }
+  }
+  if (top) {
+    const ceil = median(results.get(top).map((r) => r.perSec));
+    console.log(`\nagainst the generator's ceiling in the same runs (${ceil.toFixed(0)} answers/s, medians):`);
+    for (const name of [...measured, ...(ref ? [ref] : [])]) console.log(`- ${name}: ${((100 * median(results.get(name).map((r) => r.perSec))) / ceil).toFixed(0)}% of its decisions/s`);
   }
 }
 
