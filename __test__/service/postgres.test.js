@@ -223,3 +223,33 @@ test('retention deletes in steps of PRUNE_ROWS: a backlog ends at exactly the ro
     await store.close();
   }
 });
+
+test(`at most MAX_AT_STORE batches at the store: checks gather behind them, and one batch waiting on a lock stops no other client`, { skip }, async () => {
+  const { MAX_AT_STORE } = require('../../lib/service/decisions');
+  const u = urls()[0];
+  const keys = Array.from({ length: MAX_AT_STORE }, (_, i) => `cap-${i}`); // each its own batch
+  const free = 'cap-free';
+  for (const clientKey of [...keys, free]) assert.equal((await admin(u, 'POST', '/api/v1/admin/clients', { clientKey, algorithm: 'sliding_window', maxRequests: 10, windowSeconds: 600 })).status, 201);
+  const { Client } = require('pg');
+  const holder = new Client({ connectionString: pg.url });
+  await holder.connect();
+  const answered = (p) => Promise.race([p.then(() => true), new Promise((resolve) => setTimeout(resolve, 300, false))]);
+  const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+  try {
+    // One client's row locked elsewhere: its batch waits, the next client's is decided meanwhile.
+    await holder.query("BEGIN; SELECT 1 FROM clients WHERE client_key = 'cap-0' FOR UPDATE");
+    const stuck = [check(u, 'cap-0')];
+    await pause(50);
+    assert.equal((await check(u, free)).status, 200, 'a batch waiting on a lock stops another client');
+    // MAX_AT_STORE batches waiting on locks (one client each, sent in turns of their own): the next
+    // client's check waits for one of them to end, and is then decided.
+    await holder.query(`SELECT 1 FROM clients WHERE client_key = ANY($1) FOR UPDATE`, [keys.slice(1)]);
+    for (const k of keys.slice(1)) { stuck.push(check(u, k)); await pause(50); }
+    const gathered = check(u, free);
+    assert.equal(await answered(gathered), false, `a check was decided while ${MAX_AT_STORE} batches were at the store`);
+    await holder.query('ROLLBACK');
+    assert.deepEqual((await Promise.all([...stuck, gathered])).map((r) => r.status), Array(MAX_AT_STORE + 1).fill(200));
+  } finally {
+    await holder.end();
+  }
+});

@@ -2,11 +2,19 @@
 // Batches checks into store transactions. Checks that arrive together (one turn of the event loop)
 // for one client are decided in one transaction, in arrival order; while a client's batch is at the
 // store, its next checks gather for the following one. The more callers wait, the larger a batch and
-// the fewer transactions per decision: a hot client costs one lock per batch, not per check.
+// the fewer transactions per decision: a hot client costs one lock per batch, not per check. At most
+// MAX_AT_STORE batches are at the store at once; while they are, checks of every client gather for
+// the next one.
 const { HttpError } = require('./http');
 
 /** The most checks of one client decided in one transaction. */
 const MAX_BATCH = 1000;
+/** The most batches at the store at once. Two rather than one per turn: fewer, larger transactions
+ * cost the database and this process less, and instances sharing PostgreSQL wait on fewer row locks
+ * (benchmark/RESULTS.md, load:test); two rather than one, so that a batch waiting on a lock held
+ * elsewhere does not stop every other client's decisions. A synchronous store (SQLite) answers
+ * before the next turn, so it never meets the cap. */
+const MAX_AT_STORE = 2;
 
 class Decisions {
   constructor(store, { log }) {
@@ -39,6 +47,7 @@ class Decisions {
 
   flush() {
     this.scheduled = false;
+    if (this.inFlight >= MAX_AT_STORE) return; // the batch that ends next schedules this again
     const batch = new Map();
     const waiters = new Map();
     for (const [key, list] of this.pending) {
@@ -84,4 +93,4 @@ class Decisions {
   }
 }
 
-module.exports = { Decisions, MAX_BATCH };
+module.exports = { Decisions, MAX_BATCH, MAX_AT_STORE };
