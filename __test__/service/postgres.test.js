@@ -233,18 +233,18 @@ test(`at most MAX_AT_STORE batches at the store: checks gather behind them, and 
   const { Client } = require('pg');
   const holder = new Client({ connectionString: pg.url });
   await holder.connect();
-  const answered = (p) => Promise.race([p.then(() => true), new Promise((resolve) => setTimeout(resolve, 300, false))]);
-  const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+  const { setTimeout: sleep } = require('node:timers/promises');
+  const answered = (p) => Promise.race([p.then(() => true), sleep(300, false)]);
   try {
     // One client's row locked elsewhere: its batch waits, the next client's is decided meanwhile.
     await holder.query("BEGIN; SELECT 1 FROM clients WHERE client_key = 'cap-0' FOR UPDATE");
     const stuck = [check(u, 'cap-0')];
-    await pause(50);
+    await sleep(50);
     assert.equal((await check(u, free)).status, 200, 'a batch waiting on a lock stops another client');
     // MAX_AT_STORE batches waiting on locks (one client each, sent in turns of their own): the next
     // client's check waits for one of them to end, and is then decided.
     await holder.query(`SELECT 1 FROM clients WHERE client_key = ANY($1) FOR UPDATE`, [keys.slice(1)]);
-    for (const k of keys.slice(1)) { stuck.push(check(u, k)); await pause(50); }
+    for (const k of keys.slice(1)) { stuck.push(check(u, k)); await sleep(50); }
     const gathered = check(u, free);
     assert.equal(await answered(gathered), false, `a check was decided while ${MAX_AT_STORE} batches were at the store`);
     await holder.query('ROLLBACK');

@@ -9,10 +9,10 @@ const { HttpError } = require('./http');
 
 /** The most checks of one client decided in one transaction. */
 const MAX_BATCH = 1000;
-/** The most batches at the store at once. Two rather than one per turn: fewer, larger transactions
- * cost the database and this process less, and instances sharing PostgreSQL wait on fewer row locks
- * (benchmark/RESULTS.md, load:test); two rather than one, so that a batch waiting on a lock held
- * elsewhere does not stop every other client's decisions. A synchronous store (SQLite) answers
+/** The most batches at the store at once. A cap, rather than a batch every turn: fewer, larger
+ * transactions cost the database and this process less, and instances sharing PostgreSQL wait on
+ * fewer row locks (benchmark/RESULTS.md, load:test). Two, not one, so that a batch waiting on a lock
+ * held elsewhere does not stop every other client's decisions. A synchronous store (SQLite) answers
  * before the next turn, so it never meets the cap. */
 const MAX_AT_STORE = 2;
 
