@@ -200,11 +200,17 @@ test('retention deletes in steps of PRUNE_ROWS: a backlog ends at exactly the ro
   try {
     await store.open();
     const deleted = [];
-    const query = store.query.bind(store);
-    store.query = async (sql, params) => {
-      const r = await query(sql, params);
-      if (sql.startsWith('DELETE FROM activity ')) deleted.push(r.rowCount);
-      return r;
+    const connect = store.connect.bind(store);
+    store.connect = async () => {
+      const client = await connect();
+      const query = client.query.bind(client);
+      return Object.assign(Object.create(client), {
+        query: async (sql, params) => {
+          const r = await query(sql, params);
+          if (sql.startsWith('DELETE FROM activity ')) deleted.push(r.rowCount);
+          return r;
+        },
+      });
     };
     const now = Date.now();
     const rec = (i, at) => ({ clientKey: `k-${i % 7}`, at, allowed: i % 2 === 0, cost: 1, responseMs: 0.5 });
@@ -221,6 +227,42 @@ test('retention deletes in steps of PRUNE_ROWS: a backlog ends at exactly the ro
     assert.equal(await store.activityCount(), 100);
   } finally {
     await store.close();
+  }
+});
+
+test('instances sharing the database prune one at a time: while another holds the prune lock, a prune skips its round and deletes nothing', { skip }, async () => {
+  const { PostgresStore, PRUNE_LOCK } = require('../../lib/service/stores/postgres');
+  const admin0 = new PostgresStore({ connectionString: pg.url, poolSize: 1 });
+  await admin0.query('CREATE DATABASE prune_lock');
+  await admin0.close();
+  const url = pg.url.replace(/\/postgres$/, '/prune_lock');
+  const [a, b] = [new PostgresStore({ connectionString: url, poolSize: 2 }), new PostgresStore({ connectionString: url, poolSize: 2 })];
+  try {
+    await a.open();
+    await b.open();
+    const now = Date.now();
+    const retention = { now, maxAgeMs: 3_600_000, maxRows: 100, bucketAgeMs: { second: 3_600_000, minute: 3_600_000 } };
+    await a.writeActivity(Array.from({ length: 300 }, (_, i) => ({ clientKey: `k-${i % 3}`, at: now, allowed: true, cost: 1, responseMs: 0.5 })));
+    // Instance a is pruning: its connection holds the lock while b's round comes.
+    const holder = await a.connect();
+    await holder.query('SELECT pg_advisory_lock($1)', [PRUNE_LOCK]);
+    try {
+      assert.equal(await b.prune(retention), false);
+      assert.equal(await b.activityCount(), 300);
+    } finally {
+      await holder.query('SELECT pg_advisory_unlock($1)', [PRUNE_LOCK]);
+      holder.release();
+    }
+    assert.equal(await b.prune(retention), true);
+    assert.equal(await b.activityCount(), 100);
+    // Both at once: a round is applied, and no lock is left held after it.
+    const done = await Promise.all([a.prune(retention), b.prune(retention)]);
+    assert.ok(done.includes(true), `rounds ${done}`);
+    const { rows: held } = await a.query("SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory'");
+    assert.equal(held[0].n, 0);
+  } finally {
+    await a.close();
+    await b.close();
   }
 });
 

@@ -11,6 +11,9 @@ const rows = require('./rows');
 
 // The advisory lock that serialises migrations (any fixed 64-bit number; this one spells "tiergate").
 const MIGRATION_LOCK = '7469657267617465';
+// The advisory lock held while one instance applies retention ("tiergatf"): the others skip that
+// round instead of deleting the same rows behind its row locks.
+const PRUNE_LOCK = '7469657267617466';
 const NOW_MS = '(extract(epoch from clock_timestamp()) * 1000)';
 
 /** The SET items that add a decision's counts to a client's row: `allowed`, `denied` and the
@@ -285,18 +288,38 @@ class PostgresStore {
     ]);
   }
 
-  /** Retention in steps of PRUNE_ROWS rows, each a statement of its own (see rows.PRUNE_ROWS). */
+  /**
+   * Retention in steps of PRUNE_ROWS rows, each a statement of its own (see rows.PRUNE_ROWS), on one
+   * connection that holds PRUNE_LOCK: instances sharing the database prune one at a time, and an
+   * instance that finds the lock taken skips the round (resolves false), as the holder is deleting
+   * the same rows. A session lock: an instance that dies while pruning lets it go with its connection.
+   */
   async prune({ now, maxAgeMs, maxRows, bucketAgeMs }) {
-    const step = async (sql, arg) => (await this.query(sql, [arg])).rowCount;
-    while (await step(`DELETE FROM activity WHERE id IN (SELECT id FROM activity WHERE at < $1 ORDER BY at LIMIT ${rows.PRUNE_ROWS})`, now - maxAgeMs) === rows.PRUNE_ROWS);
-    // ids may have gaps: a step that deletes fewer than PRUNE_ROWS is not the last one
-    while (await step(`DELETE FROM activity WHERE id <= least((SELECT max(id) FROM activity) - $1, (SELECT min(id) FROM activity) + ${rows.PRUNE_ROWS - 1})`, maxRows) > 0);
-    await this.tx(async (c) => {
+    const client = await this.connect();
+    let locked = false;
+    try {
+      locked = (await client.query('SELECT pg_try_advisory_lock($1) AS ok', [PRUNE_LOCK])).rows[0].ok;
+      if (!locked) return false;
+      const step = async (sql, arg) => (await client.query(sql, [arg])).rowCount;
+      while (await step(`DELETE FROM activity WHERE id IN (SELECT id FROM activity WHERE at < $1 ORDER BY at LIMIT ${rows.PRUNE_ROWS})`, now - maxAgeMs) === rows.PRUNE_ROWS);
+      // ids may have gaps: a step that deletes fewer than PRUNE_ROWS is not the last one
+      while (await step(`DELETE FROM activity WHERE id <= least((SELECT max(id) FROM activity) - $1, (SELECT min(id) FROM activity) + ${rows.PRUNE_ROWS - 1})`, maxRows) > 0);
+      await client.query('BEGIN');
       for (const [name, resolution] of Object.entries(rows.RESOLUTIONS)) {
-        await c.query('DELETE FROM activity_buckets WHERE resolution = $1 AND start < $2', [resolution, now - bucketAgeMs[name]]);
+        await client.query('DELETE FROM activity_buckets WHERE resolution = $1 AND start < $2', [resolution, now - bucketAgeMs[name]]);
       }
-      await c.query('DELETE FROM bans WHERE expires_at IS NOT NULL AND expires_at <= $1', [now]);
-    });
+      await client.query('DELETE FROM bans WHERE expires_at IS NOT NULL AND expires_at <= $1', [now]);
+      await client.query('COMMIT');
+      return true;
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => {});
+      throw unavailable(err);
+    } finally {
+      // A connection that cannot unlock is not given back to the pool still holding the lock.
+      let broken;
+      if (locked) await client.query('SELECT pg_advisory_unlock($1)', [PRUNE_LOCK]).catch((err) => { broken = err; });
+      client.release(broken);
+    }
   }
 
   async activityCount() {
@@ -329,4 +352,4 @@ class PostgresStore {
   }
 }
 
-module.exports = { PostgresStore, migrate, unavailable, NOW_MS };
+module.exports = { PostgresStore, migrate, unavailable, NOW_MS, PRUNE_LOCK };

@@ -161,6 +161,7 @@ class SqliteStore {
   async prune({ now, maxAgeMs, maxRows, bucketAgeMs }) {
     await this.activity.request('prune', { now, maxAgeMs, maxRows, bucketAgeMs });
     this.sql.pruneBans.run(now);
+    return true;
   }
 
   async activityCount() {
