@@ -3,7 +3,10 @@
 // timed alone against a cluster of its own holding load:test's clients (one hot, 10,000 others), with
 // load:test's mix of records (half the hot client's). With --alt DIR, the same store of another
 // checkout is timed too, alternating round by round on one cluster each, so the two compare in one run.
-//   node benchmark/activity-flush.js [--records 550] [--flushes 300] [--rounds 5] [--alt DIR]
+// With --drop-indexes, this checkout's store is also timed without each of the activity table's
+// secondary indexes and without both (what each costs a flush; the schema keeps them, for the
+// per-client history and retention by age).
+//   node benchmark/activity-flush.js [--records 550] [--flushes 300] [--rounds 5] [--alt DIR] [--drop-indexes]
 const path = require('node:path');
 const { startPostgres, pgMissing } = require('../__test__/service/helpers');
 const { median, medianRange } = require('./lib/stats');
@@ -16,15 +19,18 @@ const RECORDS = Number(arg('records', 550));
 const FLUSHES = Number(arg('flushes', 300));
 const ROUNDS = Number(arg('rounds', 5));
 const ALT = arg('alt', null);
+const DROP = process.argv.includes('--drop-indexes');
 const COLD = 10_000;
 
-/** Median ms per flush over FLUSHES flushes of the store in `root`, on a fresh cluster. */
-async function round(root) {
+/** Median ms per flush over FLUSHES flushes of the store in `root`, on a fresh cluster, with the
+ * indexes named in `drop` dropped. */
+async function round(root, drop) {
   const { PostgresStore } = require(path.join(root, 'lib/service/stores/postgres'));
   const pg = await startPostgres();
   const store = new PostgresStore({ connectionString: pg.url, poolSize: 2 });
   try {
     await store.open();
+    for (const index of drop) await store.pool.query(`DROP INDEX ${index}`);
     await store.pool.query(`INSERT INTO clients (client_key, algorithm, max_requests, window_seconds, state, created_at, updated_at)
       SELECT 'cold-' || g, 'sliding_window', 100, 60, '{"entries":[]}', 0, 0 FROM generate_series(0, ${COLD - 1}) g`);
     await store.pool.query(`INSERT INTO clients (client_key, algorithm, requests_per_second, burst_size, state, created_at, updated_at)
@@ -49,10 +55,13 @@ async function round(root) {
 
 (async () => {
   if (pgMissing()) throw new Error('PostgreSQL is not installed (initdb, pg_ctl)');
-  const roots = [['this checkout', path.join(__dirname, '..')], ...(ALT ? [['--alt', path.resolve(ALT)]] : [])];
+  const here = path.join(__dirname, '..');
+  const roots = [['this checkout', here, []], ...(ALT ? [['--alt', path.resolve(ALT), []]] : []),
+    ...(DROP ? [['no by_time', here, ['activity_by_time']], ['no by_client', here, ['activity_by_client']],
+      ['neither', here, ['activity_by_time', 'activity_by_client']]] : [])];
   const ms = roots.map(() => []);
   for (let r = 0; r < ROUNDS; r++) {
-    for (let i = 0; i < roots.length; i++) ms[i].push(await round(roots[i][1]));
+    for (let i = 0; i < roots.length; i++) ms[i].push(await round(roots[i][1], roots[i][2]));
   }
   console.log(`ms per flush of ${RECORDS} records (median of ${FLUSHES} flushes per round; median [range] of ${ROUNDS} rounds)`);
   roots.forEach(([name], i) => {

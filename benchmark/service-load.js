@@ -14,8 +14,9 @@
 // are not measured (default 1: see benchmark/lib/check-load.js).
 // The load generator runs in --processes (default 1) processes of its own; --ceiling measures it
 // against a trivial server instead (its own ceiling on this machine: the targets' figures mean
-// something only well below it).
-//   node benchmark/service-load.js [--runs N] [--seconds S] [--warmup S] [--connections C] [--processes P] [--only name,name] [--ceiling]
+// something only well below it). --pg-stats starts the cluster with pg_stat_statements and prints,
+// per database, the statements that took PostgreSQL the most time over the runs.
+//   node benchmark/service-load.js [--runs N] [--seconds S] [--warmup S] [--connections C] [--processes P] [--only name,name] [--ceiling] [--pg-stats]
 const path = require('node:path');
 const fs = require('node:fs');
 const { spawn } = require('node:child_process');
@@ -33,6 +34,7 @@ const WARMUP = Number(arg('warmup', 1));
 const CONNECTIONS = Number(arg('connections', 550));
 const ONLY = arg('only', null)?.split(',');
 const PROCESSES = Number(arg('processes', 1));
+const PG_STATS = process.argv.includes('--pg-stats');
 const COLD = 10_000;
 const HOT = { clientKey: 'hot', algorithm: 'token_bucket', requestsPerSecond: 1000, burstSize: 1000 };
 const cold = (i) => ({ clientKey: `cold-${i}`, algorithm: 'sliding_window', maxRequests: 100, windowSeconds: 60 });
@@ -100,6 +102,26 @@ function referenceTarget(database) {
   };
 }
 
+/** Resets pg_stat_statements (`loadSeconds` null), or prints per database its five costliest
+ * statements since the reset: calls, total and mean ms, and the total against the database's seconds
+ * under load (execution time, so waits on row locks count: the reference's lock exceeds 100%). */
+async function pgStats(url, loadSeconds) {
+  const db = new Pool({ connectionString: url, max: 1 });
+  try {
+    if (loadSeconds === null) { await db.query('SELECT pg_stat_statements_reset()'); return; }
+    const { rows } = await db.query(`SELECT d.datname AS db, s.calls, s.total_exec_time AS ms, s.mean_exec_time AS mean,
+        left(regexp_replace(s.query, '\\s+', ' ', 'g'), 90) AS query,
+        row_number() OVER (PARTITION BY d.datname ORDER BY s.total_exec_time DESC) AS n
+      FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid WHERE d.datname IN ('svc1', 'svc3', 'ref')`);
+    console.error(`\nPostgreSQL statements over the runs (${loadSeconds} s under load per database, warm-ups included), the five costliest per database by execution time (waits on locks included):`);
+    for (const r of rows.filter((x) => x.n <= 5).sort((a, b) => a.db.localeCompare(b.db) || a.n - b.n)) {
+      console.error(`  ${r.db}: ${r.calls} calls, ${r.ms.toFixed(0)} ms (${((100 * r.ms) / 1000 / loadSeconds).toFixed(1)}% of its load's time), ${r.mean.toFixed(2)} ms each | ${r.query}`);
+    }
+  } finally {
+    await db.end();
+  }
+}
+
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
 const fmt = (xs, digits = 0) => `${median(xs).toFixed(digits)} (${Math.min(...xs).toFixed(digits)}–${Math.max(...xs).toFixed(digits)})`;
 
@@ -129,9 +151,10 @@ async function main() {
   let pg = null;
   const targets = [trivialTarget(), serviceTarget('tiergate serve, embedded SQLite', { instances: 1 })];
   if (!skip) {
-    pg = await startPostgres();
+    pg = await startPostgres({ settings: PG_STATS ? ['shared_preload_libraries=pg_stat_statements'] : [] });
     const admin0 = new Pool({ connectionString: pg.url, max: 1 });
     for (const db of ['svc1', 'svc3', 'ref']) await admin0.query(`CREATE DATABASE ${db}`);
+    if (PG_STATS) await admin0.query('CREATE EXTENSION pg_stat_statements');
     await admin0.end();
     const on = (db) => pg.url.replace(/\/postgres$/, `/${db}`);
     targets.push(serviceTarget('tiergate serve, PostgreSQL, 1 instance', { instances: 1, database: on('svc1') }));
@@ -144,6 +167,7 @@ async function main() {
   const results = new Map(chosen.map((t) => [t.name, []]));
   try {
     for (const t of chosen) await t.start();
+    if (PG_STATS && pg) await pgStats(pg.url, null); // from here: the runs' statements, not the set-up's
     // Alternate the targets run by run, so that a change in the machine's load hits them all alike.
     for (let run = 0; run < RUNS; run++) {
       for (const t of chosen) {
@@ -159,6 +183,7 @@ async function main() {
         process.stderr.write(`run ${run + 1}/${RUNS} ${t.name}: ${r.perSec.toFixed(0)}/s${hot}, p99 ${r.p99.toFixed(1)} ms${split}, errors ${r.errors}\n`);
       }
     }
+    if (PG_STATS && pg) await pgStats(pg.url, RUNS * (SECONDS + WARMUP));
   } finally {
     for (const t of chosen) await t.stop().catch(() => {});
     if (pg) await pg.stop();

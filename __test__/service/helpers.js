@@ -103,7 +103,7 @@ function pgMissing() {
  * A PostgreSQL cluster of its own: initdb in a temporary folder, started on a free port. PostgreSQL
  * refuses to run as root, so as root the cluster belongs to the unprivileged `postgres` user.
  */
-async function startPostgres() {
+async function startPostgres({ settings = [] } = {}) {
   const dir = tmpdir('tiergate-pg-');
   const data = path.join(dir, 'data');
   const asRoot = process.getuid && process.getuid() === 0;
@@ -116,7 +116,7 @@ async function startPostgres() {
   if (asRoot) spawnSync('chown', ['postgres:', dir]);
   run(pgBin('initdb'), ['-D', data, '-U', 'tiergate', '--auth=trust', '-E', 'UTF8', '--no-sync']);
   const port = await freePort();
-  const opts = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200`;
+  const opts = [`-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200`, ...settings.map((x) => `-c ${x}`)].join(' ');
   run(pgBin('pg_ctl'), ['-D', data, '-o', opts, '-l', path.join(dir, 'log'), '-w', '-t', '30', 'start']);
   let stopped = false;
   return {
