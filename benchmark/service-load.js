@@ -6,15 +6,16 @@
 //   - `tiergate serve` on PostgreSQL, 1 instance and 3 instances (the callers spread over them)
 //   - the reference design re-implemented (benchmark/lib/pern-reference.js): Express, one PostgreSQL
 //     transaction with SELECT … FOR UPDATE and an activity insert per check
-//   - a trivial node:http server that answers every check alike: the generator's own ceiling on this
-//     machine in the same runs, which says how fast the machine was
+//   - a trivial node:http server that answers every check alike: the ceiling of one node:http
+//     process on this machine, beside the generator, in the same runs, which says how fast the
+//     machine was (that server is its bottleneck, not the generator: with --processes 2 it answers
+//     no more)
 // Reports decisions/s (all, and the hot client's), p50/p99 (ms) and the hot client's allowed checks
 // against its limit over the run (burst + rate × elapsed): never above it. Median and range over
 // --runs (default 5) of --seconds each (default 5), each after --warmup seconds of the same load that
 // are not measured (default 1: see benchmark/lib/check-load.js).
-// The load generator runs in --processes (default 1) processes of its own; --ceiling measures it
-// against a trivial server instead (its own ceiling on this machine: the targets' figures mean
-// something only well below it). --pg-stats starts the cluster with pg_stat_statements and prints,
+// The load generator runs in --processes (default 1) processes of its own; --ceiling measures the
+// trivial server alone (a single-process service's figures mean something only below it). --pg-stats starts the cluster with pg_stat_statements and prints,
 // per database, the statements that took PostgreSQL the most time over the runs.
 //   node benchmark/service-load.js [--runs N] [--seconds S] [--warmup S] [--connections C] [--processes P] [--only name,name] [--ceiling] [--pg-stats]
 const path = require('node:path');
@@ -133,7 +134,7 @@ function trivialTarget() {
     const s = http.createServer((req, res) => { req.resume(); req.on('end', () => { res.writeHead(200, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': body.length }); res.end(body); }); });
     s.listen(0, '127.0.0.1', () => console.log('listening on http://127.0.0.1:' + s.address().port));`;
   return {
-    name: 'trivial node:http server (the generator\'s ceiling)',
+    name: 'trivial node:http server (the ceiling of one node process)',
     ceiling: true,
     async start() {
       child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -214,7 +215,7 @@ async function main() {
   }
   if (top) {
     const ceil = median(results.get(top).map((r) => r.perSec));
-    console.log(`\nagainst the generator's ceiling in the same runs (${ceil.toFixed(0)} answers/s, medians):`);
+    console.log(`\nagainst the ceiling of one node process in the same runs (${ceil.toFixed(0)} answers/s, medians):`);
     for (const name of [...measured, ...(ref ? [ref] : [])]) console.log(`- ${name}: ${((100 * median(results.get(name).map((r) => r.perSec))) / ceil).toFixed(0)}% of its decisions/s`);
   }
 }

@@ -11,7 +11,8 @@
 // The generator runs in its own process(es) and speaks HTTP/1.1 over plain sockets (requests are
 // byte strings, answers are read for their status and Content-Length only): node's http client
 // costs several times what a server's answer does, and with it the generator, not the server, was
-// the bottleneck. `node benchmark/service-load.js --ceiling` measures its own ceiling.
+// the bottleneck. Against a trivial node:http server it is not: a second generator process
+// (`node benchmark/service-load.js --ceiling --processes 2`) gets no more answers from it.
 //
 //   const r = await checkLoad({ urls, connections: 550, durationMs: 5000, warmupMs: 1000, hotShare: 0.5, coldKeys: 10000 });
 //   r -> { seconds, startedAtMs, endedAtMs, total, perSec, hot: { sent, allowed, denied, perSec }, errors, p50, p99, hotP99, otherP99 }
