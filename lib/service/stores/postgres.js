@@ -84,6 +84,19 @@ async function migrate(pool) {
   }
 }
 
+/** Runs `fn(client)` in a transaction on `client`, rolled back if it throws. */
+async function inTransaction(client, fn) {
+  try {
+    await client.query('BEGIN');
+    const out = await fn(client);
+    await client.query('COMMIT');
+    return out;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw err instanceof HttpError ? err : unavailable(err);
+  }
+}
+
 class PostgresStore {
   constructor({ connectionString, poolSize }) {
     const pg = requireOptional('pg', 'the PostgreSQL store of `tiergate serve`');
@@ -115,13 +128,7 @@ class PostgresStore {
   async tx(fn) {
     const client = await this.connect();
     try {
-      await client.query('BEGIN');
-      const out = await fn(client);
-      await client.query('COMMIT');
-      return out;
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => {});
-      throw err instanceof HttpError ? err : unavailable(err);
+      return await inTransaction(client, fn);
     } finally {
       client.release();
     }
@@ -304,16 +311,15 @@ class PostgresStore {
       while (await step(`DELETE FROM activity WHERE id IN (SELECT id FROM activity WHERE at < $1 ORDER BY at LIMIT ${rows.PRUNE_ROWS})`, now - maxAgeMs) === rows.PRUNE_ROWS);
       // ids may have gaps: a step that deletes fewer than PRUNE_ROWS is not the last one
       while (await step(`DELETE FROM activity WHERE id <= least((SELECT max(id) FROM activity) - $1, (SELECT min(id) FROM activity) + ${rows.PRUNE_ROWS - 1})`, maxRows) > 0);
-      await client.query('BEGIN');
-      for (const [name, resolution] of Object.entries(rows.RESOLUTIONS)) {
-        await client.query('DELETE FROM activity_buckets WHERE resolution = $1 AND start < $2', [resolution, now - bucketAgeMs[name]]);
-      }
-      await client.query('DELETE FROM bans WHERE expires_at IS NOT NULL AND expires_at <= $1', [now]);
-      await client.query('COMMIT');
+      await inTransaction(client, async (c) => {
+        for (const [name, resolution] of Object.entries(rows.RESOLUTIONS)) {
+          await c.query('DELETE FROM activity_buckets WHERE resolution = $1 AND start < $2', [resolution, now - bucketAgeMs[name]]);
+        }
+        await c.query('DELETE FROM bans WHERE expires_at IS NOT NULL AND expires_at <= $1', [now]);
+      });
       return true;
     } catch (err) {
-      await client.query('ROLLBACK').catch(() => {});
-      throw unavailable(err);
+      throw err instanceof HttpError ? err : unavailable(err);
     } finally {
       // A connection that cannot unlock is not given back to the pool still holding the lock.
       let broken;
