@@ -15,8 +15,9 @@
 // --runs (default 5) of --seconds each (default 5), each after --warmup seconds of the same load that
 // are not measured (default 1: see benchmark/lib/check-load.js).
 // The load generator runs in --processes (default 1) processes of its own; --ceiling measures the
-// trivial server alone (a single-process service's figures mean something only below it). --pg-stats starts the cluster with pg_stat_statements and prints,
-// per database, the statements that took PostgreSQL the most time over the runs.
+// trivial server alone (a single-process service's figures mean something only below it).
+// --pg-stats starts the cluster with pg_stat_statements and prints, per database, the statements
+// that took PostgreSQL the most time over the runs.
 //   node benchmark/service-load.js [--runs N] [--seconds S] [--warmup S] [--connections C] [--processes P] [--only name,name] [--ceiling] [--pg-stats]
 const path = require('node:path');
 const fs = require('node:fs');
@@ -103,13 +104,21 @@ function referenceTarget(database) {
   };
 }
 
-/** Resets pg_stat_statements (`loadSeconds` null), or prints per database its five costliest
- * statements since the reset: calls, total and mean ms, and the total against the database's seconds
- * under load (execution time, so waits on row locks count: the reference's lock exceeds 100%). */
-async function pgStats(url, loadSeconds) {
+/** Runs `fn` with a one-connection pool on `url`, then closes the pool. */
+async function withPool(url, fn) {
   const db = new Pool({ connectionString: url, max: 1 });
   try {
-    if (loadSeconds === null) { await db.query('SELECT pg_stat_statements_reset()'); return; }
+    return await fn(db);
+  } finally {
+    await db.end();
+  }
+}
+
+/** Prints per database its five costliest statements since pg_stat_statements was reset: calls, total
+ * and mean ms, and the total against the database's seconds under load (execution time, so waits on
+ * row locks count: the reference's lock exceeds 100%). */
+function printPgStats(url, loadSeconds) {
+  return withPool(url, async (db) => {
     const { rows } = await db.query(`SELECT d.datname AS db, s.calls, s.total_exec_time AS ms, s.mean_exec_time AS mean,
         left(regexp_replace(s.query, '\\s+', ' ', 'g'), 90) AS query,
         row_number() OVER (PARTITION BY d.datname ORDER BY s.total_exec_time DESC) AS n
@@ -118,9 +127,7 @@ async function pgStats(url, loadSeconds) {
     for (const r of rows.filter((x) => x.n <= 5).sort((a, b) => a.db.localeCompare(b.db) || a.n - b.n)) {
       console.error(`  ${r.db}: ${r.calls} calls, ${r.ms.toFixed(0)} ms (${((100 * r.ms) / 1000 / loadSeconds).toFixed(1)}% of its load's time), ${r.mean.toFixed(2)} ms each | ${r.query}`);
     }
-  } finally {
-    await db.end();
-  }
+  });
 }
 
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
@@ -168,7 +175,8 @@ async function main() {
   const results = new Map(chosen.map((t) => [t.name, []]));
   try {
     for (const t of chosen) await t.start();
-    if (PG_STATS && pg) await pgStats(pg.url, null); // from here: the runs' statements, not the set-up's
+    // From here: the runs' statements, not the set-up's.
+    if (PG_STATS && pg) await withPool(pg.url, (db) => db.query('SELECT pg_stat_statements_reset()'));
     // Alternate the targets run by run, so that a change in the machine's load hits them all alike.
     for (let run = 0; run < RUNS; run++) {
       for (const t of chosen) {
@@ -184,7 +192,7 @@ async function main() {
         process.stderr.write(`run ${run + 1}/${RUNS} ${t.name}: ${r.perSec.toFixed(0)}/s${hot}, p99 ${r.p99.toFixed(1)} ms${split}, errors ${r.errors}\n`);
       }
     }
-    if (PG_STATS && pg) await pgStats(pg.url, RUNS * (SECONDS + WARMUP));
+    if (PG_STATS && pg) await printPgStats(pg.url, RUNS * (SECONDS + WARMUP));
   } finally {
     for (const t of chosen) await t.stop().catch(() => {});
     if (pg) await pg.stop();
@@ -195,10 +203,10 @@ async function main() {
   const isCeiling = (name) => chosen.find((t) => t.name === name).ceiling;
   for (const [name, rs] of results) {
     // The ceiling's server has no clients: its hot-client columns are empty.
-    const over = rs.filter((r) => r.hot.allowed > r.hotLimit).length;
+    const overLimit = () => rs.some((r) => r.hot.allowed > r.hotLimit);
     const [hot, split, allowed] = isCeiling(name) ? ['—', '—', '—'] : [fmt(rs.map((r) => r.hot.perSec)),
       `${median(rs.map((r) => r.hotP99)).toFixed(1)} / ${median(rs.map((r) => r.otherP99)).toFixed(1)}`,
-      `${rs.map((r) => `${r.hot.allowed}/${r.hotLimit}`).join(', ')}${over ? ' **OVER**' : ''}`];
+      `${rs.map((r) => `${r.hot.allowed}/${r.hotLimit}`).join(', ')}${overLimit() ? ' **OVER**' : ''}`];
     console.log(`| ${name} | ${fmt(rs.map((r) => r.perSec))} | ${hot} | ${fmt(rs.map((r) => r.p50), 1)} | ${fmt(rs.map((r) => r.p99), 1)} | ${split} | ${allowed} | ${rs.reduce((n, r) => n + r.errors, 0)} |`);
   }
   const ref = [...results.keys()].find((n) => n.startsWith('reference'));
