@@ -17,14 +17,17 @@
 // The load generator runs in --processes (default 1) processes of its own; --ceiling measures the
 // trivial server alone (a single-process service's figures mean something only below it).
 // --pg-stats starts the cluster with pg_stat_statements and prints, per database, the statements
-// that took PostgreSQL the most time over the runs.
-//   node benchmark/service-load.js [--runs N] [--seconds S] [--warmup S] [--connections C] [--processes P] [--only name,name] [--ceiling] [--pg-stats]
+// that took PostgreSQL the most time over the runs. --cpu-prof DIR writes a CPU profile of each
+// service process over its life (node's --cpu-prof) to DIR, for `node benchmark/profile-split.js`;
+// with one target (--only), as the targets alternate and each service idles while the others run.
+//   node benchmark/service-load.js [--runs N] [--seconds S] [--warmup S] [--connections C] [--processes P] [--only name,name] [--ceiling] [--pg-stats] [--cpu-prof DIR]
 const path = require('node:path');
 const fs = require('node:fs');
 const { spawn } = require('node:child_process');
 const { Pool } = require('pg');
 const { startService, startPostgres, pgMissing, admin, tmpdir } = require('../__test__/service/helpers');
 const { checkLoad } = require('./lib/check-load');
+const { waitForQuiet } = require('./lib/quiet');
 
 function arg(name, def) {
   const i = process.argv.indexOf(`--${name}`);
@@ -37,6 +40,7 @@ const CONNECTIONS = Number(arg('connections', 550));
 const ONLY = arg('only', null)?.split(',');
 const PROCESSES = Number(arg('processes', 1));
 const PG_STATS = process.argv.includes('--pg-stats');
+const CPU_PROF = arg('cpu-prof', null) && path.resolve(arg('cpu-prof'));
 const COLD = 10_000;
 const HOT = { clientKey: 'hot', algorithm: 'token_bucket', requestsPerSecond: 1000, burstSize: 1000 };
 const cold = (i) => ({ clientKey: `cold-${i}`, algorithm: 'sliding_window', maxRequests: 100, windowSeconds: 60 });
@@ -58,7 +62,9 @@ function serviceTarget(name, { instances, database }) {
     async start() {
       dir = database ? null : tmpdir('tiergate-load-');
       const flags = database ? { database } : { data: dir };
-      services = await Promise.all(Array.from({ length: instances }, () => startService({ flags }).ready));
+      const slug = name.replace(/\W+/g, '-');
+      const execArgv = (i) => (CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${CPU_PROF}`, `--cpu-prof-name=${slug}-${i + 1}.cpuprofile`] : []);
+      services = await Promise.all(Array.from({ length: instances }, (_, i) => startService({ flags, execArgv: execArgv(i) }).ready));
       await createViaApi(services[0].url);
     },
     urls: () => services.map((s) => s.url),
@@ -181,6 +187,7 @@ async function main() {
     for (let run = 0; run < RUNS; run++) {
       for (const t of chosen) {
         const since = await t.reset();
+        const quiet = await waitForQuiet();
         const r = await checkLoad({ urls: t.urls(), connections: CONNECTIONS, durationMs: SECONDS * 1000, warmupMs: WARMUP * 1000, coldKeys: COLD, processes: PROCESSES });
         // The bucket is full at the reset and no check comes before startedAtMs: nothing can be
         // allowed beyond the burst plus the refill up to the last answer.
@@ -189,7 +196,8 @@ async function main() {
         results.get(t.name).push(r);
         const hot = t.ceiling ? '' : `, hot ${r.hot.perSec.toFixed(0)}/s`;
         const split = t.ceiling ? '' : ` (hot ${r.hotP99.toFixed(1)}, others ${r.otherP99.toFixed(1)}), hot allowed ${r.hot.allowed} ≤ ${r.hotLimit}`;
-        process.stderr.write(`run ${run + 1}/${RUNS} ${t.name}: ${r.perSec.toFixed(0)}/s${hot}, p99 ${r.p99.toFixed(1)} ms${split}, errors ${r.errors}\n`);
+        const settled = quiet.busy === null ? '' : `; quiet after ${quiet.waitedMs} ms (busy ${(100 * quiet.busy).toFixed(0)}%)`;
+        process.stderr.write(`run ${run + 1}/${RUNS} ${t.name}: ${r.perSec.toFixed(0)}/s${hot}, p99 ${r.p99.toFixed(1)} ms${split}, errors ${r.errors}${settled}\n`);
       }
     }
     if (PG_STATS && pg) await printPgStats(pg.url, RUNS * (SECONDS + WARMUP));

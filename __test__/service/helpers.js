@@ -20,14 +20,14 @@ function tmpdir(prefix) {
  * Starts `tiergate serve` with `flags` (an object of --kebab flags) and `env`; resolves once it prints
  * its listening line. `output` collects everything it wrote.
  */
-function startService({ flags = {}, env = {}, token = TOKEN } = {}) {
+function startService({ flags = {}, env = {}, token = TOKEN, execArgv = [] } = {}) {
   const args = [BIN, 'serve', '--port', '0', '--log-level', 'warn'];
   for (const [k, v] of Object.entries(flags)) args.push(`--${k}`, String(v));
   const childEnv = { ...process.env, ...env };
   delete childEnv.DATABASE_URL;
   if (token !== null) childEnv.TIERGATE_ADMIN_TOKEN = token;
   else delete childEnv.TIERGATE_ADMIN_TOKEN;
-  const child = spawn(process.execPath, args, { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...execArgv, ...args], { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
   const svc = { child, output: '', url: null, exited: null };
   svc.exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
   child.stdout.setEncoding('utf8').on('data', (d) => { svc.output += d; });
