@@ -67,7 +67,8 @@ test('trySpend checks its arguments (ERR_TIERGATE_INVALID_ARGUMENT)', () => {
   assert.equal(q.limitId('api'), 0);
   assert.throws(() => q.limitId('nope'), /unknown limit "nope"/);
   const work = q.poll();
-  assert.deepEqual(work.requests, [{ id: 1, limit: 0, key: 'k', size: 1, ttlMs: 10_000 }]);
+  // Both spends waiting on it are asked for in the one request.
+  assert.deepEqual(work.requests, [{ id: 1, limit: 0, key: 'k', size: 2, ttlMs: 10_000 }]);
   assert.throws(() => q.grant(0, 'k', 1, { granted: -1, ttlMs: 1, remaining: 0, holders: 1, lease: 1, retryAfterMs: 0 }), /grant: granted must be an integer >= 0/);
   assert.equal(q.grant(0, 'k', 1, { granted: 5, ttlMs: 10_000, remaining: 95, holders: 1, lease: 7, retryAfterMs: 0 }), null);
   assert.deepEqual(q.keyState(0, 'k'), { held: 5, debt: 0, pending: false });
@@ -105,23 +106,27 @@ test('provisional: a new key is admitted at once from its allowance, and the gra
   await d.close();
 });
 
-test('a store that does not answer: no spend waits past storeTimeoutMs; open falls back to the share, closed refuses; both counted', async () => {
+test('a store that does not answer: no spend waits past storeTimeoutMs (refused WAITED, not fallen back); after storeDownMs open falls back to the share, closed refuses; both counted', async () => {
   const store = hangingStore();
-  const d = driver([bucket({ name: 'open', burst: 10 }), bucket({ name: 'closed', fallback: 'closed' })], store, { storeTimeoutMs: 40 });
+  const d = driver([bucket({ name: 'open', burst: 10 }), bucket({ name: 'closed', fallback: 'closed' })], store, { storeTimeoutMs: 40, storeDownMs: 150 });
   const t0 = process.hrtime.bigint();
-  const rs = await Promise.all([...Array.from({ length: 20 }, () => d.check(0, 'k')), ...Array.from({ length: 5 }, () => d.check(1, 'k'))]);
+  const first = await Promise.all([...Array.from({ length: 20 }, () => d.check(0, 'k')), ...Array.from({ length: 5 }, () => d.check(1, 'k'))]);
   const waitedMs = Number(process.hrtime.bigint() - t0) / 1e6;
   assert.ok(waitedMs < 40 + 1000, `decided within the timeout (plus a loaded machine's slack): ${waitedMs} ms`);
+  assert.ok(first.every((r) => r.reason === 'WAITED' && !r.allowed), 'a silent store is slow, not down, until storeDownMs: nothing from the share');
+  assert.equal(d.stats().storeUp, true);
+  await new Promise((r) => setTimeout(r, 200));
+  const s0 = d.stats();
+  assert.equal(s0.storeUp, false, 'silent for storeDownMs: down');
+  assert.ok(s0.timeouts >= 2);
+  const rs = await Promise.all([...Array.from({ length: 20 }, () => d.check(0, 'k')), ...Array.from({ length: 5 }, () => d.check(1, 'k'))]);
   const open = rs.slice(0, 20);
   const closed = rs.slice(20);
   // The safe share: burst 10 over the one holder known (minHolders 1).
   assert.equal(open.filter((r) => r.reason === 'FALLBACK').length, 10);
   assert.ok(open.slice(10).every((r) => r.reason === 'SHARE'));
   assert.ok(closed.every((r) => r.reason === 'STORE_DOWN' && !r.allowed));
-  const s = d.stats();
-  assert.equal(s.fallbackDecisions, 25);
-  assert.equal(s.storeUp, false);
-  assert.ok(s.timeouts >= 2);
+  assert.equal(d.stats().fallbackDecisions, 25);
   // Now decided at once, without waiting.
   assert.equal(d.spend(1, 'k'), QUOTA_CODE.STORE_DOWN);
   // The store answers at last: the late grants are applied and their tokens sent back as late.

@@ -69,6 +69,20 @@ test('the Redis store', { timeout: 60_000 }, async (t) => {
     assert.equal(b.granted, 4);
   });
 
+  await t.test('sliding window: a lease spent dry leaves the window one window after its last spend, not after its TTL', async () => {
+    const sliding = spec({ algorithm: 'sliding-window', limit: 10, windowMs: 1000 });
+    const [a] = await store.lease([ask(sliding, 'dry', 10, 'h1', 60_000)]);
+    assert.ok(a.retryAfterMs > 60_000, 'until told otherwise: TTL + window');
+    // Its last spend was 990 ms before the return: the record has 10 ms or so to live.
+    await store.release([{ limit: sliding, key: 'dry', lease: a.lease, tokens: 0, reason: 'spent', idleMs: 990, holder: 'h1' }]);
+    const [b] = await store.lease([ask(sliding, 'dry', 1)]);
+    assert.equal(b.granted, 0, 'its spends still count');
+    assert.ok(b.retryAfterMs <= 10, `free within 10 ms: ${b.retryAfterMs}`);
+    await new Promise((r) => setTimeout(r, 15));
+    const [c] = await store.lease([ask(sliding, 'dry', 10)]);
+    assert.equal(c.granted, 10);
+  });
+
   await t.test('the script is sent by EVALSHA, and once by EVAL to a server that lost it', async () => {
     const bucket = spec({ rate: 1, burst: 100 });
     await client.script('FLUSH');

@@ -51,6 +51,15 @@ async function script(store) {
   out.push(shape(g1));
   [g1] = await store.lease([req(s, 'other', 3)]);
   out.push(shape(g1));
+  // A lease spent dry: its record ends one window after the last spend (an hour and a second ago
+  // here, so at once), not one window after its TTL; one spent from a moment ago still counts.
+  [g1] = await store.lease([req(s, 'spent', 10)]);
+  await store.release([{ limit: s, key: 'spent', lease: g1.lease, tokens: 0, reason: 'spent', idleMs: HOUR + 1000, holder: 'h1' }]);
+  [g2] = await store.lease([req(s, 'spent', 10)]);
+  out.push(shape(g1), shape(g2));
+  await store.release([{ limit: s, key: 'spent', lease: g2.lease, tokens: 3, reason: 'expired', idleMs: 5, holder: 'h1' }]);
+  [g1] = await store.lease([req(s, 'spent', 10)]);
+  out.push(shape(g1));
   return out;
 }
 
@@ -67,6 +76,7 @@ for (const [name, make, skip] of stores) {
       { granted: 0, remaining: 0, holders: 2, retry: true },
       { granted: 2, remaining: 0, holders: 2, retry: true },
     ], 'the reference itself');
+    assert.deepEqual(expected.slice(-3).map((g) => g.granted), [10, 10, 3], 'the reference: a dry lease leaves the window one window after its last spend');
     const store = make();
     try {
       assert.deepEqual(await script(store), expected);

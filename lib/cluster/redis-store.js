@@ -58,7 +58,7 @@ class RedisStore {
   }
 
   async release(batch) {
-    const calls = batch.map((r) => [stateKey(this.#prefix, r.limit.name, r.key), 'release', ...limitArgs(r.limit), r.lease, r.tokens, r.reason, r.holder]);
+    const calls = batch.map((r) => [stateKey(this.#prefix, r.limit.name, r.key), 'release', ...limitArgs(r.limit), r.lease, r.tokens, r.reason, r.holder, r.idleMs === undefined ? '' : r.idleMs]);
     const out = await this.#run(calls);
     const failed = out.find(([err]) => err);
     if (failed) throw failed[0];

@@ -12,7 +12,7 @@
 // KEYS[1] the hash. ARGV: op ('lease' | 'release'), alg ('b' | 'f' | 's'), a (rate | limit),
 // b (burst | windowMs), then
 //   lease:   size, ttlMs, holder -> { granted, ttlMs, remaining, holders, lease, retryAfterMs }
-//   release: lease, tokens, reason, holder -> credited tokens
+//   release: lease, tokens, reason, holder, idleMs ('' if never spent from) -> credited tokens
 const LUA = `
 local k = KEYS[1]
 local op, alg = ARGV[1], ARGV[2]
@@ -65,7 +65,7 @@ local function keep(extra)
   redis.call('PEXPIRE', k, math.max(1, math.ceil(ms)))
 end
 if op == 'release' then
-  local lease, n, reason, holder = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7], ARGV[8]
+  local lease, n, reason, holder, idle = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7], ARGV[8], tonumber(ARGV[9])
   local credited = 0
   if alg == 'b' then
     credited = math.min(n, b - tokens)
@@ -83,6 +83,8 @@ if op == 'release' then
     if r then
       credited = math.min(n, r[1])
       r[1] = r[1] - credited
+      -- Spent from: its spends leave the window one window after the last of them.
+      if idle and now - idle + b < r[2] then r[2] = now - idle + b end
       if r[1] > 0 then redis.call('HSET', k, 'r:' .. lease, r[1] .. ':' .. num(r[2])) else redis.call('HDEL', k, 'r:' .. lease); recs[tostring(lease)] = nil end
     end
   end

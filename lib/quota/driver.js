@@ -2,10 +2,17 @@
 // The lease driver: the background loop around a lease engine (lib/quota/engine.js) and a store
 // (lib/quota/store.js says what a store implements). Every tick it polls the engine, sends the
 // requests due to the store in batches and the returns after them, and hands the answers back
-// (grant / fail). A spend that needs a lease waits for its key's one request in flight, never longer
-// than `storeTimeoutMs`: past it the request counts as failed, the engine falls back for that limit
-// ('open': the last leases, then a safe share; 'closed': refuse) and the store's late answer, if it
-// comes, is applied and its tokens sent back. Decisions are counted by code.
+// (grant / fail). Decisions are counted by code.
+//
+// Two bounds, kept apart because a late answer from a live store is not a dead store:
+// - `storeTimeoutMs` bounds a spend's wait: a spend that needs a lease waits for its key's one
+//   request, at most storeTimeoutMs from when that request went out (a stall of this process's own
+//   loop before it could send adds to that; no library can shorten it), then is refused as WAITED.
+//   The request itself stays in flight: its answer, however late, funds the key's next spends.
+// - `storeDownMs` judges the store: a store error, or a request unanswered that long, fails the
+//   request and the engine falls back for that limit ('open': the last leases, then a safe share;
+//   'closed': refuse) until a grant comes back. An answer later than that is applied and its tokens
+//   sent back.
 const { randomBytes } = require('node:crypto');
 const { Quota, QUOTA_CODE, QUOTA_CODE_NAMES: CODE_NAMES } = require('./engine');
 const { checkStore } = require('./store');
@@ -16,7 +23,7 @@ const { NEED_LEASE, AWAITING, STORE_DOWN, WAITED } = QUOTA_CODE;
 /** Codes of decisions taken because the store was not answering. */
 const FALLBACK_CODES = [QUOTA_CODE.FALLBACK, QUOTA_CODE.STORE_DOWN, QUOTA_CODE.SHARE];
 
-const DRIVER_DEFAULTS = Object.freeze({ storeTimeoutMs: 100, pollIntervalMs: 20, batchSize: 256 });
+const DRIVER_DEFAULTS = Object.freeze({ storeTimeoutMs: 100, storeDownMs: 1000, pollIntervalMs: 20, batchSize: 256 });
 const OPTION_FIELDS = new Set([...Object.keys(DRIVER_DEFAULTS), 'holder']);
 
 function camel(name) {
@@ -32,8 +39,12 @@ function driverOptions(options) {
   if (typeof holder !== 'string' || !/^[A-Za-z0-9_.:-]{1,64}$/.test(holder)) {
     throw new TypeError(`LeaseDriver options.holder must be 1-64 characters of A-Z a-z 0-9 _ . : -, got ${typeName(holder)} ${JSON.stringify(holder)}`);
   }
+  const storeTimeoutMs = get('storeTimeoutMs', { min: 1, max: 60_000 });
+  // A store that answers within a spend's wait is never taken for down: at least storeTimeoutMs.
+  const storeDownMs = options.storeDownMs === undefined ? Math.max(DRIVER_DEFAULTS.storeDownMs, storeTimeoutMs) : get('storeDownMs', { min: storeTimeoutMs, max: 600_000 });
   return {
-    storeTimeoutMs: get('storeTimeoutMs', { min: 1, max: 60_000 }),
+    storeTimeoutMs,
+    storeDownMs,
     pollIntervalMs: get('pollIntervalMs', { min: 1, max: 60_000 }),
     batchSize: get('batchSize', { min: 1, max: 100_000, integer: true }),
     holder,
@@ -96,6 +107,10 @@ class LeaseDriver {
     return this.#o.storeTimeoutMs;
   }
 
+  get storeDownMs() {
+    return this.#o.storeDownMs;
+  }
+
   /**
    * Spends `cost` tokens of `key` under limit id `limit`. Decided from process memory: a code at once
    * (QUOTA_CODE: LEASE, PROVISIONAL or FALLBACK admit; a refusal's wait is `driver.result[0]`, read it
@@ -129,12 +144,33 @@ class LeaseDriver {
     if (this.#closed) return Promise.resolve(this.#settleNow(STORE_DOWN, this.#o.storeTimeoutMs));
     return new Promise((resolve) => {
       const w = { limit, key, cost, resolve, timer: null, t0: performance.now(), answered: false };
-      w.timer = setTimeout(() => afterPendingIo(() => this.#waitExpired(w)), this.#o.storeTimeoutMs);
+      // Re-armed from the send if its request goes out later than now (#armFromSend).
+      this.#arm(w, this.#o.storeTimeoutMs);
       const k = wkey(limit, key);
       const list = this.#waiters.get(k);
       if (list === undefined) this.#waiters.set(k, [w]);
       else list.push(w);
     });
+  }
+
+  #arm(w, ms) {
+    clearTimeout(w.timer);
+    w.timer = setTimeout(() => afterPendingIo(() => this.#waitExpired(w)), ms);
+  }
+
+  /**
+   * The spends waiting on `chunk`'s keys that no answer has reached yet wait storeTimeoutMs from now,
+   * when their request goes out: the time before it (this loop busy, or stalled) was not the store's.
+   */
+  #armFromSend(chunk) {
+    const now = performance.now();
+    for (const r of chunk) {
+      const list = this.#waiters.get(wkey(r.limit, r.key));
+      if (list === undefined) continue;
+      for (const w of list) {
+        if (!w.answered && now - w.t0 > 1) this.#arm(w, this.#o.storeTimeoutMs);
+      }
+    }
   }
 
   #settleNow(code, retryAfterMs) {
@@ -171,22 +207,14 @@ class LeaseDriver {
   }
 
   /**
-   * A spend waited `storeTimeoutMs`. If no answer for its key came in all that time, the store is
-   * slow: the key's request counts as failed and the spend falls back. If answers came (the store
-   * kept answering, and the key's last tokens go out one per round trip among its holders), the spend
-   * is refused as WAITED.
+   * A spend waited `storeTimeoutMs` for its key's request. It is decided now from what the engine
+   * holds; still unfunded, it is refused as WAITED (a refusal, never an admission from the fallback
+   * share: a slow store is not a down one). Its request stays in flight.
    */
   #waitExpired(w) {
     const k = wkey(w.limit, w.key);
-    const list = this.#waiters.get(k);
-    if (list === undefined || !list.includes(w)) return;
-    const id = this.#inflightByKey.get(k);
-    if (id !== undefined && !w.answered) {
-      this.#s.timeouts++;
-      this.#failOne(this.#inflight.get(id));
-    }
     const rest = this.#waiters.get(k);
-    if (rest === undefined || !rest.includes(w)) return; // decided by the retry above
+    if (rest === undefined || !rest.includes(w)) return;
     rest.splice(rest.indexOf(w), 1);
     if (rest.length === 0) this.#waiters.delete(k);
     const c = this.#trySpend(w.limit, w.key, w.cost);
@@ -227,6 +255,7 @@ class LeaseDriver {
     }
     this.#s.batches++;
     this.#s.requestsSent += chunk.length;
+    this.#armFromSend(chunk);
     const timer = setTimeout(() => afterPendingIo(() => {
       for (const r of chunk) {
         if (!r.done) {
@@ -234,7 +263,7 @@ class LeaseDriver {
           this.#failOne(r);
         }
       }
-    }), this.#o.storeTimeoutMs);
+    }), this.#o.storeDownMs);
     let sent;
     try {
       sent = Promise.resolve(this.#store.lease(batch));
@@ -301,7 +330,7 @@ class LeaseDriver {
   #sendReturns(returns) {
     const specs = this.#quota.limits;
     const holder = this.#o.holder;
-    const batch = returns.map((r) => ({ limit: specs[r.limit], key: r.key, lease: r.lease, tokens: r.tokens, reason: r.reason, holder }));
+    const batch = returns.map((r) => ({ limit: specs[r.limit], key: r.key, lease: r.lease, tokens: r.tokens, reason: r.reason, idleMs: r.idleMs, holder }));
     this.#s.returnsSent += batch.length;
     let sent;
     try {

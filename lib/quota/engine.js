@@ -65,7 +65,7 @@ function toNative(s) {
   const win = s.algorithm !== 'token-bucket';
   return {
     name: s.name,
-    algorithm: win ? 'window' : 'bucket',
+    algorithm: { 'token-bucket': 'bucket', 'fixed-window': 'window', 'sliding-window': 'sliding' }[s.algorithm],
     rate: win ? 0 : s.rate,
     burst: win ? 0 : s.burst,
     limit: win ? s.limit : 0,

@@ -47,7 +47,7 @@ class MemoryStore {
   }
 
   #credit(r, now) {
-    rules.credit(this.#state(r.limit, r.key, now), r);
+    rules.credit(this.#state(r.limit, r.key, now), r, now);
   }
 }
 

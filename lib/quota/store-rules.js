@@ -64,13 +64,17 @@ function grant(s, { limit, size, ttlMs, holder }, now, leaseId) {
 }
 
 /** Applies one StoreReturn on state `s` (advanced to `now`). */
-function credit(s, { limit, lease, tokens, reason, holder }) {
+function credit(s, { limit, lease, tokens, reason, idleMs, holder }, now) {
   if (limit.algorithm === 'token-bucket') s.tokens = Math.min(limit.burst, s.tokens + tokens);
   else if (limit.algorithm === 'fixed-window') {
     if (lease === s.window) s.used -= Math.min(tokens, s.used);
   } else {
     const r = s.records.find((x) => x.id === lease);
-    if (r !== undefined) r.tokens -= Math.min(tokens, r.tokens);
+    if (r !== undefined) {
+      r.tokens -= Math.min(tokens, r.tokens);
+      // Spent from: its spends leave the window one window after the last of them.
+      if (idleMs !== undefined) r.until = Math.min(r.until, now - idleMs + limit.windowMs);
+    }
   }
   if (reason === 'released') delete s.holders[holder];
 }

@@ -57,6 +57,7 @@ named_enum! {
         Late = "late",
         Unusable = "unusable",
         Overflow = "overflow",
+        Spent = "spent",
     }
 }
 
@@ -68,6 +69,7 @@ fn reason(r: ReturnReason) -> Reason {
         ReturnReason::Late => Reason::Late,
         ReturnReason::Unusable => Reason::Unusable,
         ReturnReason::Overflow => Reason::Overflow,
+        ReturnReason::Spent => Reason::Spent,
     }
 }
 
@@ -79,7 +81,8 @@ const NS_PER_MS: f64 = 1e6;
 #[napi(object)]
 pub struct QuotaLimitOptions {
     pub name: String,
-    /// "bucket" (`rate`, `burst`) or "window" (`limit`, `windowMs`).
+    /// "bucket" (`rate`, `burst`), "window" (a fixed window: `limit`, `windowMs`) or "sliding" (a
+    /// sliding window: the same, and the store is told when a lease runs dry).
     pub algorithm: String,
     pub rate: f64,
     pub burst: f64,
@@ -124,6 +127,9 @@ pub struct QuotaReturn {
     pub lease: f64,
     pub tokens: f64,
     pub reason: String,
+    /// Ms since the lease was last spent from, when it was (a sliding window's record ends one
+    /// window after that).
+    pub idle_ms: Option<f64>,
 }
 
 #[napi(object)]
@@ -206,9 +212,10 @@ fn to_core(o: QuotaOptions) -> std::result::Result<QuotaConfig, ConfigError> {
         let at = |f: &str| format!("limits[{i}].{f}");
         let algorithm = match l.algorithm.as_str() {
             "bucket" => Algorithm::TokenBucket { rate_per_sec: l.rate, burst: l.burst },
-            "window" => Algorithm::Window { limit: l.limit, window_ms: l.window_ms },
-            other => return Err(ConfigError(format!("{} must be \"bucket\" or \"window\" (got {other:?})", at("algorithm")))),
+            "window" | "sliding" => Algorithm::Window { limit: l.limit, window_ms: l.window_ms },
+            other => return Err(ConfigError(format!("{} must be \"bucket\", \"window\" or \"sliding\" (got {other:?})", at("algorithm")))),
         };
+        let spent_returns = l.algorithm == "sliding";
         let fallback = match l.fallback.as_str() {
             "open" => Fallback::Open,
             "closed" => Fallback::Closed,
@@ -228,6 +235,7 @@ fn to_core(o: QuotaOptions) -> std::result::Result<QuotaConfig, ConfigError> {
             initial_lease: integer(&at("initialLease"), l.initial_lease)?,
             retry_ms: l.retry_ms,
             min_holders: u32::try_from(min_holders).map_err(|_| ConfigError(format!("{} must be at most {}", at("minHolders"), u32::MAX)))?,
+            spent_returns,
         });
     }
     let mut cfg = QuotaConfig::new(limits);
@@ -285,6 +293,8 @@ fn give_back(r: Return) -> QuotaReturn {
         lease: r.lease.0 as f64,
         tokens: r.tokens as f64,
         reason: reason(r.reason).as_str().to_owned(),
+        // Rounded down: the store's record then ends no earlier than one window after the last spend.
+        idle_ms: r.idle_ns.map(|ns| (ns / 1_000_000) as f64),
     }
 }
 
@@ -321,7 +331,11 @@ impl QuotaHandle {
         let _panic = raw::throw_on_panic(&env, "QuotaHandle::poll");
         let now = self.inner.now();
         let mut st = self.inner.quota.lock();
-        let mut work = QuotaWork { requests: st.urgent.drain(..).map(request).collect(), returns: Vec::new() };
+        let mut urgent = std::mem::take(&mut st.urgent);
+        for r in &mut urgent {
+            st.quota.top_up(r);
+        }
+        let mut work = QuotaWork { requests: urgent.into_iter().map(request).collect(), returns: Vec::new() };
         for a in st.quota.poll(now) {
             match a {
                 Action::Request(r) => work.requests.push(request(r)),

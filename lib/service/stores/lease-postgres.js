@@ -63,7 +63,7 @@ class PostgresLeaseStore {
   }
 
   async release(batch) {
-    await this.#tx(batch, async (c, r, s) => rules.credit(s, r));
+    await this.#tx(batch, async (c, r, s, now) => rules.credit(s, r, now));
   }
 
   /** Forgets keys whose state a fresh one equals (bounded growth); returns how many. */

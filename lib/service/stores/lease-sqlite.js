@@ -46,7 +46,7 @@ class SqliteLeaseStore {
     this.releaseTx = this.#db.transaction((batch, now) => {
       for (const r of batch) {
         const s = this.#load(r, now);
-        rules.credit(s, r);
+        rules.credit(s, r, now);
         this.#save(r, s);
       }
     });

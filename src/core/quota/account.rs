@@ -25,6 +25,10 @@ pub(crate) struct Account {
     pub debt: u64,
     pub meter: Meter,
     pub pending: Option<Pending>,
+    /// The cost of the spends waiting on the request in flight (`Unfunded::Wait`), so that the request
+    /// asks for all of them at once; the caller retries every waiting spend after each answer, so an
+    /// answer starts the count afresh.
+    pub awaiting: u64,
     /// On the engine's due list (so it is listed once).
     pub queued: bool,
     /// The last grant's figures (`None` before the first).
@@ -48,6 +52,7 @@ impl Account {
             debt: 0,
             meter: Meter::new(now_ns),
             pending: None,
+            awaiting: 0,
             queued: false,
             view: None,
             empty_until_ns: 0,

@@ -62,6 +62,9 @@ pub struct LimitConfig {
     pub retry_ms: f64,
     /// The fewest holders the fallback share assumes, before the store has said how many there are.
     pub min_holders: u32,
+    /// Tell the store when a lease runs dry (`ReturnReason::Spent`): a sliding window store then
+    /// stops counting its tokens one window after their last spend, not one after the lease's TTL.
+    pub spent_returns: bool,
 }
 
 /// The defaults, declared once (the JS options take theirs from here).
@@ -91,6 +94,7 @@ impl LimitConfig {
             initial_lease: INITIAL_LEASE,
             retry_ms: RETRY_MS,
             min_holders: MIN_HOLDERS,
+            spent_returns: false,
         }
     }
 }

@@ -4,9 +4,9 @@
 //! sweeps for expiry, debts and idleness (`poll.rs`). Not thread-safe by itself (`&mut self`): the
 //! binding holds it behind one lock.
 use super::account::{Account, Pending};
-use super::config::{validate, ConfigError, Fallback, LimitConfig, QuotaConfig, Unfunded};
+use super::config::{validate, Algorithm, ConfigError, Fallback, LimitConfig, QuotaConfig, Unfunded};
 use super::fallback::Share;
-use super::lease::MAX_LEASES;
+use super::lease::{Lease, MAX_LEASES};
 use super::outcome::{Refusal, Source, Spend, Stats};
 use super::sizing::{lease_size, renewal_due};
 use super::table::{Handle, Table};
@@ -32,6 +32,16 @@ pub(crate) struct LimitState {
 }
 
 impl LimitState {
+    /// The longest a key with demand trusts the store's "nothing left before then": other holders
+    /// hand tokens back (expiry, idleness, a sliding window's spent leases) that the store cannot
+    /// announce, so the key asks again within one renewal period, and within one window.
+    pub fn recheck_ns(&self) -> u64 {
+        match self.cfg.algorithm {
+            Algorithm::Window { window_ms, .. } => self.renewal_ns.min(ms_to_ns(window_ms)),
+            Algorithm::TokenBucket { .. } => self.renewal_ns,
+        }
+    }
+
     /// The `H` of the fallback share for `acc`.
     pub fn share_holders(&self, acc: &Account) -> u32 {
         let key = acc.view.map_or(0, |v| v.holders);
@@ -155,7 +165,14 @@ impl Quota {
         acc.last_used_ns = now_ns;
         acc.meter.add(cost, now_ns, lim.renewal_ns);
         expire(acc, now_ns, &mut self.outbox, &mut self.stats);
-        if acc.leases.spend(cost) {
+        let (outbox, stats, report) = (&mut self.outbox, &mut self.stats, lim.cfg.spent_returns);
+        let (limit_id, key_ref) = (acc.limit, &acc.key);
+        let spent = acc.leases.spend(cost, now_ns, |l| {
+            if report {
+                hand_back(outbox, stats, lease_return(limit_id, key_ref, l, ReturnReason::Spent, now_ns));
+            }
+        });
+        if spent {
             self.stats.spent_lease += cost;
             self.renew_if_due(slot, now_ns);
             return Spend::Spent(Source::Lease);
@@ -177,10 +194,25 @@ impl Quota {
                 return Spend::Spent(Source::Provisional);
             }
         }
+        acc.awaiting = acc.awaiting.saturating_add(cost);
         if acc.pending.is_some() {
             return Spend::Awaiting;
         }
-        Spend::NeedLease(self.issue(slot, cost, now_ns))
+        Spend::NeedLease(self.issue(slot, now_ns))
+    }
+
+    /// Grows a request issued by `try_spend` (not yet sent) to cover the spends that joined it
+    /// since: the caller sends it at its next poll, and a burst of spends on one key then needs one
+    /// round trip, not one per halving of the remainder.
+    pub fn top_up(&mut self, r: &mut Request) {
+        let Some(slot) = self.find(r.limit, &r.key) else { return };
+        let acc = self.table.get_mut(slot);
+        let Some(p) = acc.pending.as_mut().filter(|p| p.id == r.id) else { return };
+        let need = acc.debt.saturating_add(acc.awaiting).saturating_sub(acc.leases.total());
+        if need > r.size {
+            r.size = need;
+            p.size = need;
+        }
     }
 
     /// The store is down and the leases are spent: the safe share, or a refusal. A probe request is
@@ -242,7 +274,7 @@ impl Quota {
             if reason == ReturnReason::Expired {
                 stats.expired += l.tokens;
             }
-            hand_back(outbox, stats, Return { limit: acc.limit, key: acc.key.clone(), lease: l.id, tokens: l.tokens, reason });
+            hand_back(outbox, stats, lease_return(acc.limit, &acc.key, l, reason, now_ns));
         });
     }
 
@@ -279,12 +311,12 @@ impl Quota {
         }
     }
 
-    /// Makes the account's request: enough for a spend of `cost` waiting on it (0: none) and its debt,
-    /// else what its demand asks (`sizing`).
-    pub(crate) fn issue(&mut self, slot: u32, cost: u64, now_ns: u64) -> Request {
+    /// Makes the account's request: enough for the spends waiting on it and its debt, else what its
+    /// demand asks (`sizing`).
+    pub(crate) fn issue(&mut self, slot: u32, now_ns: u64) -> Request {
         let acc = self.table.get_mut(slot);
         let lim = &self.limits[acc.limit.index()];
-        let need = acc.debt.saturating_add(cost).saturating_sub(acc.leases.total());
+        let need = acc.debt.saturating_add(acc.awaiting).saturating_sub(acc.leases.total());
         let size = lease_size(
             acc.meter.per_period(now_ns, lim.renewal_ns),
             need,
@@ -308,8 +340,13 @@ pub(crate) fn expire(acc: &mut Account, now_ns: u64, outbox: &mut Vec<Return>, s
     let (limit, key) = (acc.limit, &acc.key);
     acc.leases.expire(now_ns, |l| {
         stats.expired += l.tokens;
-        hand_back(outbox, stats, Return { limit, key: key.clone(), lease: l.id, tokens: l.tokens, reason: ReturnReason::Expired });
+        hand_back(outbox, stats, lease_return(limit, key, l, ReturnReason::Expired, now_ns));
     });
+}
+
+/// The return of what is left of lease `l` of (limit, key), made at `now_ns`.
+pub(crate) fn lease_return(limit: LimitId, key: &[u8], l: Lease, reason: ReturnReason, now_ns: u64) -> Return {
+    Return { limit, key: key.into(), lease: l.id, tokens: l.tokens, reason, idle_ns: l.idle_ns(now_ns) }
 }
 
 /// Queues a return for the caller (or drops it past `MAX_OUTBOX`).

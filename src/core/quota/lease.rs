@@ -4,7 +4,9 @@
 //! Spends take from the lease that expires first, so the tokens a renewal overlaps with are the ones
 //! used up, and fewer are left to expire. Leases the store names alike (a window store names them by
 //! window) merge, keeping the earlier expiry. A key holds at most `MAX_LEASES`; one more returns the
-//! smallest (a key asks for a lease ahead of need only below the cap, so this is rare).
+//! smallest (a key asks for a lease ahead of need only below the cap, so this is rare). Each lease
+//! remembers when it was last spent from: a sliding window store stops counting its spent tokens one
+//! window after that (`wire::Return::idle_ns`).
 use super::wire::LeaseId;
 
 /// The most leases a key holds at once.
@@ -17,6 +19,20 @@ pub struct Lease {
     pub tokens: u64,
     /// Local time at which the lease stops being spendable.
     pub expires_ns: u64,
+    /// Local time of the last spend from it (`None`: never spent from).
+    pub last_spend_ns: Option<u64>,
+}
+
+impl Lease {
+    /// A lease nothing has been spent from yet.
+    pub fn new(id: LeaseId, tokens: u64, expires_ns: u64) -> Lease {
+        Lease { id, tokens, expires_ns, last_spend_ns: None }
+    }
+
+    /// How long before `now_ns` its last spend was (`None`: never spent from).
+    pub fn idle_ns(&self, now_ns: u64) -> Option<u64> {
+        self.last_spend_ns.map(|t| now_ns.saturating_sub(t))
+    }
 }
 
 /// A key's leases, ordered by expiry, with their token total.
@@ -60,10 +76,10 @@ impl Leases {
         }
     }
 
-    /// Spends `cost` from the earliest-expiring leases; false (and nothing spent) if they hold less.
-    /// Call `expire` first.
+    /// Spends `cost` at `now_ns` from the earliest-expiring leases, passing each lease it empties to
+    /// `emptied`; false (and nothing spent) if they hold less. Call `expire` first.
     #[inline]
-    pub fn spend(&mut self, cost: u64) -> bool {
+    pub fn spend(&mut self, cost: u64, now_ns: u64, mut emptied: impl FnMut(Lease)) -> bool {
         if cost > self.total {
             return false;
         }
@@ -73,9 +89,10 @@ impl Leases {
             let l = &mut self.held[0];
             let take = left.min(l.tokens);
             l.tokens -= take;
+            l.last_spend_ns = Some(now_ns);
             left -= take;
             if l.tokens == 0 {
-                self.held.remove(0);
+                emptied(self.held.remove(0));
             }
         }
         true
@@ -114,7 +131,11 @@ mod tests {
     use super::*;
 
     fn lease(id: u64, tokens: u64, expires_ns: u64) -> Lease {
-        Lease { id: LeaseId(id), tokens, expires_ns }
+        Lease::new(LeaseId(id), tokens, expires_ns)
+    }
+
+    fn spend(l: &mut Leases, cost: u64) -> bool {
+        l.spend(cost, 0, |_| {})
     }
 
     #[test]
@@ -124,12 +145,28 @@ mod tests {
         assert!(l.add(lease(1, 3, 100)).is_none());
         assert_eq!((l.total(), l.next_expiry()), (8, Some(100)));
         assert_eq!((l.live(99), l.live(100), l.live(200)), (8, 5, 0));
-        assert!(l.spend(4));
+        assert!(spend(&mut l, 4));
         assert_eq!((l.total(), l.len(), l.next_expiry()), (4, 1, Some(200)));
-        assert!(!l.spend(5), "more than held: nothing spent");
+        assert!(!spend(&mut l, 5), "more than held: nothing spent");
         assert_eq!(l.total(), 4);
-        assert!(l.spend(4));
+        assert!(spend(&mut l, 4));
         assert!(l.len() == 0 && l.total() == 0);
+    }
+
+    #[test]
+    fn a_spend_marks_its_leases_and_hands_over_the_ones_it_empties() {
+        let mut l = Leases::default();
+        l.add(lease(1, 3, 100));
+        l.add(lease(2, 5, 200));
+        let mut emptied = vec![];
+        assert!(l.spend(4, 40, |x| emptied.push(x)));
+        assert_eq!(emptied, vec![Lease { id: LeaseId(1), tokens: 0, expires_ns: 100, last_spend_ns: Some(40) }]);
+        assert!(l.spend(1, 60, |x| emptied.push(x)));
+        assert_eq!(emptied.len(), 1, "lease 2 still holds 3");
+        let mut left = vec![];
+        l.drain(|x| left.push(x));
+        assert_eq!((left[0].tokens, left[0].idle_ns(75)), (3, Some(15)));
+        assert_eq!(lease(3, 1, 9).idle_ns(75), None, "never spent from");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The caller's tick: `poll` issues the requests due, sweeps part of the table (expired leases,
 //! abandoned requests, debts to repay, idle keys) and hands over the returns; `release_all` at
 //! shutdown. No timer per key: the sweep is a clock hand over the table, `sweep_per_poll` keys a tick.
-use super::engine::{expire, Quota};
+use super::engine::{expire, lease_return, Quota};
 use super::outcome::Action;
 use super::wire::{Return, ReturnReason};
 
@@ -15,7 +15,7 @@ impl Quota {
             let acc = self.table.get_mut(slot);
             acc.queued = false;
             if self.may_request(self.table.get(slot), now_ns) {
-                out.push(Action::Request(self.issue(slot, 0, now_ns)));
+                out.push(Action::Request(self.issue(slot, now_ns)));
             }
         }
         for _ in 0..self.sweep.min(self.table.len()) {
@@ -35,13 +35,14 @@ impl Quota {
         // contract (one `grant` or `fail` per request); treat it as a failure of this key only.
         if acc.pending.is_some_and(|p| now_ns >= p.sent_ns.saturating_add(lim.ttl_ns)) {
             acc.pending = None;
+            acc.awaiting = 0;
             acc.retry_at_ns = now_ns.saturating_add(lim.retry_ns);
             self.stats.abandoned += 1;
         }
         let acc = self.table.get(slot);
         let lim = &self.limits[acc.limit.index()];
         if acc.debt > 0 && !acc.queued && self.may_request(acc, now_ns) {
-            out.push(Action::Request(self.issue(slot, 0, now_ns)));
+            out.push(Action::Request(self.issue(slot, now_ns)));
         } else if acc.idle(self.idle_ttl_ns, now_ns) && acc.evictable(&lim.cfg.algorithm, lim.share_holders(acc), now_ns) {
             self.evict(slot, now_ns);
         }
@@ -61,7 +62,7 @@ impl Quota {
                     stats.expired += l.tokens;
                 }
                 stats.returned += l.tokens;
-                out.push(Return { limit, key: key.clone(), lease: l.id, tokens: l.tokens, reason });
+                out.push(lease_return(limit, &key, l, reason, now_ns));
             });
         });
         self.due.clear();

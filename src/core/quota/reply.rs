@@ -1,5 +1,5 @@
 //! The store's answers, as the caller hands them back: `grant` and `fail`.
-use super::engine::{expire, Quota};
+use super::engine::{expire, lease_return, Quota};
 use super::lease::Lease;
 use super::sizing::StoreView;
 use super::wire::{Grant, LimitId, RequestId, Return, ReturnReason};
@@ -16,7 +16,8 @@ impl Quota {
         self.stats.granted += g.granted;
         let lim = &mut self.limits[limit.index()];
         lim.max_holders = lim.max_holders.max(g.holders);
-        let back = |tokens: u64, lease, reason| (tokens > 0).then(|| Return { limit, key: key.into(), lease, tokens, reason });
+        let recheck_ns = lim.recheck_ns();
+        let back = |tokens: u64, lease, reason| (tokens > 0).then(|| Return { limit, key: key.into(), lease, tokens, reason, idle_ns: None });
 
         let answered = self.find(limit, key).filter(|&s| self.table.get(s).pending.is_some_and(|p| p.id == id));
         let Some(slot) = answered else {
@@ -26,9 +27,10 @@ impl Quota {
         };
         let acc = self.table.get_mut(slot);
         let sent = acc.pending.take().map_or(now_ns, |p| p.sent_ns);
+        acc.awaiting = 0;
         acc.retry_at_ns = 0;
         acc.view = Some(StoreView { remaining: g.remaining, holders: g.holders });
-        acc.empty_until_ns = if g.remaining == 0 { now_ns.saturating_add(g.retry_after_ns) } else { 0 };
+        acc.empty_until_ns = if g.remaining == 0 { now_ns.saturating_add(g.retry_after_ns.min(recheck_ns)) } else { 0 };
         expire(acc, now_ns, &mut self.outbox, &mut self.stats);
 
         let repaid = acc.debt.min(g.granted);
@@ -42,8 +44,8 @@ impl Quota {
             back(tokens, g.lease, ReturnReason::Unusable)
         } else {
             acc.leases
-                .add(Lease { id: g.lease, tokens, expires_ns })
-                .and_then(|over| back(over.tokens, over.id, ReturnReason::Overflow))
+                .add(Lease::new(g.lease, tokens, expires_ns))
+                .map(|over| lease_return(limit, key, over, ReturnReason::Overflow, now_ns))
         };
         self.stats.returned += r.as_ref().map_or(0, |r| r.tokens);
         // A grant shrunk near the limit, or one that did not cover the debt, asks again; an empty
@@ -65,6 +67,7 @@ impl Quota {
             let acc = self.table.get_mut(s);
             if acc.pending.is_some_and(|p| p.id == id) {
                 acc.pending = None;
+                acc.awaiting = 0;
                 acc.retry_at_ns = now_ns.saturating_add(retry_ns);
             }
         }

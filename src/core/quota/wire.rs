@@ -13,10 +13,17 @@
 //!   `ttl = min(asked, window end − now)` and names the lease by its window (`LeaseId = window
 //!   index`); a return naming an older window is ignored (those tokens' window is over).
 //! * **A sliding window store** counts a lease's tokens as occupying the window from the grant until
-//!   its expiry plus one window (`[granted_at, expires_at + window)`), and grants only what keeps the
-//!   tokens occupying "now" within the limit. Any span of one window then holds at most `limit` spends:
-//!   a spend at `t` in `[x, x + w]` comes from a lease granted by `x + w` that expires after `x`, and at
-//!   the latest such grant all of them occupied that instant. A return shrinks its lease's record.
+//!   one window after the last spend from it could have been (`[granted_at, last_spend + window)`),
+//!   and grants only what keeps the tokens occupying "now" within the limit. Until it hears otherwise
+//!   the last spend could be at the lease's expiry, so a record starts as `[granted_at, expires_at +
+//!   window)`. Any span of one window then holds at most `limit` spends: a spend at `t` in `[x, x + w]`
+//!   comes from a lease granted by `x + w` whose record lasts past `x`, and at the latest such grant
+//!   all of them occupied that instant. A return shrinks its lease's record by its tokens and, when
+//!   the lease was spent from, ends the record one window after its last spend (`idle_ns` before the
+//!   store handles the return: the store's instant for it is never earlier than the real one, so the
+//!   record never ends early). The engine sends a `Spent` return (no tokens) when a sliding window's
+//!   lease runs dry, so a window spent in a burst is free again one window after the burst, not one
+//!   window after the lease's TTL.
 //! * **A token bucket store** credits returns back (capped at the burst); the lease id is only echoed.
 //! * Count holders: `holders` is how many distinct processes hold an unexpired lease of this key
 //!   (the requester included). It sizes leases near the limit and the fallback share.
@@ -87,6 +94,9 @@ pub enum ReturnReason {
     Unusable,
     /// A grant beyond `MAX_LEASES` held leases of the key: the smallest lease goes back.
     Overflow,
+    /// A sliding window's lease whose tokens are all spent (`tokens` is 0): its record can end one
+    /// window after `idle_ns`.
+    Spent,
 }
 
 /// Tokens of `lease` the engine will never spend.
@@ -97,4 +107,6 @@ pub struct Return {
     pub lease: LeaseId,
     pub tokens: u64,
     pub reason: ReturnReason,
+    /// How long before the return was made the lease was last spent from (`None`: never).
+    pub idle_ns: Option<u64>,
 }

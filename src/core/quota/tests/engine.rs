@@ -362,3 +362,38 @@ fn returns_beyond_the_outbox_are_dropped_and_counted() {
     let n = returns(&q.poll(6000 * MS)).len();
     assert_eq!(n, MAX_OUTBOX);
 }
+
+#[test]
+fn spends_that_join_a_request_before_it_is_sent_are_asked_for_with_it() {
+    let (mut q, l) = engine();
+    let mut r = need(q.try_spend(l, K, 1, 0));
+    assert_eq!(r.size, 10, "the first lease: initial_lease");
+    for _ in 0..39 {
+        assert_eq!(q.try_spend(l, K, 1, MS), Spend::Awaiting);
+    }
+    q.top_up(&mut r);
+    assert_eq!(r.size, 40, "every waiting spend in one round trip");
+    // Nearly empty: the store has 25 left. The waiting spends are retried after the answer; the
+    // first one left over asks again, and the others join it before it is sent.
+    assert!(q.grant(l, K, r.id, Grant { remaining: 0, ..grant(25, 0, 3) }, 2 * MS).is_none());
+    for _ in 0..25 {
+        assert_eq!(q.try_spend(l, K, 1, 2 * MS), Spend::Spent(Source::Lease));
+    }
+    let mut again = need(q.try_spend(l, K, 1, 2 * MS));
+    for _ in 0..14 {
+        assert_eq!(q.try_spend(l, K, 1, 2 * MS), Spend::Awaiting);
+    }
+    q.top_up(&mut again);
+    assert_eq!(again.size, 15, "the answer started the count afresh: the 15 still waiting");
+}
+
+#[test]
+fn a_store_that_said_empty_is_asked_again_within_a_renewal_period() {
+    let (mut q, l) = engine();
+    let r = need(q.try_spend(l, K, 1, 0));
+    // Empty for 30 s by the store's reckoning; other holders may hand tokens back before that.
+    q.grant(l, K, r.id, Grant { retry_after_ns: 30_000 * MS, ..grant(1, 0, 2) }, MS);
+    assert_eq!(q.try_spend(l, K, 1, 2 * MS), Spend::Spent(Source::Lease));
+    assert!(matches!(q.try_spend(l, K, 1, 3 * MS), Spend::Refused { reason: Refusal::Exhausted, retry_after_ns } if retry_after_ns <= 1000 * MS));
+    assert!(matches!(q.try_spend(l, K, 1, 1001 * MS), Spend::NeedLease(_)), "asks again after one renewal period");
+}

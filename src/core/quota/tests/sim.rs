@@ -343,7 +343,7 @@ impl Sim<'_> {
             }
             Ev::ReturnAtStore { p, ret } => {
                 let key = self.key_index(&ret.key);
-                let credited = if self.store_down() { 0 } else { self.run.store.give_back(&ret.key, ret.lease, ret.tokens, self.now) };
+                let credited = if self.store_down() { 0 } else { self.run.store.give_back(&ret.key, ret.lease, ret.tokens, ret.idle_ns, self.now) };
                 self.run.debits.push((self.now, key, p, -(credited as i64)));
                 if matches!(ret.reason, ReturnReason::Late | ReturnReason::Unusable) {
                     *self.run.lost_grants.entry((key, ret.lease.0)).or_default() += ret.tokens - credited;

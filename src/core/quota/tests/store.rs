@@ -128,8 +128,9 @@ impl Store {
     }
 
     /// Applies a return; the tokens credited back (a return for a window that is over, or a lease
-    /// the store no longer tracks, credits nothing).
-    pub fn give_back(&mut self, key: &[u8], lease: LeaseId, tokens: u64, now: u64) -> u64 {
+    /// the store no longer tracks, credits nothing). `idle_ns`: how long before `now` the lease was
+    /// last spent from (`None`: never), which ends a sliding window's record one window after it.
+    pub fn give_back(&mut self, key: &[u8], lease: LeaseId, tokens: u64, idle_ns: Option<u64>, now: u64) -> u64 {
         let alg = self.alg;
         let s = self.state(key, now);
         match alg {
@@ -147,10 +148,13 @@ impl Store {
                 s.used -= c;
                 c
             }
-            StoreAlg::Sliding { .. } => match s.records.iter_mut().find(|r| r.id == lease.0) {
+            StoreAlg::Sliding { window_ns, .. } => match s.records.iter_mut().find(|r| r.id == lease.0) {
                 Some(r) => {
                     let c = tokens.min(r.tokens);
                     r.tokens -= c;
+                    if let Some(idle) = idle_ns {
+                        r.occupied_until = r.occupied_until.min(now.saturating_sub(idle) + window_ns);
+                    }
                     c
                 }
                 None => 0,
@@ -179,9 +183,9 @@ mod tests {
         assert_eq!((g.granted, g.remaining, g.ttl_ns, g.lease, g.holders), (6, 4, 800 * MS, LeaseId(0), 1));
         let g = s.request(2, b"k", 6, 5000 * MS, 300 * MS);
         assert_eq!((g.granted, g.remaining, g.retry_after_ns, g.holders), (4, 0, 700 * MS, 2));
-        assert_eq!(s.give_back(b"k", LeaseId(0), 3, 400 * MS), 3);
+        assert_eq!(s.give_back(b"k", LeaseId(0), 3, None, 400 * MS), 3);
         assert_eq!(s.request(1, b"k", 5, 5000 * MS, 500 * MS).granted, 3);
-        assert_eq!(s.give_back(b"k", LeaseId(0), 3, 1100 * MS), 0, "that window is over");
+        assert_eq!(s.give_back(b"k", LeaseId(0), 3, None, 1100 * MS), 0, "that window is over");
         assert_eq!(s.closed[&(b"k".to_vec(), 0)], 10);
         assert_eq!(s.holders(b"k", 1100 * MS), Vec::<u64>::new(), "leases ended with the window");
     }
@@ -192,9 +196,20 @@ mod tests {
         let g = s.request(1, b"k", 10, 100 * MS, 0);
         assert_eq!((g.granted, g.remaining, g.retry_after_ns), (10, 0, 1100 * MS));
         assert_eq!(s.request(1, b"k", 1, 100 * MS, 1099 * MS).granted, 0);
-        assert_eq!(s.give_back(b"k", g.lease, 4, 1099 * MS), 4, "unspent tokens leave the window");
+        assert_eq!(s.give_back(b"k", g.lease, 4, Some(0), 1099 * MS), 4, "unspent tokens leave the window");
         assert_eq!(s.request(1, b"k", 9, 100 * MS, 1099 * MS).granted, 4);
         assert_eq!(s.request(1, b"k", 9, 100 * MS, 1100 * MS).granted, 6);
+    }
+
+    #[test]
+    fn a_sliding_windows_spent_lease_leaves_the_window_one_window_after_its_last_spend() {
+        let mut s = Store::new(StoreAlg::Sliding { limit: 10, window_ns: 1000 * MS });
+        let g = s.request(1, b"k", 10, 10_000 * MS, 0);
+        assert_eq!((g.granted, g.retry_after_ns), (10, 11_000 * MS), "until told otherwise: TTL + window");
+        // All spent by 30 ms; the return says so 20 ms later.
+        assert_eq!(s.give_back(b"k", g.lease, 0, Some(20 * MS), 50 * MS), 0);
+        assert_eq!(s.request(2, b"k", 1, 100 * MS, 1029 * MS).granted, 0, "the spends still count at 1029 ms");
+        assert_eq!(s.request(2, b"k", 10, 100 * MS, 1030 * MS).granted, 10, "one window after the last spend");
     }
 
     #[test]
@@ -202,8 +217,8 @@ mod tests {
         let mut s = Store::new(StoreAlg::Bucket { rate_per_sec: 10.0, burst: 5.0 });
         let g = s.request(1, b"k", 8, 1000 * MS, 0);
         assert_eq!((g.granted, g.remaining, g.retry_after_ns), (5, 0, 100 * MS));
-        assert_eq!(s.give_back(b"k", g.lease, 2, 0), 2);
-        assert_eq!(s.give_back(b"k", g.lease, 9, 0), 3, "capped at the burst");
+        assert_eq!(s.give_back(b"k", g.lease, 2, None, 0), 2);
+        assert_eq!(s.give_back(b"k", g.lease, 9, None, 0), 3, "capped at the burst");
         assert_eq!(s.request(1, b"k", 8, 1000 * MS, 100 * MS).granted, 5);
     }
 }
