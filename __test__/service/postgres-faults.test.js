@@ -61,6 +61,17 @@ function assertLocked503(r, key) {
   assert.match(r.body.message, /locked by another instance/);
 }
 
+test('the bounds are options with defaults: NaN, negative and a lock timeout of half the store timeout or more are refused', () => {
+  const { resolve, OPTIONS } = require('../../lib/service/config');
+  const env = { TIERGATE_ADMIN_TOKEN: 'x'.repeat(16) };
+  const d = resolve({}, env);
+  assert.deepEqual([d.storeTimeoutMs, d.pgLockTimeoutMs], [OPTIONS.storeTimeoutMs.default, OPTIONS.pgLockTimeoutMs.default]);
+  assert.equal(resolve({}, { ...env, TIERGATE_PG_IDLE_IN_TRANSACTION_TIMEOUT_MS: '1500' }).pgIdleInTransactionTimeoutMs, 1500);
+  for (const bad of [{ storeTimeoutMs: NaN }, { storeTimeoutMs: -1 }, { pgStatementTimeoutMs: Infinity }, { pgLockTimeoutMs: 1.5 }, { storeTimeoutMs: 500, pgLockTimeoutMs: 250 }]) {
+    assert.throws(() => resolve(bad, env), (e) => e.code === 'ERR_TIERGATE_INVALID_OPTION', JSON.stringify(bad));
+  }
+});
+
 test('a batch with one client whose row is held locked elsewhere: that client fails after the lock timeout, the others are decided', { skip }, async () => {
   const { PostgresStore } = require('../../lib/service/stores/postgres');
   const store = new PostgresStore({ connectionString: pg.url, poolSize: 4 });
