@@ -119,12 +119,24 @@ async function startPostgres({ settings = [] } = {}) {
   const opts = [`-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200`, ...settings.map((x) => `-c ${x}`)].join(' ');
   run(pgBin('pg_ctl'), ['-D', data, '-o', opts, '-l', path.join(dir, 'log'), '-w', '-t', '30', 'start']);
   let stopped = false;
+  const postmaster = Number(fs.readFileSync(path.join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
   return {
     url: `postgres://tiergate@127.0.0.1:${port}/postgres`,
     port,
+    /** Sends `sig` to the postmaster and then every process it started (SIGSTOP freezes the server
+     * whole: a hung host; SIGCONT thaws it). Returns the pids signalled. */
+    signal(sig) {
+      const children = spawnSync('pgrep', ['-P', String(postmaster)], { encoding: 'utf8' }).stdout.split('\n').filter(Boolean).map(Number);
+      const pids = [postmaster, ...children];
+      for (const pid of pids) {
+        try { process.kill(pid, sig); } catch (err) { if (err.code !== 'ESRCH') throw err; }
+      }
+      return pids;
+    },
     async stop() {
       if (stopped) return;
       stopped = true;
+      this.signal('SIGCONT'); // never leave a frozen server behind
       try { run(pgBin('pg_ctl'), ['-D', data, '-m', 'fast', '-w', 'stop']); } finally { fs.rmSync(dir, { recursive: true, force: true }); }
     },
   };

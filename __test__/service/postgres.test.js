@@ -268,7 +268,10 @@ test('instances sharing the database prune one at a time: while another holds th
 
 test(`at most MAX_AT_STORE batches at the store: checks gather behind them, and one batch waiting on a lock stops no other client`, { skip }, async () => {
   const { MAX_AT_STORE } = require('../../lib/service/decisions');
-  const u = urls()[0];
+  // An instance whose bounds outlast the locks this test holds across several steps (the bounds
+  // themselves are tested in postgres-faults.test.js).
+  const svc = await startService({ flags: { database: pg.url, 'store-timeout-ms': 20_000, 'pg-lock-timeout-ms': 5000 } }).ready;
+  const u = svc.url;
   const keys = Array.from({ length: MAX_AT_STORE }, (_, i) => `cap-${i}`); // each its own batch
   const free = 'cap-free';
   for (const clientKey of [...keys, free]) assert.equal((await admin(u, 'POST', '/api/v1/admin/clients', { clientKey, algorithm: 'sliding_window', maxRequests: 10, windowSeconds: 600 })).status, 201);
@@ -293,5 +296,6 @@ test(`at most MAX_AT_STORE batches at the store: checks gather behind them, and 
     assert.deepEqual((await Promise.all([...stuck, gathered])).map((r) => r.status), Array(MAX_AT_STORE + 1).fill(200));
   } finally {
     await holder.end();
+    await svc.stop();
   }
 });

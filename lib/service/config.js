@@ -30,6 +30,19 @@ const OPTIONS = {
   activityMaxBuffered: { kind: 'int', min: 1000, max: 10_000_000, default: 100_000 },
   pruneIntervalMs: { kind: 'int', min: 100, max: 3_600_000, default: 10_000 },
   poolSize: { kind: 'int', min: 1, max: 1000, default: 10 },
+  // Bounds of the store (docs/service.md, "Bounded waits"). A check is answered within
+  // storeTimeoutMs, below the client's default timeoutMs (1000) so that a caller gets the service's
+  // 503 rather than its own timeout, and far above a healthy batch (a few ms at the load test's p99).
+  storeTimeoutMs: { kind: 'int', min: 50, max: 60_000, default: 750 },
+  // How long a PostgreSQL statement waits for a row lock held elsewhere: a batch that meets a locked
+  // row waits this long, then its other clients are decided and the locked one waits once more, so
+  // twice this must fit within storeTimeoutMs (checked in resolve).
+  pgLockTimeoutMs: { kind: 'int', min: 10, max: 60_000, default: 250 },
+  // The server ends a session idle in a transaction this long (a stopped or cut-off instance),
+  // releasing its row locks. A batch's transaction is idle for one turn of its event loop.
+  pgIdleInTransactionTimeoutMs: { kind: 'int', min: 100, max: 3_600_000, default: 2000 },
+  // The server cancels any statement running this long; also the bound of an admin query's wait.
+  pgStatementTimeoutMs: { kind: 'int', min: 100, max: 3_600_000, default: 5000 },
 };
 
 const kebab = (name) => name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
@@ -116,6 +129,9 @@ function resolve(explicit = {}, env = process.env) {
     throw codedError(Error, CODES.ADMIN_TOKEN_REQUIRED, `the admin token must be at least ${MIN_TOKEN_LENGTH} characters`);
   }
   for (const k of out.apiKeys) if (k.length < MIN_TOKEN_LENGTH) throw bad(RangeError, `every API key must be at least ${MIN_TOKEN_LENGTH} characters`);
+  if (2 * out.pgLockTimeoutMs >= out.storeTimeoutMs) {
+    throw bad(RangeError, `pgLockTimeoutMs (${out.pgLockTimeoutMs}) must be less than half of storeTimeoutMs (${out.storeTimeoutMs}): a batch that meets a locked row waits for it twice before its answer is due`);
+  }
   return Object.freeze(out);
 }
 

@@ -4,7 +4,9 @@
 // store, its next checks gather for the following one. The more callers wait, the larger a batch and
 // the fewer transactions per decision: a hot client costs one lock per batch, not per check. At most
 // MAX_AT_STORE batches are at the store at once; while they are, checks of every client gather for
-// the next one.
+// the next one. Every check is answered within the store timeout of its arrival: a batch at the store
+// past its deadline is answered 503 and its slot given to the next.
+const { performance } = require('node:perf_hooks');
 const { HttpError } = require('./http');
 
 /** The most checks of one client decided in one transaction. */
@@ -17,9 +19,14 @@ const MAX_BATCH = 1000;
 const MAX_AT_STORE = 2;
 
 class Decisions {
-  constructor(store, { log }) {
+  constructor(store, { log, timeoutMs }) {
     this.store = store;
     this.log = log;
+    this.timeoutMs = timeoutMs;
+    // When a batch last ended decided and when one last failed whole (the store gave no answer):
+    // readiness is off while the last one failed (see failing()).
+    this.decidedAt = 0;
+    this.failedAt = 0;
     this.pending = new Map(); // clientKey → [{ cost, resolve, reject }]
     this.busy = new Set(); // clientKeys with a batch at the store
     this.scheduled = false;
@@ -32,7 +39,10 @@ class Decisions {
   check(clientKey, cost) {
     return new Promise((resolve, reject) => {
       let list = this.pending.get(clientKey);
-      if (!list) this.pending.set(clientKey, (list = []));
+      if (!list) {
+        this.pending.set(clientKey, (list = []));
+        list.since = performance.now(); // its checks' deadline is since + timeoutMs
+      }
       list.push({ cost, resolve, reject });
       this.schedule();
     });
@@ -50,6 +60,7 @@ class Decisions {
     if (this.inFlight >= MAX_AT_STORE) return; // the batch that ends next schedules this again
     const batch = new Map();
     const waiters = new Map();
+    let since = Infinity; // the oldest check's arrival: the batch's deadline is since + timeoutMs
     for (const [key, list] of this.pending) {
       if (this.busy.has(key)) continue;
       const take = list.length > MAX_BATCH ? list.splice(0, MAX_BATCH) : list;
@@ -57,10 +68,15 @@ class Decisions {
       batch.set(key, take.map((w) => w.cost));
       waiters.set(key, take);
       this.busy.add(key);
+      if (list.since < since) since = list.since;
     }
     if (batch.size === 0) return;
     this.inFlight++;
+    const deadline = since + this.timeoutMs;
+    let ended = false;
     const done = () => {
+      ended = true;
+      clearTimeout(timer);
       for (const key of batch.keys()) this.busy.delete(key);
       this.inFlight--;
       if (this.pending.size) this.schedule();
@@ -68,12 +84,25 @@ class Decisions {
     };
     const fail = (list, err) => {
       this.log.error('store decision failed', { error: String(err && (err.cause || err).message) });
-      const failure = new HttpError(503, 'STORE_UNAVAILABLE', 'the store did not answer; try again');
+      // The store's own 503 says what failed (a timeout, a locked row); anything else is not shown.
+      const failure = err instanceof HttpError ? err : new HttpError(503, 'STORE_UNAVAILABLE', 'the store did not answer; try again');
       for (const w of list) w.reject(failure);
     };
+    const failAll = (err) => {
+      this.failedAt = performance.now();
+      done();
+      for (const list of waiters.values()) fail(list, err);
+    };
+    // The store ends its own work by the deadline too (a PostgreSQL connection that has not answered
+    // is destroyed); this timer is the answer's bound whatever the store does.
+    const timer = setTimeout(() => {
+      if (!ended) failAll(new HttpError(503, 'STORE_UNAVAILABLE', `the store did not answer within ${this.timeoutMs} ms; try again`));
+    }, Math.max(0, deadline - performance.now()));
     // A store answers a Map of clientKey → outcome, or → Error for a client whose transaction failed
     // (nothing of it was committed), or rejects for the whole batch.
-    this.store.decideBatch(batch).then((outcomes) => {
+    this.store.decideBatch(batch, deadline).then((outcomes) => {
+      if (ended) return; // answered 503 at the deadline; what the store committed since only counts against the limit
+      this.decidedAt = performance.now();
       done();
       for (const [key, list] of waiters) {
         const o = outcomes.get(key);
@@ -81,9 +110,14 @@ class Decisions {
         list.forEach((w, i) => w.resolve(o.found && !o.banned ? { found: true, policy: o.policy, result: o.results[i], now: o.now } : o));
       }
     }, (err) => {
-      done();
-      for (const list of waiters.values()) fail(list, err);
+      if (!ended) failAll(err);
     });
+  }
+
+  /** Whether the store failed the last batch that ended (no answer, or none in time), less than a
+   * store timeout ago: decisions are stuck, and the instance is not ready. */
+  failing() {
+    return this.failedAt > this.decidedAt && performance.now() - this.failedAt < this.timeoutMs;
   }
 
   /** Resolves when no check is waiting or at the store (for a drain). */

@@ -30,6 +30,14 @@ export interface ServiceOptions {
   activityMaxBuffered?: number;
   pruneIntervalMs?: number;
   poolSize?: number;
+  /** A check's longest wait for the store; then 503 STORE_UNAVAILABLE (default 750). */
+  storeTimeoutMs?: number;
+  /** PostgreSQL lock_timeout of the store's connections (default 250; under half of storeTimeoutMs). */
+  pgLockTimeoutMs?: number;
+  /** PostgreSQL idle_in_transaction_session_timeout of the store's connections (default 2000). */
+  pgIdleInTransactionTimeoutMs?: number;
+  /** PostgreSQL statement_timeout of the store's connections, and an admin query's bound (default 5000). */
+  pgStatementTimeoutMs?: number;
 }
 
 export interface DecisionService {

@@ -139,13 +139,16 @@ async function live(ctx, req, res) {
   sendJson(res, 200, { status: 'ok', uptimeSeconds: Math.round(process.uptime()) });
 }
 
+/** Ready when the store answers a ping within the store timeout and the decisions are not failing
+ * (their last batch failed whole within the last store timeout): a ping can pass while checks fail. */
 async function ready(ctx, req, res) {
   const t0 = process.hrtime.bigint();
   try {
+    if (ctx.decisions.failing()) throw new Error('the last decision batch failed: the store did not answer it in time');
     await ctx.store.ping();
   } catch (err) {
     ctx.storeLatencyMs = null;
-    ctx.log.warn('store ping failed', { error: String(err && err.message) });
+    ctx.log.warn('store not ready', { error: String(err && err.message) });
     sendJson(res, 503, { status: 'unavailable', store: { type: ctx.store.kind, ok: false } });
     return;
   }

@@ -23,7 +23,8 @@ const BUCKET_AGE_MS = Object.freeze({ second: 2 * HOUR_MS, minute: 30 * 24 * HOU
 function openStore(options) {
   if (options.database) {
     const { PostgresStore } = require('./stores/postgres');
-    return new PostgresStore({ connectionString: options.database, poolSize: options.poolSize });
+    const { poolSize, storeTimeoutMs, pgLockTimeoutMs, pgIdleInTransactionTimeoutMs, pgStatementTimeoutMs } = options;
+    return new PostgresStore({ connectionString: options.database, poolSize, storeTimeoutMs, pgLockTimeoutMs, pgIdleInTransactionTimeoutMs, pgStatementTimeoutMs });
   }
   const { SqliteStore } = require('./stores/sqlite');
   return new SqliteStore({ dataDir: options.data });
@@ -53,7 +54,7 @@ function createService(explicit = {}, env = process.env) {
     log,
     store,
     metrics: new ServiceMetrics(),
-    decisions: new Decisions(store, { log }),
+    decisions: new Decisions(store, { log, timeoutMs: options.storeTimeoutMs }),
     activity: null,
     adminAuth: bearer([options.adminToken], 'tiergate-admin'),
     checkAuth: options.apiKeys.length ? bearer(options.apiKeys, 'tiergate-check') : null,

@@ -3,11 +3,20 @@
 // transaction that locks the client's row (SELECT … FOR UPDATE), decides the batch in order at the
 // database's clock and writes the state back before any answer goes out, so instances never
 // over-admit and a crash loses no quota. Migrations run under an advisory lock, so instances that
-// start together apply each version once.
+// start together apply each version once. Every wait is bounded (docs/service.md, "Bounded waits"):
+// the server ends lock waits, statements and idle transactions, and this process destroys a
+// connection that does not answer by its deadline.
+const { performance } = require('node:perf_hooks');
 const { requireOptional } = require('../../optional');
 const { migrations } = require('../migrations');
 const { HttpError } = require('../http');
 const rows = require('./rows');
+const { OPTIONS } = require('../config');
+
+/** PostgreSQL's lock_not_available: a lock wait ended by lock_timeout (or NOWAIT). */
+const LOCK_NOT_AVAILABLE = '55P03';
+/** What a batch keeps of its deadline for its round trips after a lock wait (ROLLBACK, the retry). */
+const ROUND_TRIPS_MS = 50;
 
 // The advisory lock that serialises migrations (any fixed 64-bit number; this one spells "tiergate").
 const MIGRATION_LOCK = '7469657267617465';
@@ -30,6 +39,10 @@ const PREPARE_DECIDE = `PREPARE tiergate_lock(text[]) AS SELECT c.*, b.created_a
     b.expires_at AS ban_expires_at, floor(${NOW_MS})::float8 AS now_ms
   FROM clients c LEFT JOIN bans b ON b.client_key = c.client_key AND (b.expires_at IS NULL OR b.expires_at > ${NOW_MS})
   WHERE c.client_key = ANY($1) ORDER BY c.client_key FOR UPDATE OF c;
+PREPARE tiergate_lock_free(text[]) AS SELECT c.*, b.created_at AS ban_created_at, b.reason AS ban_reason,
+    b.expires_at AS ban_expires_at, floor(${NOW_MS})::float8 AS now_ms
+  FROM clients c LEFT JOIN bans b ON b.client_key = c.client_key AND (b.expires_at IS NULL OR b.expires_at > ${NOW_MS})
+  WHERE c.client_key = ANY($1) FOR UPDATE OF c SKIP LOCKED;
 PREPARE tiergate_save(text[], json) AS UPDATE clients AS c SET state = (u.e->1)::text,
     ${addTotals('(u.e->>2)::bigint', '(u.e->>3)::bigint', '(u.e->>4)::bigint')}
   FROM json_array_elements($2) AS u(e) WHERE c.client_key = ANY($1) AND c.client_key = u.e->>0`;
@@ -53,6 +66,18 @@ function unavailable(err) {
   return out;
 }
 
+/** A 503 for work that passed its deadline: the connection it held was destroyed. */
+function timedOut(ms) {
+  return Object.assign(new HttpError(503, 'STORE_UNAVAILABLE', `the store did not answer within ${ms} ms; try again`), { timedOut: true });
+}
+
+/** A 503 for one client whose row another instance held locked past the lock timeout. */
+function rowLocked(err, ms) {
+  const out = new HttpError(503, 'STORE_UNAVAILABLE', `this client's state is locked by another instance (waited ${ms} ms); try again`);
+  out.cause = err;
+  return out;
+}
+
 /** Applies the migrations not yet applied, under an advisory lock: instances starting together apply
  * each version once. */
 async function migrate(pool) {
@@ -63,6 +88,8 @@ async function migrate(pool) {
     throw new Error(`cannot connect to PostgreSQL: ${err.message}`);
   }
   try {
+    // Unbounded here: the lock is held by an instance applying a migration, which may take long.
+    await client.query('SET lock_timeout = 0; SET statement_timeout = 0');
     await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
     await client.query('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)');
     const done = new Set((await client.query('SELECT version FROM schema_migrations')).rows.map((r) => r.version));
@@ -80,7 +107,7 @@ async function migrate(pool) {
     }
   } finally {
     await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => {});
-    client.release();
+    client.release(true); // closed, not pooled: its session's timeouts are off
   }
 }
 
@@ -97,21 +124,70 @@ async function inTransaction(client, fn) {
   }
 }
 
+const defaults = (name) => OPTIONS[name].default;
+
 class PostgresStore {
-  constructor({ connectionString, poolSize }) {
+  constructor({
+    connectionString, poolSize = defaults('poolSize'), storeTimeoutMs = defaults('storeTimeoutMs'), pgLockTimeoutMs = defaults('pgLockTimeoutMs'),
+    pgIdleInTransactionTimeoutMs = defaults('pgIdleInTransactionTimeoutMs'), pgStatementTimeoutMs = defaults('pgStatementTimeoutMs'),
+  }) {
     const pg = requireOptional('pg', 'the PostgreSQL store of `tiergate serve`');
     this.kind = 'postgres';
-    this.pool = new pg.Pool({ connectionString, max: poolSize, connectionTimeoutMillis: 5000, idleTimeoutMillis: 30_000 });
+    this.storeTimeoutMs = storeTimeoutMs;
+    this.lockTimeoutMs = pgLockTimeoutMs;
+    this.statementTimeoutMs = pgStatementTimeoutMs;
+    // The three timeouts are the sessions' own settings (startup parameters): the server applies
+    // them even while this process is stopped. A connection not made within storeTimeoutMs (a server
+    // that accepts but does not answer) fails, so a check never waits on it longer than its bound.
+    this.pool = new pg.Pool({
+      connectionString, max: poolSize, connectionTimeoutMillis: storeTimeoutMs, idleTimeoutMillis: 30_000,
+      lock_timeout: pgLockTimeoutMs, statement_timeout: pgStatementTimeoutMs, idle_in_transaction_session_timeout: pgIdleInTransactionTimeoutMs,
+    });
     // An idle client's error (the server restarting) must not crash the process: the pool drops it.
     this.pool.on('error', () => {});
+    // Nor a checked-out one's: the server ending its session (the idle-in-transaction timeout of a
+    // process that was stopped) is reported by the connection between two queries of a batch. The
+    // batch's next query fails, and the pool drops the connection when it is released.
+    this.pool.on('connect', (client) => client.on('error', () => {}));
     this.prepared = new WeakSet(); // pooled connections that have PREPARE_DECIDE's statements
   }
 
-  async query(sql, params) {
+  /** One statement, answered within `timeoutMs` (the statement timeout: an admin read may be long). */
+  async query(sql, params, timeoutMs = this.statementTimeoutMs) {
+    return this.withConnection(performance.now() + timeoutMs, async (c) => {
+      try {
+        return await c.query(sql, params);
+      } catch (err) {
+        throw unavailable(err);
+      }
+    });
+  }
+
+  /**
+   * Runs `fn(client)` on one pooled connection, until `deadline` (performance.now() ms) at the
+   * latest. A query cannot be cancelled on a server that does not answer: at the deadline the
+   * connection is destroyed (pg ends its socket; its query fails at once) and the pool opens a new
+   * one later, never reusing it; `fn`'s failure becomes timedOut. At most poolSize connections exist.
+   */
+  async withConnection(deadline, fn) {
+    const c = await this.connect();
+    const budget = deadline - performance.now();
+    if (budget <= 0) {
+      c.release();
+      throw timedOut(this.storeTimeoutMs);
+    }
+    let expired = false;
+    const timer = setTimeout(() => {
+      expired = true;
+      c.release(new Error('deadline passed'));
+    }, budget);
     try {
-      return await this.pool.query(sql, params);
+      return await fn(c);
     } catch (err) {
-      throw unavailable(err);
+      throw expired ? timedOut(Math.round(budget)) : err;
+    } finally {
+      clearTimeout(timer);
+      if (!expired) c.release();
     }
   }
 
@@ -124,22 +200,31 @@ class PostgresStore {
     }
   }
 
-  /** Runs `fn(client)` in a transaction on one pooled connection. */
-  async tx(fn) {
-    const client = await this.connect();
-    try {
-      return await inTransaction(client, fn);
-    } finally {
-      client.release();
-    }
+  /**
+   * `SET LOCAL lock_timeout = …; ` when what is left of `deadline`, shared by `waits` lock waits and
+   * the round trips after them, is shorter than the lock timeout (a batch whose checks waited for
+   * the batch before), else '' (the session's lock timeout; the usual case adds nothing). A lock wait
+   * then always ends at the server, before the deadline: the deadline passing means a server that
+   * does not answer, not a row locked elsewhere.
+   */
+  lockWait(deadline, waits) {
+    const ms = Math.floor((deadline - performance.now() - ROUND_TRIPS_MS) / waits);
+    return ms >= this.lockTimeoutMs ? '' : `SET LOCAL lock_timeout = ${Math.max(1, ms)}; `;
+  }
+
+  /** Runs `fn(client)` in a transaction on one pooled connection, until `deadline` at the latest. */
+  async tx(fn, deadline = performance.now() + this.statementTimeoutMs) {
+    return this.withConnection(deadline, (c) => inTransaction(c, fn));
   }
 
   async open() {
     await migrate(this.pool);
   }
 
-  async decideOne(key, costs) {
+  async decideOne(key, costs, deadline = performance.now() + this.storeTimeoutMs) {
     return this.tx(async (c) => {
+      const lockWait = this.lockWait(deadline, 1);
+      if (lockWait) await c.query(lockWait);
       const { rows: found } = await c.query(`SELECT c.*, b.created_at AS ban_created_at, b.reason AS ban_reason, b.expires_at AS ban_expires_at,
           floor(${NOW_MS})::float8 AS now_ms
         FROM clients c LEFT JOIN bans b ON b.client_key = c.client_key AND (b.expires_at IS NULL OR b.expires_at > ${NOW_MS})
@@ -153,6 +238,8 @@ class PostgresStore {
           [state, allowed, denied, outcome.now, key]);
       }
       return outcome;
+    }, deadline).catch((err) => {
+      throw err.cause && err.cause.code === LOCK_NOT_AVAILABLE ? rowLocked(err.cause, this.lockTimeoutMs) : err;
     });
   }
 
@@ -163,57 +250,72 @@ class PostgresStore {
    * simple-protocol query (a parameterised one cannot carry two statements) that EXECUTEs a statement
    * prepared once per connection, its arguments inlined as literals; a row's lock is held for one
    * round trip, not two, and the statements are not planned again for every batch.
+   * `skipLocked`: rows locked elsewhere are passed over instead of waited for, and left out of the
+   * answer (as are clients that do not exist: the caller decides those one by one).
    */
-  async decideAll(batch) {
+  async decideAll(batch, deadline = performance.now() + this.storeTimeoutMs, { skipLocked = false } = {}) {
     const keys = [...batch.keys()].sort();
-    const c = await this.connect();
-    try {
-      if (!this.prepared.has(c)) {
-        // DEALLOCATE first: after a failure the statements may be there (or stale: a migration of
-        // another instance changed the table), and are prepared again.
-        await c.query(`DEALLOCATE ALL; ${PREPARE_DECIDE}`);
-        this.prepared.add(c);
+    return this.withConnection(deadline, async (c) => {
+      try {
+        if (!this.prepared.has(c)) {
+          // DEALLOCATE first: after a failure the statements may be there (or stale: a migration of
+          // another instance changed the table), and are prepared again.
+          await c.query(`DEALLOCATE ALL; ${PREPARE_DECIDE}`);
+          this.prepared.add(c);
+        }
+        const keyList = textArray(keys);
+        // Two lock waits at most before the deadline: this one, then a locked client's own (decideBatch).
+        const lockWait = skipLocked ? '' : this.lockWait(deadline, 2);
+        const results = await c.query(`BEGIN; ${lockWait}EXECUTE ${skipLocked ? 'tiergate_lock_free' : 'tiergate_lock'}(${keyList})`);
+        const found = results[results.length - 1].rows;
+        const byKey = new Map(found.map((r) => [r.client_key, r]));
+        const out = new Map();
+        const changed = []; // [[key, state, allowed, denied, at], ...]: one JSON text for the batch
+        for (const key of keys) {
+          const row = byKey.get(key);
+          if (!row) { if (!skipLocked) out.set(key, { found: false }); continue; }
+          const entry = rows.entryOf(row);
+          const costs = batch.get(key);
+          const outcome = rows.decideEntry(entry, costs, row.now_ms);
+          changed.push([key, entry.state, ...counts(outcome, costs.length), outcome.now]);
+          out.set(key, outcome);
+        }
+        await c.query(changed.length === 0 ? 'COMMIT' : `EXECUTE tiergate_save(${keyList}, ${literal(JSON.stringify(changed))}); COMMIT`);
+        return out;
+      } catch (err) {
+        this.prepared.delete(c);
+        await c.query('ROLLBACK').catch(() => {});
+        throw err instanceof HttpError ? err : unavailable(err);
       }
-      const keyList = textArray(keys);
-      const [, { rows: found }] = await c.query(`BEGIN; EXECUTE tiergate_lock(${keyList})`);
-      const byKey = new Map(found.map((r) => [r.client_key, r]));
-      const out = new Map();
-      const changed = []; // [[key, state, allowed, denied, at], ...]: one JSON text for the batch
-      for (const key of keys) {
-        const row = byKey.get(key);
-        if (!row) { out.set(key, { found: false }); continue; }
-        const entry = rows.entryOf(row);
-        const costs = batch.get(key);
-        const outcome = rows.decideEntry(entry, costs, row.now_ms);
-        changed.push([key, entry.state, ...counts(outcome, costs.length), outcome.now]);
-        out.set(key, outcome);
-      }
-      await c.query(changed.length === 0 ? 'COMMIT' : `EXECUTE tiergate_save(${keyList}, ${literal(JSON.stringify(changed))}); COMMIT`);
-      return out;
-    } catch (err) {
-      this.prepared.delete(c);
-      await c.query('ROLLBACK').catch(() => {});
-      throw err instanceof HttpError ? err : unavailable(err);
-    } finally {
-      c.release();
-    }
+    });
   }
 
   /**
    * One transaction for the batch, of two round trips (a batch of one client too: its own BEGIN,
-   * SELECT, UPDATE and COMMIT would be four); if it fails (nothing of it committed), one per client,
-   * run side by side (bounded by the pool), so that a client whose transaction fails gets its Error in
-   * the map and the others their committed outcomes.
+   * SELECT, UPDATE and COMMIT would be four). If it fails with nothing committed — a row locked
+   * elsewhere past the lock timeout (an instance stopped mid-transaction), or a proxy without
+   * prepared statements — the clients whose rows are free are decided in one transaction that skips
+   * locked rows, and the rest one per client (side by side, bounded by the pool): a client whose own
+   * transaction fails gets its Error in the map, the others their committed outcomes. Everything
+   * ends by `deadline`; a store that gives no connection or does not answer fails the whole batch.
    */
-  async decideBatch(batch) {
+  async decideBatch(batch, deadline = performance.now() + this.storeTimeoutMs) {
+    const whole = (err) => err.noConnection || err.timedOut;
     try {
-      return await this.decideAll(batch);
+      return await this.decideAll(batch, deadline);
     } catch (err) {
-      if (err.noConnection) throw err; // no connection for one transaction: none for one per client either
+      if (whole(err)) throw err;
     }
-    const keys = [...batch.keys()];
-    const settled = await Promise.allSettled(keys.map((k) => this.decideOne(k, batch.get(k))));
-    return new Map(keys.map((k, i) => [k, settled[i].status === 'fulfilled' ? settled[i].value : settled[i].reason]));
+    let out = new Map();
+    try {
+      out = await this.decideAll(batch, deadline, { skipLocked: true });
+    } catch (err) {
+      if (whole(err)) throw err;
+    }
+    const rest = [...batch.keys()].filter((k) => !out.has(k));
+    const settled = await Promise.allSettled(rest.map((k) => this.decideOne(k, batch.get(k), deadline)));
+    rest.forEach((k, i) => out.set(k, settled[i].status === 'fulfilled' ? settled[i].value : settled[i].reason));
+    return out;
   }
 
   async createClient(policy) {
@@ -349,8 +451,9 @@ class PostgresStore {
     return (await this.query(`DELETE FROM bans WHERE client_key = $1 AND (expires_at IS NULL OR expires_at > ${NOW_MS})`, [key])).rowCount === 1;
   }
 
+  /** Within the check's bound: readiness says whether a check could be answered now. */
   async ping() {
-    await this.query('SELECT 1');
+    await this.query('SELECT 1', undefined, this.storeTimeoutMs);
   }
 
   async close() {
