@@ -40,7 +40,21 @@ test('the Redis store', { timeout: 60_000 }, async (t) => {
     await store.release([{ limit: fixed, key: 'k', lease: a.lease - 1, tokens: 3, reason: 'evicted', holder: 'h1' }]);
     const [c] = await store.lease([ask(fixed, 'k', 5)]);
     assert.equal(c.granted, 3, 'the return of an older window credits nothing');
-    assert.deepEqual(await client.keys('ts:q:*'), ['ts:q:{api:k}'], 'one hash-tagged key per (limit, key)');
+    assert.deepEqual(await client.keys('ts:q:*'), ['ts:q:{3:api:k}'], 'one hash-tagged key per (limit, key)');
+  });
+
+  await t.test('limit api with key export:acme and limit api:export with key acme are two states, in one slot each', async () => {
+    // Joined with ':', both would read `api:export:acme`: the one exhausting its limit would spend the other's.
+    const api = spec({ name: 'api', algorithm: 'fixed-window', limit: 3, windowMs: 3_600_000 });
+    const apiExport = spec({ name: 'api:export', algorithm: 'fixed-window', limit: 3, windowMs: 3_600_000 });
+    const [a] = await store.lease([ask(api, 'export:acme', 3)]);
+    assert.deepEqual([a.granted, a.remaining], [3, 0]);
+    const [b] = await store.lease([ask(apiExport, 'acme', 3)]);
+    assert.deepEqual([b.granted, b.remaining, b.holders], [3, 0, 1], 'the other limit has its whole allowance');
+    const keys = (await client.keys('ts:q:*')).filter((k) => k.includes('acme')).sort();
+    assert.equal(keys.length, 2, `two keys: ${keys}`);
+    // Each key's hash tag is the whole (limit, key), so it stays in one slot of a Redis Cluster.
+    for (const k of keys) assert.equal(k.slice(k.indexOf('{') + 1, k.indexOf('}')), k.slice(k.indexOf('{') + 1, -1));
   });
 
   await t.test('token bucket: grants what it holds, retry after one token, returns credited up to the burst', async () => {
@@ -56,7 +70,7 @@ test('the Redis store', { timeout: 60_000 }, async (t) => {
     await store.lease([ask(never, 'n', 1)]);
     const [z] = await store.lease([ask(never, 'n', 1, 'h1', 5000)]);
     assert.deepEqual([z.granted, z.retryAfterMs], [0, 5000], 'no refill: ask again after a lease life');
-    assert.equal(await client.pttl('ts:q:{never:n}'), -1, 'a bucket that never refills is never forgotten');
+    assert.equal(await client.pttl('ts:q:{5:never:n}'), -1, 'a bucket that never refills is never forgotten');
   });
 
   await t.test('sliding window: a lease occupies the window until its expiry plus a window; a return shrinks it', async () => {
