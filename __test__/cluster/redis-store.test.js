@@ -141,10 +141,37 @@ test('the Redis store', { timeout: 60_000 }, async (t) => {
     }
   });
 
+  await t.test("docs/cluster.md's example: keyed by API key, an IP ban shared through the cluster refuses that client whatever key it sends", async () => {
+    const c = cluster({ redis: client, prefix: 'doc', tiers: { paid: { perKey: { rate: 50, burst: 200 } } } });
+    await c.ready;
+    const guard = gatekeeper.http({
+      tiers: [{ name: 'paid', capacity: 1e9, refillPerSec: 1e9 }],
+      key: { header: 'x-api-key' },
+      bans: { rules: false },
+      cluster: c,
+    }, (req, res) => res.end('ok'));
+    const server = http.createServer(guard);
+    const port = await listen(server);
+    try {
+      const get = (key) => request(port, { headers: { 'x-api-key': key, 'x-user-tier': 'paid' } });
+      assert.equal((await get('acme')).status, 200);
+      assert.equal(await c.bans.ban('127.0.0.1', { durationMs: 60_000, reason: 'scraping' }), 'published');
+      for (const key of ['acme', 'another-key']) assert.equal((await get(key)).status, 403, `refused with key ${key}`);
+    } finally {
+      await close(server);
+      await c.close();
+    }
+  });
+
   await t.test('cluster() and the gatekeeper option check their options', () => {
     const bad = (o, re) => assert.throws(() => cluster(o), (e) => re.test(e.message) && /^ERR_TIERGATE_/.test(e.code));
     bad(undefined, /cluster: options must be an object/);
     bad({ redis: client }, /options.limits or options.tiers must give at least one limit/);
+    const one = [{ name: 'x', rate: 1, burst: 1 }];
+    bad({ redis: client, limits: one, banKey: 'short' }, /options.banKey must be at least 16 bytes/);
+    bad({ redis: client, limits: one, banKey: 42 }, /options.banKey must be a string or a Buffer/);
+    bad({ redis: client, limits: one, banKey: [] }, /options.banKey must hold at least one secret/);
+    bad({ redis: client, limits: one, banKey: 'k'.repeat(32), bans: false }, /banKey signs the shared bans; it needs bans: true/);
     bad({ redis: client, tiers: { free: { perKey: { rate: 1, burst: 1 } } }, fallback: 'sometimes' }, /options.fallback must be 'open' or 'closed'/);
     bad({ redis: client, tiers: { free: { perKey: { name: 'x', rate: 1, burst: 1 } } } }, /perKey.name is given by the tier/);
     bad({ redis: client, tiers: { free: { perKey: { rate: 1, burst: 1 }, burst: 3 } } }, /unknown option "burst"/);
