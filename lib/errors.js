@@ -10,6 +10,8 @@ const CODES = Object.freeze({
   INVALID_ARGUMENT: 'ERR_TIERGATE_INVALID_ARGUMENT',
   /** bans.add: the ban table is at bans.maxBans and every ban in it is permanent. */
   BAN_TABLE_FULL: 'ERR_TIERGATE_BAN_TABLE_FULL',
+  /** cluster.bans: the change holds in this process, but the queue of changes waiting for Redis is full. */
+  BAN_NOT_SHARED: 'ERR_TIERGATE_BAN_NOT_SHARED',
   /** No native binary loads for this platform. */
   NATIVE_UNAVAILABLE: 'ERR_TIERGATE_NATIVE_UNAVAILABLE',
   /** A feature needs a package that is not installed (better-sqlite3, pg); the message names it. */

@@ -100,11 +100,12 @@ test('cluster mode with the abuse defense: one ban table per process, shared ove
   });
 
   await t.test('a process that starts late loads the shared bans and lists into its defense, and prunes what has ended', async () => {
-    // An expired ban and a lift older than the tombstones' 24 h, as another process left them.
+    // An expired ban and a lift older than the tombstones' 24 h, as another process left them (fields:
+    // `b:k:<client key>`, `b:c:<CIDR prefix>`).
     const cli = (...a) => spawnSync('redis-cli', ['-p', String(redis.port), ...a], { encoding: 'utf8' });
     const HASH = 'tiergate:{bans}';
-    cli('HSET', HASH, '192.0.2.200', JSON.stringify({ target: '192.0.2.200', cidr: false, until: Date.now() - 1000, reason: 'old', source: 'rule', offense: 1 }));
-    cli('HSET', HASH, '192.0.2.201', JSON.stringify({ target: '192.0.2.201', cidr: false, lifted: Date.now() - 25 * 3600_000 }));
+    cli('HSET', HASH, 'b:k:192.0.2.200', JSON.stringify({ target: '192.0.2.200', cidr: false, until: Date.now() - 1000, reason: 'old', source: 'rule', offense: 1 }));
+    cli('HSET', HASH, 'b:k:192.0.2.201', JSON.stringify({ target: '192.0.2.201', cidr: false, lifted: Date.now() - 25 * 3600_000 }));
     const late = startNode({ url: redis.url, ...CFG });
     nodes.push(late);
     await late.ready;
@@ -118,9 +119,9 @@ test('cluster mode with the abuse defense: one ban table per process, shared ove
     assert.equal((await late.call('defense', { op: 'get', target: '203.0.113.0/24' })).cidr, true);
     // The prune follows the load's apply: give it up to 2 s.
     const held = (f) => cli('HEXISTS', HASH, f).stdout.trim() === '1';
-    for (let i = 0; i < 100 && (held('192.0.2.200') || held('192.0.2.201')); i++) await sleep(20);
-    assert.equal(held('192.0.2.200'), false, 'the expired ban is pruned');
-    assert.equal(held('192.0.2.201'), false, 'the old tombstone is pruned');
-    assert.equal(held('203.0.113.0/24'), true, 'a live ban stays');
+    for (let i = 0; i < 100 && (held('b:k:192.0.2.200') || held('b:k:192.0.2.201')); i++) await sleep(20);
+    assert.equal(held('b:k:192.0.2.200'), false, 'the expired ban is pruned');
+    assert.equal(held('b:k:192.0.2.201'), false, 'the old tombstone is pruned');
+    assert.equal(held('b:c:203.0.113.0/24'), true, 'a live ban stays');
   });
 });

@@ -40,7 +40,21 @@ test('the Redis store', { timeout: 60_000 }, async (t) => {
     await store.release([{ limit: fixed, key: 'k', lease: a.lease - 1, tokens: 3, reason: 'evicted', holder: 'h1' }]);
     const [c] = await store.lease([ask(fixed, 'k', 5)]);
     assert.equal(c.granted, 3, 'the return of an older window credits nothing');
-    assert.deepEqual(await client.keys('ts:q:*'), ['ts:q:{api:k}'], 'one hash-tagged key per (limit, key)');
+    assert.deepEqual(await client.keys('ts:q:*'), ['ts:q:{3:api:k}'], 'one hash-tagged key per (limit, key)');
+  });
+
+  await t.test('limit api with key export:acme and limit api:export with key acme are two states, in one slot each', async () => {
+    // Joined with ':', both would read `api:export:acme`: the one exhausting its limit would spend the other's.
+    const api = spec({ name: 'api', algorithm: 'fixed-window', limit: 3, windowMs: 3_600_000 });
+    const apiExport = spec({ name: 'api:export', algorithm: 'fixed-window', limit: 3, windowMs: 3_600_000 });
+    const [a] = await store.lease([ask(api, 'export:acme', 3)]);
+    assert.deepEqual([a.granted, a.remaining], [3, 0]);
+    const [b] = await store.lease([ask(apiExport, 'acme', 3)]);
+    assert.deepEqual([b.granted, b.remaining, b.holders], [3, 0, 1], 'the other limit has its whole allowance');
+    const keys = (await client.keys('ts:q:*')).filter((k) => k.includes('acme')).sort();
+    assert.equal(keys.length, 2, `two keys: ${keys}`);
+    // Each key's hash tag is the whole (limit, key), so it stays in one slot of a Redis Cluster.
+    for (const k of keys) assert.equal(k.slice(k.indexOf('{') + 1, k.indexOf('}')), k.slice(k.indexOf('{') + 1, -1));
   });
 
   await t.test('token bucket: grants what it holds, retry after one token, returns credited up to the burst', async () => {
@@ -56,7 +70,7 @@ test('the Redis store', { timeout: 60_000 }, async (t) => {
     await store.lease([ask(never, 'n', 1)]);
     const [z] = await store.lease([ask(never, 'n', 1, 'h1', 5000)]);
     assert.deepEqual([z.granted, z.retryAfterMs], [0, 5000], 'no refill: ask again after a lease life');
-    assert.equal(await client.pttl('ts:q:{never:n}'), -1, 'a bucket that never refills is never forgotten');
+    assert.equal(await client.pttl('ts:q:{5:never:n}'), -1, 'a bucket that never refills is never forgotten');
   });
 
   await t.test('sliding window: a lease occupies the window until its expiry plus a window; a return shrinks it', async () => {
@@ -141,10 +155,37 @@ test('the Redis store', { timeout: 60_000 }, async (t) => {
     }
   });
 
+  await t.test("docs/cluster.md's example: keyed by API key, an IP ban shared through the cluster refuses that client whatever key it sends", async () => {
+    const c = cluster({ redis: client, prefix: 'doc', tiers: { paid: { perKey: { rate: 50, burst: 200 } } } });
+    await c.ready;
+    const guard = gatekeeper.http({
+      tiers: [{ name: 'paid', capacity: 1e9, refillPerSec: 1e9 }],
+      key: { header: 'x-api-key' },
+      bans: { rules: false },
+      cluster: c,
+    }, (req, res) => res.end('ok'));
+    const server = http.createServer(guard);
+    const port = await listen(server);
+    try {
+      const get = (key) => request(port, { headers: { 'x-api-key': key, 'x-user-tier': 'paid' } });
+      assert.equal((await get('acme')).status, 200);
+      assert.equal(await c.bans.ban('127.0.0.1', { durationMs: 60_000, reason: 'scraping' }), 'published');
+      for (const key of ['acme', 'another-key']) assert.equal((await get(key)).status, 403, `refused with key ${key}`);
+    } finally {
+      await close(server);
+      await c.close();
+    }
+  });
+
   await t.test('cluster() and the gatekeeper option check their options', () => {
     const bad = (o, re) => assert.throws(() => cluster(o), (e) => re.test(e.message) && /^ERR_TIERGATE_/.test(e.code));
     bad(undefined, /cluster: options must be an object/);
     bad({ redis: client }, /options.limits or options.tiers must give at least one limit/);
+    const one = [{ name: 'x', rate: 1, burst: 1 }];
+    bad({ redis: client, limits: one, banKey: 'short' }, /options.banKey must be at least 16 bytes/);
+    bad({ redis: client, limits: one, banKey: 42 }, /options.banKey must be a string or a Buffer/);
+    bad({ redis: client, limits: one, banKey: [] }, /options.banKey must hold at least one secret/);
+    bad({ redis: client, limits: one, banKey: 'k'.repeat(32), bans: false }, /banKey signs the shared bans; it needs bans: true/);
     bad({ redis: client, tiers: { free: { perKey: { rate: 1, burst: 1 } } }, fallback: 'sometimes' }, /options.fallback must be 'open' or 'closed'/);
     bad({ redis: client, tiers: { free: { perKey: { name: 'x', rate: 1, burst: 1 } } } }, /perKey.name is given by the tier/);
     bad({ redis: client, tiers: { free: { perKey: { rate: 1, burst: 1 }, burst: 3 } } }, /unknown option "burst"/);

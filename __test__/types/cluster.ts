@@ -1,7 +1,7 @@
 // Typed usage of cluster mode, checked by `tsc --noEmit --strict` in __test__/types.test.js.
 import Redis from 'ioredis';
 import { cluster, gatekeeper } from '../..';
-import type { Cluster, ClusterStats, DecisionInfo } from '../..';
+import type { BanDelivery, Cluster, ClusterStats, DecisionInfo } from '../..';
 
 const redis = new Redis('redis://127.0.0.1:6379', { lazyConnect: true });
 const c: Cluster = cluster({
@@ -15,13 +15,17 @@ const c: Cluster = cluster({
   limits: [{ name: 'login', algorithm: 'sliding-window', limit: 5, windowMs: 60_000, unfunded: 'provisional', provisional: 1 }],
 });
 const other: Cluster = cluster({ redis: 'redis://127.0.0.1:6379', limits: [{ name: 'x', rate: 1, burst: 1 }], bans: false });
+const signed: Cluster = cluster({ redis, limits: [{ name: 'y', rate: 1, burst: 1 }], banKey: [Buffer.alloc(32, 1), 'an older key of 16+ bytes'] });
+void signed.close();
 const mw = gatekeeper({ tiers: [{ name: 'paid', capacity: 1e9, refillPerSec: 1e9 }, { name: 'free', capacity: 1e9, refillPerSec: 1e9 }], cluster: c, onReject: (info: DecisionInfo) => info.cluster?.reason });
 void mw;
 c.check('login', 'user-1').then((d) => d.allowed);
-void c.bans?.ban('203.0.113.9', { durationMs: 60_000, reason: 'abuse' });
+c.bans?.ban('203.0.113.9', { durationMs: 60_000, reason: 'abuse' }).then((d: BanDelivery) => d === 'queued');
+void c.bans?.stats.queued;
 void c.bans?.table.size;
 const s: ClusterStats = c.stats();
 void s.fallbackDecisions;
+void s.bans?.rejected;
 void c.close();
 void other.close();
 // A gatekeeper limit funded from the cluster's leases: the numbers are the cluster's limit of that name.

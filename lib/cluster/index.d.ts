@@ -33,6 +33,8 @@ export interface ClusterOptions {
   minHolders?: number;
   /** Shared bans over pub/sub (default true). */
   bans?: boolean;
+  /** Signs every shared ban change (HMAC-SHA256): at least 16 bytes; an array to rotate (the first signs, every one verifies). */
+  banKey?: string | Buffer | Array<string | Buffer>;
   maxKeys?: number;
   holder?: string;
   /** No request waits for Redis longer than this (ms, default 100). */
@@ -64,17 +66,38 @@ export interface ClusterBanTable {
   apply(event: ClusterBanEvent): void;
 }
 
+export interface BanChannelStats {
+  /** Changes made here that Redis took. */
+  published: number;
+  received: number;
+  /** Sends of queued changes that Redis did not take (they are sent again). */
+  publishErrors: number;
+  applyErrors: number;
+  /** Changes made here waiting for Redis (at most 10,000). */
+  queued: number;
+  /** Changes not queued because 10,000 already waited: in force in their process only. */
+  dropped: number;
+  /** Messages and hash entries ignored: not signed with the banKey, or a message sent more than 60 s from now. */
+  rejected: number;
+}
+
+/** 'published': Redis has it; 'queued': Redis did not take it within 1 s, it is shared when Redis does. */
+export type BanDelivery = 'published' | 'queued';
+
 export declare class BanChannel {
   readonly id: string;
   /** The table this process enforces (a gatekeeper with the abuse defense makes it the defense's). */
   readonly table: ClusterBanTable;
-  readonly stats: { published: number; received: number; publishErrors: number; applyErrors: number };
+  readonly stats: BanChannelStats;
   start(): Promise<void>;
   useTable(table: ClusterBanTable): void;
-  /** Bans `target` here at once and in every process (durationMs null: until lifted). */
-  ban(target: string, options?: { durationMs?: number | null; reason?: string }): Promise<void>;
-  lift(target: string): Promise<void>;
-  setLists(lists: { allow?: string[]; deny?: string[] }): Promise<void>;
+  /**
+   * Bans `target` here at once and in every process (durationMs null: until lifted). Settles within
+   * 1 s; rejects with ERR_TIERGATE_BAN_NOT_SHARED when 10,000 changes already wait for Redis.
+   */
+  ban(target: string, options?: { durationMs?: number | null; reason?: string }): Promise<BanDelivery>;
+  lift(target: string): Promise<BanDelivery>;
+  setLists(lists: { allow?: string[]; deny?: string[] }): Promise<BanDelivery>;
   close(): Promise<void>;
 }
 
@@ -88,7 +111,7 @@ export declare class RedisStore implements LeaseStore {
 }
 
 export interface ClusterStats extends LeaseDriverStats {
-  bans: { published: number; received: number; publishErrors: number; applyErrors: number; held: number } | null;
+  bans: (BanChannelStats & { held: number }) | null;
 }
 
 export declare class Cluster {

@@ -15,8 +15,9 @@ const { BanChannel, BanCache } = require('./bans');
 const { DefenseTable } = require('./defense-table');
 const { typeName, isObject, onlyKnown } = require('../options');
 const { buildingOptions } = require('../errors');
+const { tierSecretOption } = require('../gatekeeper/tier-header');
 
-const OPTIONS = new Set(['redis', 'prefix', 'limits', 'tiers', 'fallback', 'minHolders', 'bans', 'maxKeys', 'holder', ...Object.keys(DRIVER_DEFAULTS)]);
+const OPTIONS = new Set(['redis', 'prefix', 'limits', 'tiers', 'fallback', 'minHolders', 'bans', 'banKey', 'maxKeys', 'holder', ...Object.keys(DRIVER_DEFAULTS)]);
 const TIER_FIELDS = new Set(['perKey', 'budget', 'fallback']);
 const { CLUSTER_BANNED: BANNED } = require('./gate-codes');
 
@@ -66,9 +67,12 @@ function normalize(options) {
   if (limits.length === 0) throw new TypeError('cluster: options.limits or options.tiers must give at least one limit');
   const bans = options.bans === undefined ? true : options.bans;
   if (typeof bans !== 'boolean') throw new TypeError(`cluster: options.bans must be a boolean, got ${typeName(bans)}`);
+  // One secret or several (the first signs, every one verifies), like tierSecret.
+  const banKeys = tierSecretOption(options.banKey, 'cluster: options.banKey') || [];
+  if (banKeys.length > 0 && !bans) throw new TypeError('cluster: options.banKey signs the shared bans; it needs bans: true');
   const driver = {};
   for (const f of [...Object.keys(DRIVER_DEFAULTS), 'holder']) if (options[f] !== undefined) driver[f] = options[f];
-  return { limits, tiers, bans, driver, maxKeys: options.maxKeys };
+  return { limits, tiers, bans, banKeys, driver, maxKeys: options.maxKeys };
 }
 
 class Cluster {
@@ -87,7 +91,7 @@ class Cluster {
     this.#tiers = o.tiers;
     this.#store = o.store;
     this.#driver = new LeaseDriver(o.quota, o.store, o.driver);
-    this.#bans = o.bans ? new BanChannel(o.store.client, o.store.prefix) : null;
+    this.#bans = o.bans ? new BanChannel(o.store.client, o.store.prefix, o.banKeys) : null;
     /** Resolves once the ban channel is subscribed and loaded (at once without bans). */
     this.ready = this.#bans === null ? Promise.resolve() : this.#bans.start();
     // A Redis that is away at start must not become an unhandled rejection: `ready` reports it to those who wait.
@@ -218,7 +222,7 @@ class Cluster {
     return null;
   }
 
-  /** The driver's stats (lib/quota/driver.js) and the ban channel's: published, received, held. */
+  /** The driver's stats (lib/quota/driver.js) and the ban channel's (./bans.js) with `held`. */
   stats() {
     const bans = this.#bans === null ? null : { ...this.#bans.stats, held: this.#bans.table.size };
     return { ...this.#driver.stats(), bans };

@@ -14,9 +14,14 @@ const SHA = createHash('sha1').update(LUA).digest('hex');
 const OPTIONS = new Set(['redis', 'prefix']);
 const PREFIX = /^[A-Za-z0-9_.:-]{1,64}$/;
 
-/** The hash of (limit, key): `<prefix>:q:{<limit>:<key>}`, all of it in one slot. */
+/**
+ * The hash of (limit, key): `<prefix>:q:{<length of limit>:<limit>:<key>}`. The length makes the
+ * split unambiguous (limit `api` with key `export:acme` and limit `api:export` with key `acme` would
+ * otherwise share one state); the hash tag covers the whole pair, so it sits in one slot (a `}` in a
+ * name ends the tag early: still one slot per pair, only shared with more pairs).
+ */
 function stateKey(prefix, limit, key) {
-  return `${prefix}:q:{${limit}:${key}}`;
+  return `${prefix}:q:{${limit.length}:${limit}:${key}}`;
 }
 
 class RedisStore {
