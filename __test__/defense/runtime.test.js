@@ -395,6 +395,34 @@ test('watchServer: malformed requests count as probes and earn the probe ban', a
   }
 });
 
+test('watchServer behind a trusted proxy: malformed requests are not charged to the proxy', async () => {
+  const net = require('node:net');
+  // Oversized headers are what a client sends through a proxy that passes them on: node's parser
+  // refuses them (431) before any X-Forwarded-For is read, so the socket's peer is the proxy.
+  const app = await FRAMEWORKS['node:http']({ shed: false, trustProxy: 1, bans: { rules: [{ name: 'probe', on: 'probe', threshold: 5, windowMs: MIN, banMs: 30 * MIN }] } });
+  try {
+    const unwatch = app.defense.watchServer(app.server);
+    const oversized = () => new Promise((resolve, reject) => {
+      const s = net.connect(app.port, '127.0.0.1', () => s.write(`GET /hello HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 192.0.2.7\r\nX-Pad: ${'a'.repeat(20_000)}\r\n\r\n`));
+      let text = '';
+      s.setEncoding('utf8');
+      s.on('data', (c) => (text += c));
+      s.on('close', () => resolve(text));
+      s.on('error', (err) => (err.code === 'ECONNRESET' || err.code === 'EPIPE' ? resolve(text) : reject(err)));
+      s.setTimeout(5000, () => s.destroy(new Error('timed out')));
+    });
+    for (let i = 0; i < 22; i++) assert.match(await oversized(), /^HTTP\/1\.1 431 /);
+    assert.equal(app.defense.bans.get('127.0.0.1'), null, 'the proxy is not banned');
+    assert.deepEqual(app.defense.bans.list(), [], 'nobody is');
+    // The proxy's own health check (no X-Forwarded-For: the peer is the client) and a client through it.
+    assert.equal((await request(app.port, { path: '/hello' })).status, 200);
+    assert.equal((await request(app.port, { path: '/hello', headers: { 'x-forwarded-for': '192.0.2.7' } })).status, 200);
+    unwatch();
+  } finally {
+    await app.stop();
+  }
+});
+
 test('one native call: the gate decides only what the defense lets on, and its refusals come through', async () => {
   const app = await FRAMEWORKS['fastify 5']({
     shed: false,

@@ -272,11 +272,14 @@ test('bad input of every kind: a clear 4xx with a code, and nothing lost', async
 });
 
 test('the admin API refuses requests without the token, or with a wrong one', async () => {
-  for (const [method, p] of [['GET', '/api/v1/admin/overview'], ['GET', '/api/v1/admin/clients'], ['POST', '/api/v1/admin/clients'], ['DELETE', '/api/v1/admin/clients/headers'], ['GET', '/api/v1/admin/bans']]) {
+  const endpoints = [['GET', '/api/v1/admin/overview'], ['GET', '/api/v1/admin/clients'], ['POST', '/api/v1/admin/clients'], ['DELETE', '/api/v1/admin/clients/headers'], ['GET', '/api/v1/admin/bans']];
+  for (const [i, [method, p]] of endpoints.entries()) {
     const none = await request(url, method, p, { body: method === 'POST' ? window('sneaky', 1) : undefined });
     assert.equal(none.status, 401, `${method} ${p}`);
     assert.equal(none.body.error, 'UNAUTHORIZED');
     assert.match(none.headers['www-authenticate'], /^Bearer/);
+    // Four wrong tokens: a fifth from this address would hold it off (hardening.test.js).
+    if (i === endpoints.length - 1) continue;
     const wrong = await request(url, method, p, { token: `${TOKEN}x` });
     assert.equal(wrong.status, 401);
   }

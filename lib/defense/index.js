@@ -524,13 +524,15 @@ class Defense {
    * Counts malformed requests (those node's HTTP parser refuses: they never reach a handler) as probes
    * against the peer: a 'clientError' listener on `server` that also answers them as node does by
    * default (400, or 431 for headers too large, then the socket is closed). Returns a function that
-   * removes the listener.
+   * removes the listener. With trustProxy, the peer is a trusted proxy, and the client behind it is
+   * in the X-Forwarded-For the parser never got to: nobody is charged.
    */
   watchServer(server) {
     if (server === null || typeof server !== 'object' || typeof server.on !== 'function') throw codedError(TypeError, CODES.INVALID_ARGUMENT, `watchServer: expected a node:http server, got ${typeName(server)}`);
     const onClientError = (err, socket) => {
       const ip = socket.remoteAddress;
-      if (typeof ip === 'string' && this.probeStatuses !== null) this.reportProbe(ip);
+      // A strike here would ban the proxy, and with it every client behind it (its health checks too).
+      if (typeof ip === 'string' && this.probeStatuses !== null && this.#trustProxy === 0) this.reportProbe(ip);
       if (socket.writable && !socket.destroyed) {
         const status = err && err.code === 'HPE_HEADER_OVERFLOW' ? '431 Request Header Fields Too Large' : '400 Bad Request';
         socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\n\r\n`);

@@ -6,8 +6,10 @@ const { CODES, codedError } = require('../errors');
 
 const LOG_LEVELS = ['silent', 'error', 'warn', 'info', 'debug'];
 const MIN_TOKEN_LENGTH = 16;
+// The admin token's estimated entropy (tokenBits) must reach this: a random 64-bit secret.
+const MIN_TOKEN_BITS = 64;
 
-// kind: 'string' | 'int' (with min/max) | 'list' (comma-separated) | 'level'
+// kind: 'string' | 'int' (with min/max) | 'list' (comma-separated) | 'level' | 'boolean'
 const OPTIONS = {
   host: { kind: 'string', default: '127.0.0.1' },
   port: { kind: 'int', min: 0, max: 65535, default: 3000, env: ['TIERGATE_PORT', 'PORT'] },
@@ -18,10 +20,15 @@ const OPTIONS = {
   apiKeys: { kind: 'list', default: [], secret: true },
   apiKeysFile: { kind: 'string', default: null },
   corsOrigins: { kind: 'list', default: [] },
+  // A body without Content-Type is refused (415): a page of any origin can send one without a CORS
+  // preflight (a no-cors fetch of a Blob, sendBeacon). false accepts it as JSON.
+  requireJsonContentType: { kind: 'boolean', default: true },
   logLevel: { kind: 'level', default: 'info' },
   requestTimeoutMs: { kind: 'int', min: 1000, max: 600_000, default: 30_000 },
   headersTimeoutMs: { kind: 'int', min: 1000, max: 600_000, default: 10_000 },
   keepAliveTimeoutMs: { kind: 'int', min: 0, max: 600_000, default: 5_000 },
+  // Open connections at most; past it, a new one is closed as it arrives (node's server.maxConnections).
+  maxConnections: { kind: 'int', min: 1, max: 1_000_000, default: 10_000 },
   drainTimeoutMs: { kind: 'int', min: 0, max: 600_000, default: 10_000 },
   bodyLimitBytes: { kind: 'int', min: 256, max: 1_048_576, default: 16_384 },
   activityFlushMs: { kind: 'int', min: 5, max: 10_000, default: 50 },
@@ -67,6 +74,10 @@ function parseValue(name, raw, from) {
       if (!list || list.some((s) => typeof s !== 'string')) throw bad(TypeError, `${at} must be a comma-separated string or an array of strings`);
       return list.map((s) => s.trim()).filter(Boolean);
     }
+    case 'boolean':
+      if (raw === true || raw === 'true') return true;
+      if (raw === false || raw === 'false') return false;
+      throw bad(TypeError, `${at} must be true or false, got ${JSON.stringify(raw)}`);
     case 'level':
       if (!LOG_LEVELS.includes(raw)) throw bad(RangeError, `${at} must be one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(raw)}`);
       return raw;
@@ -92,6 +103,15 @@ function parseFlags(argv) {
     out[byFlag.get(m[1])] = value;
   }
   return out;
+}
+
+/**
+ * A token's estimated entropy in bits: its length times log2 of the number of distinct characters in
+ * it, which is what a random string of that length over those characters would hold. It overrates a
+ * word or a pattern (nothing short of a dictionary sees those) but sees a repeat: 'aaaa…' holds 0.
+ */
+function tokenBits(token) {
+  return token.length * Math.log2(new Set(token).size);
 }
 
 function readSecretFile(file, what) {
@@ -128,6 +148,12 @@ function resolve(explicit = {}, env = process.env) {
   if (out.adminToken.length < MIN_TOKEN_LENGTH) {
     throw codedError(Error, CODES.ADMIN_TOKEN_REQUIRED, `the admin token must be at least ${MIN_TOKEN_LENGTH} characters`);
   }
+  if (tokenBits(out.adminToken) < MIN_TOKEN_BITS) {
+    throw codedError(Error, CODES.ADMIN_TOKEN_REQUIRED, `adminToken (TIERGATE_ADMIN_TOKEN, --admin-token, --admin-token-file) is too easy to guess: ${out.adminToken.length} characters of ${new Set(out.adminToken).size} distinct ones hold at most ${Math.floor(tokenBits(out.adminToken))} bits, and at least ${MIN_TOKEN_BITS} are needed (length × log2(distinct characters)); use a random one, e.g. openssl rand -hex 24`);
+  }
+  if (out.headersTimeoutMs > out.requestTimeoutMs) {
+    throw bad(RangeError, `headersTimeoutMs (${out.headersTimeoutMs}) must be at most requestTimeoutMs (${out.requestTimeoutMs}): the headers are part of the request`);
+  }
   for (const k of out.apiKeys) if (k.length < MIN_TOKEN_LENGTH) throw bad(RangeError, `every API key must be at least ${MIN_TOKEN_LENGTH} characters`);
   if (2 * out.pgLockTimeoutMs >= out.storeTimeoutMs) {
     throw bad(RangeError, `pgLockTimeoutMs (${out.pgLockTimeoutMs}) must be less than half of storeTimeoutMs (${out.storeTimeoutMs}): a batch that meets a locked row waits for it twice before its answer is due`);
@@ -135,4 +161,4 @@ function resolve(explicit = {}, env = process.env) {
   return Object.freeze(out);
 }
 
-module.exports = { OPTIONS, LOG_LEVELS, MIN_TOKEN_LENGTH, parseFlags, resolve, kebab, envName };
+module.exports = { OPTIONS, LOG_LEVELS, MIN_TOKEN_LENGTH, MIN_TOKEN_BITS, tokenBits, parseFlags, resolve, kebab, envName };

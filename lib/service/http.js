@@ -1,5 +1,5 @@
 'use strict';
-// The service's HTTP plumbing: JSON bodies in (bounded) and out, the error shape
+// The service's HTTP plumbing: JSON bodies in (bounded, declared as JSON) and out, the error shape
 // { error: CODE, message, requestId }, and request ids.
 const { randomUUID } = require('node:crypto');
 
@@ -21,14 +21,17 @@ function requestId(req) {
   return typeof given === 'string' && SAFE_ID.test(given) ? given : randomUUID();
 }
 
+const JSON_TYPE = 'application/json; charset=utf-8';
+const PROBLEM_TYPE = 'application/problem+json; charset=utf-8';
+
 /** Sends `body` as JSON; `headers` (a fresh object of the caller's) gets the framing headers added. */
-function sendJson(res, status, body, headers) {
+function sendJson(res, status, body, headers, type = JSON_TYPE) {
   const text = JSON.stringify(body);
   // One writeHead with every header: cheaper on the check's path than a setHeader each (and, when
   // nothing was set before, node takes the object as it is).
   const all = headers || {};
   if (res.idInHead) all['X-Request-ID'] = res.requestId;
-  all['Content-Type'] = 'application/json; charset=utf-8';
+  all['Content-Type'] = type;
   all['Content-Length'] = Buffer.byteLength(text);
   res.writeHead(status, all);
   res.end(text);
@@ -37,19 +40,33 @@ function sendJson(res, status, body, headers) {
 function sendError(res, err) {
   const body = { error: err.code, message: err.message, ...err.extra, requestId: res.requestId };
   if (err.status === 413 || err.closeConnection) res.setHeader('Connection', 'close');
-  sendJson(res, err.status, body, err.headers);
+  sendJson(res, err.status, body, err.headers, err.problem ? PROBLEM_TYPE : JSON_TYPE);
 }
 
 /**
- * Reads a JSON body of at most `limit` bytes. Past the limit it stops reading and answers 413 (the
- * connection closes after the answer, so the rest of the upload is not read).
+ * An HttpError answered as an RFC 9457 problem document: its `type`, `title`, `status` and `detail`,
+ * beside the service's own `error`, `message` and `requestId` (so a caller reading either shape works).
  */
-function readJson(req, limit) {
+function problemError(status, code, title, message) {
+  const err = new HttpError(status, code, message, { type: `urn:tiergate:problem:${code.toLowerCase().replace(/_/g, '-')}`, title, status, detail: message });
+  err.problem = true;
+  return err;
+}
+
+const JSON_MEDIA = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
+
+/**
+ * Reads a JSON body of at most `limit` bytes. Past the limit it stops reading and answers 413 (the
+ * connection closes after the answer, so the rest of the upload is not read). A body declared as
+ * anything but JSON is a 415, and so is one declared as nothing unless `requireType` is false: the
+ * types a browser sends across origins without asking first (a form's, text/plain, none) are refused.
+ */
+function readJson(req, limit, requireType = true) {
   return new Promise((resolve, reject) => {
     const type = req.headers['content-type'];
-    if (type !== undefined && !/^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i.test(type)) {
+    if (type === undefined ? requireType : !JSON_MEDIA.test(type)) {
       req.resume();
-      reject(new HttpError(415, 'UNSUPPORTED_MEDIA_TYPE', 'the body must be JSON (Content-Type: application/json)'));
+      reject(problemError(415, 'UNSUPPORTED_MEDIA_TYPE', 'Unsupported Media Type', `the body must be JSON, sent with Content-Type: application/json (got ${type === undefined ? 'none' : 'another type'})`));
       return;
     }
     const declared = Number(req.headers['content-length']);

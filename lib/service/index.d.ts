@@ -11,17 +11,21 @@ export interface ServiceOptions {
   data?: string;
   /** postgres://… makes PostgreSQL the store (also DATABASE_URL). */
   database?: string;
-  /** Required (here, TIERGATE_ADMIN_TOKEN or adminTokenFile); at least 16 characters. */
+  /** Required (here, TIERGATE_ADMIN_TOKEN or adminTokenFile); at least 16 characters and 64 bits by length × log2(distinct characters). */
   adminToken?: string;
   adminTokenFile?: string;
   /** When set, the check endpoint requires one of these as a bearer token. */
   apiKeys?: string[] | string;
   apiKeysFile?: string;
   corsOrigins?: string[] | string;
+  /** Default true: a body without Content-Type is refused with 415 (false accepts it as JSON). */
+  requireJsonContentType?: boolean | 'true' | 'false';
   logLevel?: 'silent' | 'error' | 'warn' | 'info' | 'debug';
   requestTimeoutMs?: number;
   headersTimeoutMs?: number;
   keepAliveTimeoutMs?: number;
+  /** Open connections at most (default 10000); past it a new one is closed as it arrives. */
+  maxConnections?: number;
   drainTimeoutMs?: number;
   bodyLimitBytes?: number;
   activityFlushMs?: number;

@@ -33,7 +33,7 @@ function openapi() {
       },
       schemas: {
         ClientKey: { type: 'string', pattern: CLIENT_KEY.source },
-        RatePolicy: { type: 'object', additionalProperties: false, required: ['clientKey', 'algorithm', 'requestsPerSecond', 'burstSize'], properties: { clientKey: ref('ClientKey'), algorithm: { enum: RATE_ALGORITHMS }, requestsPerSecond: { type: 'number', minimum: LIMITS.requestsPerSecond.min, maximum: LIMITS.requestsPerSecond.max }, burstSize: int('burstSize') } },
+        RatePolicy: { type: 'object', additionalProperties: false, required: ['clientKey', 'algorithm', 'requestsPerSecond', 'burstSize'], properties: { clientKey: ref('ClientKey'), algorithm: { enum: RATE_ALGORITHMS }, requestsPerSecond: { type: 'number', exclusiveMinimum: LIMITS.requestsPerSecond.exclusiveMin, maximum: LIMITS.requestsPerSecond.max, description: `burstSize / requestsPerSecond must be at most ${LIMITS.refillSeconds.max}` }, burstSize: int('burstSize') } },
         WindowPolicy: { type: 'object', additionalProperties: false, required: ['clientKey', 'algorithm', 'maxRequests', 'windowSeconds'], properties: { clientKey: ref('ClientKey'), algorithm: { enum: WINDOW_ALGORITHMS }, maxRequests: int('maxRequests'), windowSeconds: int('windowSeconds') } },
         Policy: { oneOf: [ref('RatePolicy'), ref('WindowPolicy')] },
         Client: { allOf: [ref('Policy'), { type: 'object', properties: { createdAt: { type: 'string', format: 'date-time' }, updatedAt: { type: 'string', format: 'date-time' } } }] },

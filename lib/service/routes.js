@@ -21,9 +21,12 @@ function notFound(key) {
 
 const secondsUp = (ms) => Math.ceil(ms / 1000);
 
+/** The request's JSON body, within the service's bounds on its size and type. */
+const bodyOf = (ctx, req) => readJson(req, ctx.options.bodyLimitBytes, ctx.options.requireJsonContentType);
+
 async function check(ctx, req, res) {
-  if (ctx.checkAuth) ctx.checkAuth(req);
-  const { clientKey, cost } = validate.check(await readJson(req, ctx.options.bodyLimitBytes));
+  if (ctx.checkAuth) ctx.authenticate(req, ctx.checkAuth);
+  const { clientKey, cost } = validate.check(await bodyOf(ctx, req));
   const outcome = await ctx.decisions.check(clientKey, cost);
   const responseMs = Number(process.hrtime.bigint() - req.startedAt) / 1e6;
   if (!outcome.found) {
@@ -39,9 +42,12 @@ async function check(ctx, req, res) {
     return;
   }
   const { policy, result, now } = outcome;
+  const limit = limitOf(policy);
+  // Every algorithm refuses a cost above its limit whenever it comes (and takes nothing for it): not
+  // a denial to retry later, a request that cannot pass. The decision spent nothing.
+  if (cost > limit) throw new HttpError(400, 'VALIDATION_ERROR', `cost must be at most the client's limit (${limit}), got ${cost}: it could never be allowed`);
   ctx.metrics.decision(result.allowed ? 'allowed' : 'denied');
   ctx.activity.record({ clientKey, at: now, allowed: result.allowed, cost, responseMs });
-  const limit = limitOf(policy);
   const { allowed, remaining } = result;
   // One writeHead with a flat header array, and the body as a string: the values put in it are a
   // client key and a request id that match plain-character patterns, an algorithm name, integers
@@ -87,7 +93,7 @@ async function listClients(ctx, req, res) {
 }
 
 async function createClient(ctx, req, res) {
-  const policy = validate.policy(await readJson(req, ctx.options.bodyLimitBytes));
+  const policy = validate.policy(await bodyOf(ctx, req));
   const client = await ctx.store.createClient(policy);
   if (!client) throw new HttpError(409, 'DUPLICATE_CLIENT_KEY', `a client with clientKey ${JSON.stringify(policy.clientKey)} exists`);
   sendJson(res, 201, { client });
@@ -100,7 +106,7 @@ async function getClient(ctx, req, res, { clientKey }) {
 }
 
 async function replaceClient(ctx, req, res, { clientKey }) {
-  const policy = validate.policy(await readJson(req, ctx.options.bodyLimitBytes), clientKey);
+  const policy = validate.policy(await bodyOf(ctx, req), clientKey);
   const client = await ctx.store.replaceClient(policy);
   if (!client) throw notFound(clientKey);
   sendJson(res, 200, { client });
@@ -125,7 +131,7 @@ async function listBans(ctx, req, res) {
 }
 
 async function createBan(ctx, req, res) {
-  const ban = validate.ban(await readJson(req, ctx.options.bodyLimitBytes));
+  const ban = validate.ban(await bodyOf(ctx, req));
   sendJson(res, 201, { ban: await ctx.store.putBan(ban) });
 }
 

@@ -8,6 +8,7 @@ const config = require('./config');
 const { createLogger } = require('./log');
 const { HttpError, requestId, sendError, sendJson } = require('./http');
 const { bearer } = require('./auth');
+const { AuthFailures } = require('./auth-failures');
 const { match, check } = require('./routes');
 const { Decisions } = require('./decisions');
 const { ActivityWriter } = require('./activity');
@@ -17,6 +18,11 @@ const { LagMonitor } = require('../lag');
 
 const HOUR_MS = 3_600_000;
 const CHECK_PATH = '/api/v1/rate-limit/check';
+// The dashboard's data, behind the admin token (its files are public).
+const DASHBOARD_API = '/api/dashboard/';
+// How often node looks for connections past headersTimeoutMs or requestTimeoutMs: each takes effect
+// within this much of its value (node's default, 30 s, had let a 10 s header timeout run to 40 s).
+const CONNECTIONS_CHECK_MS = 1000;
 // How long aggregated buckets are kept, by resolution: the analytics ranges read within these.
 const BUCKET_AGE_MS = Object.freeze({ second: 2 * HOUR_MS, minute: 30 * 24 * HOUR_MS });
 
@@ -49,6 +55,7 @@ function createService(explicit = {}, env = process.env) {
   // The dashboard at / (its data behind the same admin token): the service's pages, and the live
   // page for this process's event loop.
   const lag = new LagMonitor({ stallMs: 1000 });
+  const authFailures = new AuthFailures();
   const ctx = {
     options,
     log,
@@ -62,7 +69,33 @@ function createService(explicit = {}, env = process.env) {
     inFlight: 0,
     draining: false,
     dashboard: dashboard({ token: options.adminToken, lag, service: { apiBase: '/api/v1' } }),
+    authenticate,
   };
+
+  /**
+   * Runs a bearer `check` on the request, unless its address has failed too often lately: then a 429
+   * with Retry-After, the credential unread. A refused credential counts against the address
+   * (./auth-failures.js).
+   */
+  function authenticate(req, check) {
+    const address = req.socket.remoteAddress;
+    if (address === undefined) { check(req); return; } // the peer is gone: no address to slow down
+    const now = Date.now();
+    const wait = authFailures.waitMs(address, now);
+    if (wait > 0) {
+      const seconds = Math.ceil(wait / 1000);
+      const err = new HttpError(429, 'TOO_MANY_AUTH_FAILURES', `too many failed credentials from this address: retry after ${seconds} s`);
+      err.headers = { 'Retry-After': String(seconds) };
+      throw err;
+    }
+    try {
+      check(req);
+    } catch (err) {
+      // A request without a credential guesses nothing: only a refused one counts.
+      if (req.headers.authorization !== undefined) authFailures.fail(address, now);
+      throw err;
+    }
+  }
 
   /** Answers a request that failed: an HttpError as it is, anything else as a 500 with no detail. */
   function fail(res, err) {
@@ -101,6 +134,8 @@ function createService(explicit = {}, env = process.env) {
       return 'preflight';
     }
     const found = match(req.method, pathname);
+    // The dashboard checks the same token; checked here first, its failures count like the API's.
+    if (!found && pathname.startsWith(DASHBOARD_API)) authenticate(req, ctx.adminAuth);
     if (!found && ctx.dashboard.handle(req, res)) {
       res.route = 'dashboard';
       return 'dashboard';
@@ -112,7 +147,7 @@ function createService(explicit = {}, env = process.env) {
       throw err;
     }
     res.route = found.route.pattern;
-    if (found.route.admin) ctx.adminAuth(req);
+    if (found.route.admin) authenticate(req, ctx.adminAuth);
     await found.route.handler(ctx, req, res, found.params);
   }
 
@@ -120,6 +155,7 @@ function createService(explicit = {}, env = process.env) {
     requestTimeout: options.requestTimeoutMs,
     headersTimeout: options.headersTimeoutMs,
     keepAliveTimeout: options.keepAliveTimeoutMs,
+    connectionsCheckingInterval: CONNECTIONS_CHECK_MS,
   }, (req, res) => {
     req.startedAt = process.hrtime.bigint();
     res.requestId = requestId(req);
@@ -139,9 +175,13 @@ function createService(explicit = {}, env = process.env) {
     res.setHeader('X-Request-ID', res.requestId);
     handle(req, res).catch((err) => fail(res, err));
   });
+  server.maxConnections = options.maxConnections;
   server.on('clientError', (err, socket) => {
-    // A request the parser could not read: no handler runs, but the answer still carries an id.
-    if (socket.writable) socket.end(`HTTP/1.1 400 Bad Request\r\nX-Request-ID: ${randomUUID()}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+    // A request the parser could not read, or that took too long: no handler runs, but the answer
+    // still carries an id (and says which, as node's own answer would).
+    const code = err && err.code;
+    const status = code === 'ERR_HTTP_REQUEST_TIMEOUT' ? '408 Request Timeout' : code === 'HPE_HEADER_OVERFLOW' ? '431 Request Header Fields Too Large' : '400 Bad Request';
+    if (socket.writable) socket.end(`HTTP/1.1 ${status}\r\nX-Request-ID: ${randomUUID()}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
   });
 
   let address = null;

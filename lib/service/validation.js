@@ -5,15 +5,20 @@ const { ALGORITHMS, isRate } = require('./algorithms');
 const { HttpError } = require('./http');
 
 const CLIENT_KEY = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
-// Bounds, declared once (the OpenAPI document reads them too).
+// Bounds, declared once (the OpenAPI document reads them too). A rate is any number above 0 (1 per
+// hour is 1/3600; stored as a double, so nothing is rounded), within one bound of its bucket's below.
 const LIMITS = Object.freeze({
-  requestsPerSecond: { min: 0.001, max: 1_000_000 },
+  requestsPerSecond: { exclusiveMin: 0, max: 1_000_000 },
   burstSize: { min: 1, max: 1_000_000 },
   maxRequests: { min: 1, max: 100_000 },
   windowSeconds: { min: 1, max: 86_400 },
   cost: { min: 1, max: 1_000_000 },
   durationSeconds: { min: 1, max: 366 * 86_400 },
   reason: { maxLength: 200 },
+  // burstSize / requestsPerSecond: the time a bucket takes to fill from empty. Every time a rate
+  // policy reports (resetAt, Retry-After) is within it, so it keeps them dates that can be written:
+  // 10^12 s (about 31,700 years) admits a burst of 1,000,000 at one per 10^6 s.
+  refillSeconds: { max: 1e12 },
 });
 const FIELDS = Object.fromEntries(Object.entries(ALGORITHMS).map(([name, a]) => [name, a.fields]));
 
@@ -44,12 +49,25 @@ function clientKey(v, field = 'clientKey') {
 
 function number(body, field, { integer }) {
   const v = body[field];
-  const { min, max } = LIMITS[field];
+  const { min, exclusiveMin, max } = LIMITS[field];
   if (v === undefined) throw invalid(`${field} is required`);
   if (typeof v !== 'number') throw invalid(`${field} must be a number, got ${typeOf(v)}`);
   if (integer && !Number.isInteger(v)) throw invalid(`${field} must be an integer, got ${v}`);
-  if (!(v >= min && v <= max)) throw invalid(`${field} must be ${integer ? 'an integer' : 'a number'} from ${min} to ${max}, got ${v}`);
+  const what = integer ? 'an integer' : 'a number';
+  if (exclusiveMin !== undefined) {
+    if (!(v > exclusiveMin && v <= max)) throw invalid(`${field} must be ${what} above ${exclusiveMin} and at most ${max}, got ${v}`);
+  } else if (!(v >= min && v <= max)) throw invalid(`${field} must be ${what} from ${min} to ${max}, got ${v}`);
   return v;
+}
+
+/** A rate and a burst, each in its bounds, whose bucket fills within LIMITS.refillSeconds. */
+function rate(body) {
+  const requestsPerSecond = number(body, 'requestsPerSecond', { integer: false });
+  const burstSize = number(body, 'burstSize', { integer: true });
+  if (!(burstSize / requestsPerSecond <= LIMITS.refillSeconds.max)) {
+    throw invalid(`burstSize / requestsPerSecond (the time to refill the bucket) must be at most ${LIMITS.refillSeconds.max} seconds, got ${burstSize / requestsPerSecond}`);
+  }
+  return { requestsPerSecond, burstSize };
 }
 
 /** A policy body: for POST (with clientKey) or PUT (the key comes from the path). */
@@ -64,7 +82,7 @@ function policy(body, keyFromPath) {
   if (!Object.hasOwn(FIELDS, algorithm)) throw invalid(`algorithm must be one of: ${Object.keys(FIELDS).join(', ')}, got ${JSON.stringify(algorithm)}`);
   onlyFields(body, ['clientKey', 'algorithm', ...FIELDS[algorithm]]);
   if (isRate({ algorithm })) {
-    return { clientKey: key, algorithm, requestsPerSecond: number(body, 'requestsPerSecond', { integer: false }), burstSize: number(body, 'burstSize', { integer: true }) };
+    return { clientKey: key, algorithm, ...rate(body) };
   }
   return { clientKey: key, algorithm, maxRequests: number(body, 'maxRequests', { integer: true }), windowSeconds: number(body, 'windowSeconds', { integer: true }) };
 }
