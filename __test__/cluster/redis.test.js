@@ -13,9 +13,9 @@ const sum = (rs, status) => rs.reduce((a, r) => a + (r.statuses[status] || 0), 0
 const timeouts = async (nodes) => (await Promise.all(nodes.map((n) => n.call('stats')))).reduce((a, s) => a + s.timeouts + s.waitTimeouts, 0);
 
 /**
- * Exactly `limit` admitted while Redis answered every request in time. A request it answered later
- * than storeTimeoutMs (this machine's loop stalled that long) is a store failure by definition: then
- * the closed tier may fall short (tokens leased to a process whose waiters had given up), never over.
+ * Exactly `limit` admitted while every spend's request was answered within its storeTimeoutMs. A
+ * spend that waited longer is refused WAITED and its request's tokens go to that process's next
+ * spends: then a one-off burst may fall short by them, never over.
  */
 async function assertExact(t, nodes, rs, limit, timedOutBefore) {
   const admitted = sum(rs, 200);

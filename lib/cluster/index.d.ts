@@ -37,8 +37,10 @@ export interface ClusterOptions {
   banKey?: string | Buffer | Array<string | Buffer>;
   maxKeys?: number;
   holder?: string;
-  /** No request waits for Redis longer than this (ms, default 100). */
+  /** No spend waits for its lease request longer than this, from when it went out (ms, default 100). */
   storeTimeoutMs?: number;
+  /** A request unanswered this long means Redis is down (ms, default 1000, >= storeTimeoutMs). */
+  storeDownMs?: number;
   pollIntervalMs?: number;
   batchSize?: number;
 }

@@ -70,7 +70,7 @@ export interface LimitSpec {
   readonly minHolders: number;
 }
 
-export type QuotaReturnReason = 'released' | 'evicted' | 'expired' | 'late' | 'unusable' | 'overflow';
+export type QuotaReturnReason = 'released' | 'evicted' | 'expired' | 'late' | 'unusable' | 'overflow' | 'spent';
 
 /** Store contract (lib/quota/store.js): one lease request. */
 export interface StoreRequest {
@@ -98,6 +98,8 @@ export interface StoreReturn {
   lease: number;
   tokens: number;
   reason: QuotaReturnReason;
+  /** Ms since the lease was last spent from, if it was: a sliding window's record ends one window after. */
+  idleMs?: number;
   holder: string;
 }
 
@@ -121,7 +123,7 @@ export declare const QUOTA_DEFAULTS: Readonly<{
   retryMs: number; minHolders: number; maxKeys: number; idleTtlMs: number; sweepPerPoll: number;
 }>;
 export declare const QUOTA_RETURN_REASONS: readonly QuotaReturnReason[];
-export declare const LEASE_DRIVER_DEFAULTS: Readonly<{ storeTimeoutMs: number; pollIntervalMs: number; batchSize: number }>;
+export declare const LEASE_DRIVER_DEFAULTS: Readonly<{ storeTimeoutMs: number; storeDownMs: number; pollIntervalMs: number; batchSize: number }>;
 
 export interface QuotaStats {
   spentLease: number; spentProvisional: number; spentFallback: number; refused: number;
@@ -137,18 +139,20 @@ export declare class Quota {
   limitId(name: string): number;
   /** One spend from process memory: a QUOTA_CODE. */
   trySpend(limit: number, key: string, cost?: number): QuotaCode;
-  poll(): { requests: Array<{ id: number; limit: number; key: string; size: number; ttlMs: number }>; returns: Array<{ limit: number; key: string; lease: number; tokens: number; reason: QuotaReturnReason }> };
+  poll(): { requests: Array<{ id: number; limit: number; key: string; size: number; ttlMs: number }>; returns: Array<{ limit: number; key: string; lease: number; tokens: number; reason: QuotaReturnReason; idleMs?: number }> };
   wantsPoll(): boolean;
-  grant(limit: number, key: string, id: number, grant: StoreGrant): { limit: number; key: string; lease: number; tokens: number; reason: QuotaReturnReason } | null;
+  grant(limit: number, key: string, id: number, grant: StoreGrant): { limit: number; key: string; lease: number; tokens: number; reason: QuotaReturnReason; idleMs?: number } | null;
   fail(limit: number, key: string, id: number): void;
-  releaseAll(): Array<{ limit: number; key: string; lease: number; tokens: number; reason: QuotaReturnReason }>;
+  releaseAll(): Array<{ limit: number; key: string; lease: number; tokens: number; reason: QuotaReturnReason; idleMs?: number }>;
   stats(): QuotaStats;
   keyState(limit: number, key: string): { held: number; debt: number; pending: boolean };
 }
 
 export interface LeaseDriverOptions {
-  /** No spend waits for the store longer than this (ms, default 100). */
+  /** No spend waits for its lease request longer than this, from when it went out (ms, default 100). */
   storeTimeoutMs?: number;
+  /** A request unanswered this long fails: the store is down (ms, default 1000, >= storeTimeoutMs). */
+  storeDownMs?: number;
   /** The background tick (ms, default 20). */
   pollIntervalMs?: number;
   /** Requests per store call (default 256). */
@@ -177,6 +181,7 @@ export declare class LeaseDriver {
   readonly holder: string;
   readonly quota: Quota;
   readonly storeTimeoutMs: number;
+  readonly storeDownMs: number;
   /** `[retryAfterMs]` of the last synchronous refusal. */
   readonly result: Float64Array;
   /** A final code at once, or (a key without lease) a Promise settled within storeTimeoutMs. */

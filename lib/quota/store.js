@@ -23,15 +23,19 @@
 //   store.release(batch: StoreReturn[]) -> Promise<void>
 //     Best effort, never retried: tokens of a lease the engine will not spend. A token bucket
 //     credits them back (capped at burst); a fixed window credits them only if `lease` names the
-//     current window; a sliding window shrinks that lease's record. reason 'released' means the
+//     current window; a sliding window shrinks that lease's record and, with `idleMs` (the lease was
+//     spent from, last `idleMs` before the return was made), ends the record one window after that
+//     spend (`min(until, now - idleMs + windowMs)`). Reason 'spent' (tokens 0): a sliding window's
+//     lease spent dry, sent only to end its record. reason 'released' means the
 //     holder is shutting down (the store may forget it as a holder). Losing a return only strands
 //     its tokens until the lease's TTL.
 //
 //   store.close() -> Promise<void>   (optional; the driver never calls it: the store is its owner's)
 //
 // StoreRequest: { limit: LimitSpec, key: string, size: integer >= 1, ttlMs: number, holder: string }
-// StoreReturn:  { limit: LimitSpec, key: string, lease: integer, tokens: integer >= 1,
-//                 reason: 'released'|'evicted'|'expired'|'late'|'unusable'|'overflow', holder: string }
+// StoreReturn:  { limit: LimitSpec, key: string, lease: integer, tokens: integer >= 0,
+//                 reason: 'released'|'evicted'|'expired'|'late'|'unusable'|'overflow'|'spent',
+//                 idleMs?: number, holder: string }
 // LimitSpec (frozen, from Quota's options): { name, algorithm: 'token-bucket'|'fixed-window'|
 //   'sliding-window', rate & burst (token bucket; tokens/s, tokens) | limit & windowMs (windows),
 //   fallback, unfunded, provisional, renewalPeriodMs, leadTimeMs, leaseTtlMs, maxLease,
