@@ -233,6 +233,13 @@ impl Quota {
                 match share.take(&alg, h, cost, now_ns) {
                     Ok(()) => {
                         self.stats.spent_fallback += cost;
+                        // A token bucket's store refills while it is away, as the share does: what
+                        // the share admitted is owed to it, repaid from the first grants, so an
+                        // outage adds one burst (the share's), not a second one from the store.
+                        // A window's share belongs to its window and is not carried into the next.
+                        if let Algorithm::TokenBucket { .. } = alg {
+                            acc.debt = acc.debt.saturating_add(cost);
+                        }
                         return Spend::Spent(Source::Fallback);
                     }
                     Err(wait) => Spend::Refused { reason: Refusal::Share, retry_after_ns: wait },

@@ -397,3 +397,19 @@ fn a_store_that_said_empty_is_asked_again_within_a_renewal_period() {
     assert!(matches!(q.try_spend(l, K, 1, 3 * MS), Spend::Refused { reason: Refusal::Exhausted, retry_after_ns } if retry_after_ns <= 1000 * MS));
     assert!(matches!(q.try_spend(l, K, 1, 1001 * MS), Spend::NeedLease(_)), "asks again after one renewal period");
 }
+
+#[test]
+fn a_token_buckets_fallback_admissions_are_owed_to_the_store_and_repaid_first() {
+    let (mut q, l) = engine();
+    let r = need(q.try_spend(l, K, 1, 0));
+    q.fail(l, K, r.id, MS);
+    for i in 0..5 {
+        assert_eq!(q.try_spend(l, K, 1, 2 * MS + i), Spend::Spent(Source::Fallback));
+    }
+    assert_eq!(q.debt(l, K), 5, "the store's bucket refills meanwhile: the share's admissions are owed to it");
+    // Past retry_ms the key probes the store; the store answers with 8: 5 repay the debt, 3 are spendable.
+    let probe = requests(&q.poll(600 * MS)).into_iter().next().cloned().expect("a probe");
+    assert!(probe.size >= 5, "the probe asks for the debt at least");
+    assert!(q.grant(l, K, probe.id, grant(8, 100, 1), 601 * MS).is_none());
+    assert_eq!((q.debt(l, K), q.held(l, K, 601 * MS)), (0, 3));
+}
