@@ -63,7 +63,7 @@ function assertLocked503(r, key) {
 
 test('the bounds are options with defaults: NaN, negative and a lock timeout of half the store timeout or more are refused', () => {
   const { resolve, OPTIONS } = require('../../lib/service/config');
-  const env = { TIERGATE_ADMIN_TOKEN: 'x'.repeat(16) };
+  const env = { TIERGATE_ADMIN_TOKEN: 'c0ffee-9d2b4e71a8f35c60e4' };
   const d = resolve({}, env);
   assert.deepEqual([d.storeTimeoutMs, d.pgLockTimeoutMs], [OPTIONS.storeTimeoutMs.default, OPTIONS.pgLockTimeoutMs.default]);
   assert.equal(resolve({}, { ...env, TIERGATE_PG_IDLE_IN_TRANSACTION_TIMEOUT_MS: '1500' }).pgIdleInTransactionTimeoutMs, 1500);
