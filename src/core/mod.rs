@@ -2,6 +2,7 @@
 //! and an injectable clock.
 pub mod bucket;
 pub mod clock;
+pub mod concurrency;
 pub mod defense;
 pub mod gate;
 pub mod health;

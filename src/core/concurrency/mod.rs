@@ -1,0 +1,267 @@
+//! The concurrency the service can carry, learned from what the gatekeeper observes: requests in
+//! flight, each one's latency from admission to finish, and the throughput they make (Little's law).
+//! It is how the gatekeeper sees an overload the event loop cannot: a saturated database pool or
+//! upstream, where the loop idles while requests queue downstream.
+//!
+//! Every interval (at least `INTERVAL_NS` and `MIN_SAMPLES` finished requests):
+//! - `baseline`: the fastest request of each of the last `BASELINE_INTERVALS` intervals, their
+//!   minimum: the service's latency without a queue. A short horizon, so a downstream that became
+//!   slower for good is the new baseline within seconds.
+//! - `queueing`: the interval's mean latency above `TOLERANCE × baseline`, or a user signal at 1 or
+//!   more (a pool's waiting count over its size, say): requests wait downstream.
+//! - queueing: the limit moves to the knee (down at once, up half-way per interval), `throughput × baseline` (the
+//!   concurrency the downstream serves without a queue: a pool of 4 at 20 ms makes 200/s × 20 ms =
+//!   4), plus a headroom of `HEADROOM` of it and at least one request, so the downstream never idles
+//!   for want of work.
+//! - no queueing while the limit was reached: it may carry more; the limit grows by `GROWTH`.
+//! - otherwise (the limit was not reached): it keeps room for a burst of twice the requests in
+//!   flight (`SPARE_FACTOR`, `SPARE_MIN`) and no more, so an overload's onset does not first fill
+//!   the downstream's queue up to a limit nothing has tested.
+//!
+//! A request of a protected tier always gets a slot (it is counted in flight, so the others have
+//! fewer); one of another tier gets one while fewer than the limit are in flight, else it waits (the
+//! caller queues it in tier order or sheds it) — unless the loop itself is the bottleneck
+//! (`loop_bound`): then its latency inflates from the loop, the lag controller governs, and the
+//! limit does not bind. In shadow mode every request gets a slot and the ones that would have
+//! waited are counted.
+//!
+//! Anchors: Netflix concurrency-limits (Gradient2, Vegas), Envoy's adaptive concurrency filter
+//! (a measured minimum latency, a gradient), BBR's bottleneck bandwidth × min RTT.
+#[cfg(test)]
+mod tests;
+
+/// An interval is at least this long (ns)...
+pub const INTERVAL_NS: u64 = 100_000_000;
+/// ... and has at least this many finished requests.
+pub const MIN_SAMPLES: u32 = 10;
+/// The baseline is the fastest request over this many intervals.
+pub const BASELINE_INTERVALS: usize = 30;
+/// Mean latency above this multiple of the baseline is a queue downstream.
+pub const TOLERANCE: f64 = 1.2;
+/// Headroom above the knee, as a share of it (at least one request).
+pub const HEADROOM: f64 = 0.1;
+/// Growth per interval while the limit is reached without queueing.
+pub const GROWTH: f64 = 1.1;
+/// The weight of a higher target (the limit rises this share of the way per interval).
+pub const SMOOTHING: f64 = 0.5;
+/// A limit that was not reached falls to this multiple of the most requests in flight...
+pub const SPARE_FACTOR: f64 = 2.0;
+/// ... plus this many.
+pub const SPARE_MIN: f64 = 4.0;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConcurrencyConfig {
+    /// Off: every request gets a slot and nothing is counted.
+    pub enabled: bool,
+    /// Every request gets a slot; the ones that would have waited are counted.
+    pub shadow: bool,
+    pub min_limit: u32,
+    pub max_limit: u32,
+    /// The limit a gate starts with, before anything is learnt.
+    pub initial_limit: u32,
+}
+
+impl Default for ConcurrencyConfig {
+    fn default() -> Self {
+        ConcurrencyConfig { enabled: true, shadow: false, min_limit: 1, max_limit: 10_000, initial_limit: 1000 }
+    }
+}
+
+impl ConcurrencyConfig {
+    pub fn check(&self) -> Result<(), &'static str> {
+        if self.min_limit < 1 {
+            return Err("minLimit must be at least 1");
+        }
+        if self.max_limit < self.min_limit {
+            return Err("maxLimit must be at least minLimit");
+        }
+        if !(self.min_limit..=self.max_limit).contains(&self.initial_limit) {
+            return Err("initialLimit must be from minLimit to maxLimit");
+        }
+        Ok(())
+    }
+}
+
+/// What a request gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Slot {
+    /// Not counted (the estimator is off, or the request was refused before it).
+    None,
+    /// A slot: the caller releases it when the request finishes.
+    Held,
+    /// A slot in shadow mode, where the request would have waited.
+    Shadow,
+    /// No slot: wait for one (in tier order) or be shed.
+    Wait,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ConcurrencyStats {
+    pub limit: u32,
+    pub in_flight: u32,
+    /// Requests that waited for a slot (or, in shadow mode, would have).
+    pub waits: u64,
+    pub shadow_waits: u64,
+    /// The last interval's figures (ms, requests per second).
+    pub baseline_ms: f64,
+    pub mean_ms: f64,
+    pub throughput: f64,
+    pub queueing: bool,
+    pub signal: f64,
+    pub intervals: u64,
+}
+
+pub struct Concurrency {
+    cfg: ConcurrencyConfig,
+    limit: f64,
+    in_flight: u32,
+    start_ns: u64,
+    sum_ns: f64,
+    count: u32,
+    fastest_ns: u64,
+    /// The most requests in flight during the interval.
+    peak: u32,
+    fastest: [u64; BASELINE_INTERVALS],
+    next: usize,
+    signal: f64,
+    stats: ConcurrencyStats,
+}
+
+impl Concurrency {
+    pub fn new(cfg: ConcurrencyConfig) -> Concurrency {
+        let limit = f64::from(cfg.initial_limit);
+        Concurrency {
+            cfg,
+            limit,
+            in_flight: 0,
+            start_ns: 0,
+            sum_ns: 0.0,
+            count: 0,
+            fastest_ns: u64::MAX,
+            peak: 0,
+            fastest: [u64::MAX; BASELINE_INTERVALS],
+            next: 0,
+            signal: 0.0,
+            stats: ConcurrencyStats::default(),
+        }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.cfg.enabled
+    }
+
+    /// The limit now (whole requests).
+    pub fn limit(&self) -> u32 {
+        self.limit as u32
+    }
+
+    pub fn in_flight(&self) -> u32 {
+        self.in_flight
+    }
+
+    /// A slot for a request of a `protected` tier or not; `loop_bound`: the event loop is the
+    /// bottleneck now (the limit does not bind).
+    pub fn try_acquire(&mut self, protected: bool, loop_bound: bool) -> Slot {
+        if !self.cfg.enabled {
+            return Slot::None;
+        }
+        let free = self.in_flight < self.limit();
+        if !(free || protected || loop_bound) {
+            self.stats.waits += 1;
+            if !self.cfg.shadow {
+                return Slot::Wait;
+            }
+            self.stats.shadow_waits += 1;
+            self.take();
+            return Slot::Shadow;
+        }
+        self.take();
+        Slot::Held
+    }
+
+    fn take(&mut self) {
+        self.in_flight += 1;
+        self.peak = self.peak.max(self.in_flight);
+    }
+
+    /// Up to `waiting` slots for requests that waited, while fewer than the limit are in flight:
+    /// how many the caller may start now (counted in flight).
+    pub fn hand_over(&mut self, waiting: u32) -> u32 {
+        let n = self.limit().saturating_sub(self.in_flight).min(waiting);
+        for _ in 0..n {
+            self.take();
+        }
+        n
+    }
+
+    /// A slot comes back at `now_ns`; `latency_ns`: the request's, from its slot to its finish
+    /// (`None`: it says nothing of the service, as a refusal written after the slot was taken).
+    pub fn release(&mut self, latency_ns: Option<u64>, now_ns: u64) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        let Some(l) = latency_ns else { return };
+        if self.count == 0 && self.start_ns == 0 {
+            self.start_ns = now_ns;
+        }
+        self.sum_ns += l as f64;
+        self.count += 1;
+        self.fastest_ns = self.fastest_ns.min(l);
+        if self.count >= MIN_SAMPLES && now_ns.saturating_sub(self.start_ns) >= INTERVAL_NS {
+            self.learn(now_ns);
+        }
+    }
+
+    /// A user signal: 1 or more means the downstream is saturated (a pool's waiting count over its
+    /// size, say); read at each interval's end.
+    pub fn set_signal(&mut self, v: f64) {
+        self.signal = if v.is_finite() && v > 0.0 { v } else { 0.0 };
+    }
+
+    /// 0 below 80% of the limit in use, rising to 1 at the limit (and with requests waiting).
+    pub fn pressure(&self, waiting: u32) -> f64 {
+        if !self.cfg.enabled {
+            return 0.0;
+        }
+        let used = f64::from(self.in_flight + waiting) / self.limit.max(1.0);
+        ((used - 0.8) * 5.0).clamp(0.0, 1.0)
+    }
+
+    fn learn(&mut self, now_ns: u64) {
+        let elapsed_s = now_ns.saturating_sub(self.start_ns) as f64 / 1e9;
+        let mean_ns = self.sum_ns / f64::from(self.count);
+        self.fastest[self.next] = self.fastest_ns;
+        self.next = (self.next + 1) % BASELINE_INTERVALS;
+        let baseline_ns = *self.fastest.iter().min().unwrap() as f64;
+        let throughput = f64::from(self.count) / elapsed_s;
+        let queueing = mean_ns > TOLERANCE * baseline_ns || self.signal >= 1.0;
+        let (min, max) = (f64::from(self.cfg.min_limit), f64::from(self.cfg.max_limit));
+        let peak = f64::from(self.peak);
+        if queueing {
+            let knee = throughput * baseline_ns / 1e9;
+            let target = knee + (HEADROOM * knee).max(1.0);
+            // Down at once (each interval over the knee is a queue to drain), up half-way.
+            let next = if target < self.limit { target } else { self.limit + (target - self.limit) * SMOOTHING };
+            self.limit = next.clamp(min, max);
+        } else if peak >= self.limit.floor() {
+            self.limit = (self.limit * GROWTH).max(self.limit + 1.0).clamp(min, max);
+        } else {
+            // Unused headroom is no evidence: keep room for a burst of twice the use, no more, so
+            // that an overload's onset does not first fill the downstream's queue up to a limit
+            // nothing has tested.
+            self.limit = self.limit.min(SPARE_FACTOR * peak + SPARE_MIN).clamp(min, max);
+        }
+        self.stats.baseline_ms = baseline_ns / 1e6;
+        self.stats.mean_ms = mean_ns / 1e6;
+        self.stats.throughput = throughput;
+        self.stats.queueing = queueing;
+        self.stats.intervals += 1;
+        self.start_ns = now_ns;
+        self.sum_ns = 0.0;
+        self.count = 0;
+        self.fastest_ns = u64::MAX;
+        self.peak = self.in_flight;
+    }
+
+    pub fn stats(&self) -> ConcurrencyStats {
+        ConcurrencyStats { limit: self.limit(), in_flight: self.in_flight, signal: self.signal, ..self.stats }
+    }
+}

@@ -1,0 +1,183 @@
+//! The estimator against a simulated downstream: `k` servers of a fixed service time behind a FIFO
+//! queue (a database pool), open-loop arrivals, an injected clock.
+use super::*;
+use std::collections::VecDeque;
+
+const MS: u64 = 1_000_000;
+
+struct Downstream {
+    k: usize,
+    service_ns: u64,
+    /// Finish times of the requests being served: (finish, admitted at).
+    busy: Vec<(u64, u64)>,
+    /// Admission times of the requests waiting for a server.
+    queue: VecDeque<u64>,
+}
+
+impl Downstream {
+    fn new(k: usize, service_ns: u64) -> Downstream {
+        Downstream { k, service_ns, busy: Vec::new(), queue: VecDeque::new() }
+    }
+
+    fn submit(&mut self, now: u64) {
+        if self.busy.len() < self.k {
+            self.busy.push((now + self.service_ns, now));
+        } else {
+            self.queue.push_back(now);
+        }
+    }
+
+    /// Requests finished by `now`: their latencies, from admission.
+    fn finish(&mut self, now: u64) -> Vec<u64> {
+        let mut out = Vec::new();
+        while let Some(i) = self.busy.iter().position(|&(f, _)| f <= now) {
+            let (f, at) = self.busy.swap_remove(i);
+            out.push(f - at);
+            if let Some(q) = self.queue.pop_front() {
+                self.busy.push((f + self.service_ns, q));
+            }
+        }
+        out
+    }
+}
+
+struct Run {
+    admitted: u64,
+    waited: u64,
+    latencies: Vec<u64>,
+    limits: Vec<u32>,
+}
+
+/// `rate_per_s` arrivals from `from_ms` to `to_ms`, one in ten protected, through the estimator into
+/// the downstream. A request without a slot is refused (shed). Samples after the first second only.
+fn run(c: &mut Concurrency, d: &mut Downstream, rate_per_s: u64, from_ms: u64, to_ms: u64) -> Run {
+    let step = 1_000_000_000 / rate_per_s;
+    let mut r = Run { admitted: 0, waited: 0, latencies: Vec::new(), limits: Vec::new() };
+    let mut t = from_ms * MS + MS;
+    let mut i = 0u64;
+    while t < to_ms * MS {
+        for l in d.finish(t) {
+            c.release(Some(l), t);
+            if t > 1000 * MS {
+                r.latencies.push(l);
+            }
+        }
+        match c.try_acquire(i % 10 == 0, false) {
+            Slot::Held | Slot::Shadow => {
+                d.submit(t);
+                if t > 1000 * MS {
+                    r.admitted += 1;
+                }
+            }
+            Slot::Wait => r.waited += 1,
+            Slot::None => unreachable!(),
+        }
+        if i % 100 == 0 {
+            r.limits.push(c.limit());
+        }
+        t += step;
+        i += 1;
+    }
+    r
+}
+
+fn mean_ms(v: &[u64]) -> f64 {
+    v.iter().sum::<u64>() as f64 / v.len() as f64 / 1e6
+}
+
+#[test]
+fn the_limit_converges_on_the_knee_of_a_saturated_pool() {
+    for (k, service_ms) in [(4, 20), (16, 20), (4, 5), (32, 50)] {
+        let capacity = k as u64 * 1000 / service_ms;
+        let mut c = Concurrency::new(ConcurrencyConfig::default());
+        let mut d = Downstream::new(k, service_ms * MS);
+        let r = run(&mut c, &mut d, 3 * capacity, 0, 6000);
+        let settled = &r.limits[r.limits.len() / 2..];
+        let (lo, hi) = (*settled.iter().min().unwrap(), *settled.iter().max().unwrap());
+        let served = r.admitted as f64 / 5.0;
+        let m = mean_ms(&r.latencies);
+        eprintln!("k {k} service {service_ms} ms: limit {lo}..{hi}, {served:.0}/s of {capacity}/s, mean {m:.1} ms");
+        // Around the knee: a sawtooth of growth while nothing queues and a cut back to it.
+        assert!(lo as f64 >= 0.8 * k as f64 && (hi as f64) <= 1.4 * k as f64 + 2.0, "k {k}: the limit settles at the knee: {lo}..{hi}");
+        assert!(served >= 0.95 * capacity as f64, "k {k}: {served}/s of {capacity}/s");
+        assert!(m <= 1.35 * service_ms as f64, "k {k}: mean latency {m} ms for a service of {service_ms} ms");
+    }
+}
+
+#[test]
+fn below_capacity_nothing_waits_and_the_limit_follows_a_larger_downstream() {
+    let mut c = Concurrency::new(ConcurrencyConfig { initial_limit: 2, ..ConcurrencyConfig::default() });
+    let mut d = Downstream::new(8, 20 * MS);
+    // Half the capacity (4 in flight on average): the limit grows out of the way from 2 (it is
+    // reached without queueing), keeping room for a burst.
+    let r = run(&mut c, &mut d, 200, 0, 4000);
+    assert!(c.limit() >= 5, "grew to {}", c.limit());
+    assert_eq!(r.latencies.iter().filter(|&&l| l > 20 * MS).count(), 0, "no queue downstream");
+    let after_growth = run(&mut c, &mut d, 200, 4000, 6000);
+    assert_eq!(after_growth.waited, 0);
+}
+
+#[test]
+fn protected_requests_always_get_a_slot_and_count_against_the_others() {
+    let mut c = Concurrency::new(ConcurrencyConfig { initial_limit: 2, ..ConcurrencyConfig::default() });
+    assert_eq!(c.try_acquire(true, false), Slot::Held);
+    assert_eq!(c.try_acquire(true, false), Slot::Held);
+    assert_eq!(c.try_acquire(true, false), Slot::Held, "over the limit: still a slot");
+    assert_eq!(c.try_acquire(false, false), Slot::Wait);
+    assert_eq!(c.try_acquire(false, true), Slot::Held, "the loop is the bottleneck: the limit does not bind");
+    assert_eq!(c.in_flight(), 4);
+    c.release(None, MS);
+    c.release(None, MS);
+    c.release(None, MS);
+    assert_eq!(c.hand_over(5), 1, "one free slot for five waiting");
+    assert_eq!((c.in_flight(), c.stats().waits), (2, 1));
+}
+
+#[test]
+fn shadow_mode_refuses_nothing_and_counts_what_would_have_waited() {
+    let mut c = Concurrency::new(ConcurrencyConfig { shadow: true, initial_limit: 1, ..ConcurrencyConfig::default() });
+    assert_eq!(c.try_acquire(false, false), Slot::Held);
+    assert_eq!(c.try_acquire(false, false), Slot::Shadow);
+    assert_eq!(c.try_acquire(false, false), Slot::Shadow);
+    let s = c.stats();
+    assert_eq!((s.in_flight, s.waits, s.shadow_waits), (3, 2, 2));
+    assert!(c.pressure(0) > 0.99);
+}
+
+#[test]
+fn a_user_signal_of_one_or_more_is_a_queue_downstream() {
+    let mut c = Concurrency::new(ConcurrencyConfig { initial_limit: 100, ..ConcurrencyConfig::default() });
+    // 50 requests in flight for 20 ms each, with no latency inflation: nothing to learn but growth...
+    c.set_signal(1.5);
+    for _ in 0..50 {
+        c.try_acquire(false, false);
+    }
+    for i in 0..50u64 {
+        c.release(Some(20 * MS), MS + i * 3 * MS);
+    }
+    // ... but the pool says it is saturated: the limit falls toward throughput × baseline.
+    assert!(c.stats().queueing);
+    assert!(c.limit() < 100, "{}", c.limit());
+    c.set_signal(f64::NAN);
+    assert_eq!(c.stats().signal, 0.0, "NaN reads as no signal");
+}
+
+#[test]
+fn off_it_counts_nothing() {
+    let mut c = Concurrency::new(ConcurrencyConfig { enabled: false, ..ConcurrencyConfig::default() });
+    assert_eq!(c.try_acquire(false, false), Slot::None);
+    assert_eq!((c.in_flight(), c.pressure(10)), (0, 0.0));
+}
+
+#[test]
+fn options_are_checked() {
+    let bad = |f: fn(&mut ConcurrencyConfig)| {
+        let mut c = ConcurrencyConfig::default();
+        f(&mut c);
+        c.check().unwrap_err()
+    };
+    assert!(bad(|c| c.min_limit = 0).contains("minLimit"));
+    assert!(bad(|c| c.max_limit = 0).contains("maxLimit"));
+    assert!(bad(|c| c.initial_limit = 20_000).contains("initialLimit"));
+}
+
