@@ -22,6 +22,7 @@ const { MODES: RATE_LIMIT_HEADER_MODES } = require('../defense/headers');
 const { DIALECTS } = require('../adapters/routing');
 const { Responder } = require('./respond');
 const { TurnQueue } = require('./turn-queue');
+const { Slots, concurrencyOptions } = require('./slots');
 const { typeName, isObject, unknownKey, onlyKnown, boolean, optionalFn, finite, retryAfterOptions } = require('../options');
 const { CODES, withCode, buildingOptions } = require('../errors');
 const { Cluster, CLUSTER_BANNED } = require('../cluster');
@@ -34,6 +35,8 @@ const {
   shedDefaults: SHED_DEFAULTS, lagSignals: LAG_SIGNALS,
 } = native.gateConstants();
 const SEL_KEY_IS_IP = SEL.KEY_IS_IP;
+/** R.SLOT's values: src/node/gate.rs. */
+const SLOT = Object.freeze({ NONE: 0, HELD: 1, SHADOW: 2, WAIT: 3 });
 const SEL_TURN_QUEUED = SEL.TURN_QUEUED;
 const MAX_TIERS = SEL.MAX_TIERS;
 
@@ -54,7 +57,7 @@ const DEFAULT_TIERS = Object.freeze([
 const OPTIONS = new Set([
   'tiers', 'ledger', 'perKey', 'tierHeader', 'trustTierHeader', 'tierSecret', 'routes', 'classify', 'defaultTier',
   'key', 'trustProxy', 'ipv4Prefix', 'ipv6Prefix', 'cost', 'shed', 'rateLimitHeaders', 'rateLimitHeadersOnSuccess',
-  'retryAfter', 'respond', 'onDecision', 'onShed', 'onReject', 'cluster',
+  'retryAfter', 'respond', 'onDecision', 'onShed', 'onReject', 'cluster', 'concurrency', 'shedStatus',
 ]);
 for (const k of DEFENSE_OPTIONS) OPTIONS.add(k); // lib/defense/options.js reads them
 const SHED_FIELDS = new Set(Object.keys(SHED_DEFAULTS));
@@ -96,6 +99,13 @@ function shedOptions(shed) {
   finite(o.queueMaxWaitMs, at('queueMaxWaitMs'), { min: 1, max: 60_000 });
   finite(o.queueMaxLength, at('queueMaxLength'), { min: 1, max: 1_000_000, integer: true });
   return o;
+}
+
+/** options.shedStatus: 503 (default) or 429 (a load balancer ejects a backend answering 5xx). */
+function shedStatusOption(v) {
+  if (v === undefined) return 503;
+  if (v !== 503 && v !== 429) throw new RangeError(`gatekeeper: options.shedStatus must be 503 or 429, got ${JSON.stringify(v)}`);
+  return v;
 }
 
 function normalize(options) {
@@ -172,6 +182,8 @@ function normalize(options) {
     defense: compileDefense(options, ids, { v4: ipv4Prefix, v6: ipv6Prefix }),
     cost: options.cost === undefined ? 1 : finite(options.cost, 'gatekeeper: options.cost'),
     shed: shedOptions(options.shed),
+    concurrency: concurrencyOptions(options.concurrency),
+    shedStatus: shedStatusOption(options.shedStatus),
     rateLimitHeaders: headersOpt,
     rateLimitHeadersOnSuccess: options.rateLimitHeadersOnSuccess === true,
     retryAfter: retryAfterOptions(options.retryAfter, 'gatekeeper: options.retryAfter'),
@@ -207,6 +219,7 @@ class Gatekeeper {
   #defense = null;
   #tierHeader = null;
   #queue = null; // the turn queue (./turn-queue.js), null with shed off or turnBudgetMs 0
+  #slots = null; // the concurrency limit's slots (./slots.js), null with options.concurrency false
   #sel = 0;
   // Once per hook: a hook that throws on every request must not flood the log, nor hide another's.
   #hooksWarned = new Set();
@@ -251,6 +264,7 @@ class Gatekeeper {
         ipv6Prefix: o.ipv6Prefix,
         cost: o.cost,
         sampler: s.enabled,
+        concurrency: o.concurrency === null ? undefined : o.concurrency,
       }, s); // the shed options go as they are: src/node/gate.rs reads them by name
     } catch (err) {
       if (err && err.code === 'InvalidArg') throw new RangeError(`gatekeeper: ${err.message}`);
@@ -266,8 +280,12 @@ class Gatekeeper {
       headers: o.rateLimitHeaders,
       retryMinSec: o.retryAfter.minSec,
       retryMaxSec: o.retryAfter.maxSec,
+      shedStatus: o.shedStatus,
     });
     this.#observe = o.onDecision !== null || o.rateLimitHeadersOnSuccess;
+    if (o.concurrency !== null) {
+      this.#slots = new Slots(this.#handle, o.names.length, o.concurrency, (w, waitedMs, why) => this.#slotShed(w, waitedMs, why), (name, err) => this.#warnHook(name, err));
+    }
     if (s.enabled && s.turnBudgetMs > 0) {
       const prot = this.#handle.stats().tiers.map((t) => t.protected);
       this.#queue = new TurnQueue(prot, s, (w, waitedMs) => this.#queueShed(w, waitedMs));
@@ -411,23 +429,77 @@ class Gatekeeper {
     return key;
   }
 
-  // The gate decided `verdict`. An admitted request may wait for a later turn (the turn queue).
+  // The gate decided `verdict`. An admitted request may wait for a later turn (the turn queue), or
+  // for a slot of the concurrency limit (./slots.js).
   #after(verdict, req, res, given, key) {
+    const r = this.#result;
+    const sl = this.#slots;
+    // The slot the decision took for an admitted request: tracked until its response finishes.
+    const slot = verdict === 0 && sl !== null ? r[R.SLOT] : SLOT.NONE;
+    if (slot === SLOT.HELD || slot === SLOT.SHADOW) sl.track(res, r[R.SLOT_EPOCH]);
+    if (sl !== null) req.tiergate = { pressure: Math.max(r[R.PRESSURE], r[R.LOAD]) };
     let out;
     if (verdict === 0 && this.#o.cluster !== null) out = this.#clusterStep(req, res, given, key);
     else if (verdict === 0 && !this.#observe && !decisionChannel.hasSubscribers) out = null;
     else out = this.#settle(verdict, req, res, given, key);
     const q = this.#queue;
-    const r = this.#result;
     if (out === null && q !== null && (q.active || !q.calm(r[R.PRESSURE], r[R.LAG_MS], r[R.INLINE_RUN_MS]))) {
+      // A shed from the turn queue gives its slot back (#queueShed); one without a slot waits for none.
       return q.admit(req, res, r[R.TIER], r[R.PRESSURE], r[R.LAG_MS], r[R.INLINE_RUN_MS], given !== null ? given : SOURCES[r[R.SOURCE]], key);
     }
-    return out;
+    if (slot === SLOT.NONE) return out;
+    if (slot === SLOT.WAIT) {
+      const tier = r[R.TIER];
+      const source = given !== null ? given : SOURCES[r[R.SOURCE]];
+      if (out === null) return sl.wait(req, res, tier, source, key);
+      if (typeof out.then !== 'function') return out;
+      return out.then((v) => (v === null ? sl.wait(req, res, tier, source, key) : v));
+    }
+    if (out === null) return null;
+    // Refused after taking its slot (the cluster's limits): the slot goes back without a sample.
+    if (typeof out.then !== 'function') {
+      sl.giveBack(res);
+      return out;
+    }
+    return out.then((v) => {
+      if (v !== null) sl.giveBack(res);
+      return v;
+    });
+  }
+
+  // A request waiting for a slot was shed: it waited `waitedMs` ('wait'), or the queue was full ('full').
+  #slotShed(w, waitedMs, why) {
+    let rejection = this.#responder.shed(w.tier);
+    if (!this.#wantsInfo(VERDICT.SHED)) return rejection;
+    const s = this.#handle.stats();
+    const o = this.#o;
+    const info = {
+      verdict: 'shed',
+      status: rejection.status,
+      tier: o.names[w.tier],
+      tierSource: w.source,
+      key: w.key,
+      remaining: 0,
+      limit: 0,
+      retryAfterMs: 0,
+      resetMs: 0,
+      refillScale: s.tiers[w.tier].refillScale,
+      pressure: s.pressure,
+      lagMs: s.controllerLagMs,
+      cause: 'concurrency',
+      queueWaitMs: waitedMs,
+      concurrencyLimit: s.concurrency.limit,
+      queueFull: why === 'full',
+    };
+    if (o.respond !== null) rejection = this.#respond(info, w.req, rejection);
+    this.#emit(info, w.req, o.onShed);
+    return rejection;
   }
 
   // A request the turn queue sheds (./turn-queue.js): it waited too long, a higher tier took its
   // place, or the queue was full. Hooks see it as a shed with cause 'queue' and how long it waited.
   #queueShed(w, waitedMs) {
+    if (this.#slots !== null) this.#slots.giveBack(w.res);
     const o = this.#o;
     let rejection = this.#responder.shed(w.tier);
     if (!this.#wantsInfo(VERDICT.SHED)) return rejection;
@@ -615,6 +687,17 @@ class Gatekeeper {
   }
 
   /**
+   * How loaded the service is now, 0..1: the larger of the shed controller's pressure (the loop) and
+   * the concurrency limit's (from 80% of it in use to all of it, or requests waiting for a slot). For
+   * handlers that degrade instead of failing (skip an expensive block while it is above, say, 0.5);
+   * each admitted request carries it as `req.tiergate.pressure` when the concurrency limit is on.
+   */
+  pressure() {
+    const s = this.#handle.stats();
+    return Math.max(s.pressure, s.concurrency.pressure);
+  }
+
+  /**
    * Per tier (by name): admitted, shed, tierFull, rateLimited, refillScale, protected; and the loop:
    * lagMs, ewmaLagMs, p99LagMs, elu, heapUsed, heapLimit, heapRatio, stalled; and the controller:
    * pressure (0..1), pressureParts { lag, integral, turn }, busy (utilisation of the last ~100 ms it
@@ -637,6 +720,7 @@ class Gatekeeper {
     return {
       tiers,
       queue: q === null ? null : q.stats(),
+      concurrency: this.#slots === null ? null : { ...s.concurrency, ...this.#slots.stats() },
       lagMs: s.lagMs,
       ewmaLagMs: s.ewmaLagMs,
       p99LagMs: s.p99LagMs,

@@ -15,19 +15,22 @@ const { MAX_RETRY_AFTER_SEC } = require('../options');
 
 const PROBLEM_TYPE = 'application/problem+json';
 
-/** Problem documents are the same for every rejection of a kind and tier: built once. */
-function problemBody(kind, tier) {
+const TITLES = { 429: 'Too Many Requests', 503: 'Service Unavailable' };
+
+/** Problem documents are the same for every rejection of a kind and tier: built once. `shedStatus`:
+ * the status of a shed (503, or 429 where a load balancer would eject a backend answering 5xx). */
+function problemBody(kind, tier, shedStatus = 503) {
   const doc = {
     overloaded: {
       type: 'urn:tiergate:problem:overloaded',
-      title: 'Service Unavailable',
-      status: 503,
+      title: TITLES[shedStatus],
+      status: shedStatus,
       detail: `The service is shedding load; requests of tier "${tier}" are refused for now. Retry after the time in Retry-After.`,
     },
     'tier-capacity': {
       type: 'urn:tiergate:problem:tier-capacity',
-      title: 'Service Unavailable',
-      status: 503,
+      title: TITLES[shedStatus],
+      status: shedStatus,
       detail: `The capacity reserved for tier "${tier}" is used up. Retry after the time in Retry-After.`,
     },
     'rate-limited': {
@@ -57,7 +60,7 @@ class Responder {
   /**
    * @param {string[]} tierNames
    * @param {Array<{capacity:number, refillPerSec:number}|null>} perKey per tier (null: no per-key quota)
-   * @param {{ headers: 'draft'|'draft-6'|'draft-7'|'draft-8'|'legacy'|'both'|false, retryMinSec: number, retryMaxSec: number }} opts
+   * @param {{ headers: 'draft'|'draft-6'|'draft-7'|'draft-8'|'legacy'|'both'|false, retryMinSec: number, retryMaxSec: number, shedStatus?: 429|503 }} opts
    */
   constructor(tierNames, perKey, opts) {
     // Every draft-* value: the tier quota keeps its named form (the named limits follow each draft: lib/defense/headers.js).
@@ -65,11 +68,12 @@ class Responder {
     this.legacy = opts.headers === 'legacy' || opts.headers === 'both';
     this.retryMinSec = opts.retryMinSec;
     this.retrySpan = opts.retryMaxSec - opts.retryMinSec + 1;
+    this.shedStatus = opts.shedStatus === undefined ? 503 : opts.shedStatus;
     this.tiers = tierNames.map((name, i) => {
       const pk = perKey[i];
       const windowSec = pk && pk.refillPerSec > 0 ? Math.ceil(pk.capacity / pk.refillPerSec) : 0;
-      const overloaded = problemBody('overloaded', name);
-      const capacity = problemBody('tier-capacity', name);
+      const overloaded = problemBody('overloaded', name, this.shedStatus);
+      const capacity = problemBody('tier-capacity', name, this.shedStatus);
       const limited = problemBody('rate-limited', name);
       return {
         name,
@@ -90,11 +94,11 @@ class Responder {
     return this.retryMinSec + Math.floor(Math.random() * this.retrySpan);
   }
 
-  /** 503: the loop is overloaded and this tier is being shed. */
+  /** 503 (or options.shedStatus): the service is overloaded and this tier is being shed. */
   shed(tier) {
     const t = this.tiers[tier];
     return {
-      status: 503,
+      status: this.shedStatus,
       headers: { 'content-type': PROBLEM_TYPE, 'content-length': t.overloadedLength, 'retry-after': String(this.shedRetryAfter()), 'cache-control': 'no-store' },
       body: t.overloaded,
     };
@@ -105,7 +109,7 @@ class Responder {
     const base = seconds(retryAfterMs);
     const t = this.tiers[tier];
     return {
-      status: 503,
+      status: this.shedStatus,
       headers: { 'content-type': PROBLEM_TYPE, 'content-length': t.capacityLength, 'retry-after': String(Math.min(MAX_RETRY_AFTER_SEC, base + Math.floor(Math.random() * this.retrySpan))), 'cache-control': 'no-store' },
       body: t.capacity,
     };

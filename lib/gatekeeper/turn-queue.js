@@ -302,4 +302,4 @@ class TurnQueue {
   }
 }
 
-module.exports = { TurnQueue, HOLD_MS, START_LAG_SHARE };
+module.exports = { TurnQueue, Waiter, HOLD_MS, START_LAG_SHARE };

@@ -7,6 +7,7 @@
 //! and returns the verdict as a small integer. One crossing into Rust per request.
 use crate::core::clock::{Clock, MonotonicClock};
 use crate::core::defense::FairShare;
+use crate::core::concurrency::{ConcurrencyConfig, Slot};
 use crate::core::gate::{check_cost, Decision, Gate, GateConfig, InlineRuns, OptionValue, ShedOptions, TierSource, Verdict, MAX_HEADER_LEN, SHED_OPTIONS};
 use crate::core::health::{HealthSample, LoopHealth};
 use crate::core::net::ipkey::IpKeyConfig;
@@ -46,6 +47,13 @@ named_enum! {
         /// admitted fewer than two before this one, or when the queue was on).
         /// lib/gatekeeper/turn-queue.js starts on it.
         InlineRunMs = "INLINE_RUN_MS",
+        /// An admitted request's slot of the concurrency limit: 0 none, 1 held, 2 held in shadow
+        /// mode (it would have waited), 3 wait for one (queue it in tier order, or shed it).
+        Slot = "SLOT",
+        /// The concurrency limit's pressure, 0..1.
+        Load = "LOAD",
+        /// The epoch of the slot (given back with `releaseSlot`).
+        SlotEpoch = "SLOT_EPOCH",
     }
 }
 
@@ -74,6 +82,35 @@ pub struct GateOptions {
     pub cost: f64,
     /// false: no live sampler (health stays idle unless injected): a gate that only rate-limits.
     pub sampler: bool,
+    /// The learned concurrency limit; `None`: off.
+    pub concurrency: Option<GateConcurrencyOptions>,
+}
+
+#[napi(object)]
+pub struct GateConcurrencyOptions {
+    pub shadow: bool,
+    pub min_limit: u32,
+    pub max_limit: u32,
+    pub initial_limit: u32,
+}
+
+#[napi(object)]
+pub struct GateConcurrencyStats {
+    pub enabled: bool,
+    pub shadow: bool,
+    pub limit: u32,
+    pub in_flight: u32,
+    pub waits: f64,
+    pub shadow_waits: f64,
+    pub baseline_ms: f64,
+    pub mean_ms: f64,
+    pub throughput: f64,
+    pub queueing: bool,
+    pub signal: f64,
+    /// 0..1: from 80% of the limit in use (waiting requests included) to all of it.
+    pub pressure: f64,
+    /// Slots held past the count's horizon (10 s), no longer counted.
+    pub long_lived: f64,
 }
 
 #[napi(object)]
@@ -117,6 +154,7 @@ pub struct GateStats {
     pub target_lag_ms: f64,
     pub critical_lag_ms: f64,
     pub injected: bool,
+    pub concurrency: GateConcurrencyStats,
 }
 
 /// A tier's per-key quota (capacity 0: the tier keeps no per-key buckets).
@@ -187,6 +225,10 @@ fn config(o: &GateOptions, shed: &ShedOptions) -> Result<GateConfig> {
         signer,
         ip,
         cost: o.cost,
+        concurrency: match &o.concurrency {
+            Some(c) => ConcurrencyConfig { enabled: true, shadow: c.shadow, min_limit: c.min_limit, max_limit: c.max_limit, initial_limit: c.initial_limit },
+            None => ConcurrencyConfig { enabled: false, ..ConcurrencyConfig::default() },
+        },
     })
 }
 
@@ -299,7 +341,56 @@ impl GateHandle {
             target_lag_ms: s.thresholds_ms.0,
             critical_lag_ms: s.thresholds_ms.1,
             injected: s.injected,
+            concurrency: {
+                let (c, cfg) = (s.concurrency, &self.gate.config().concurrency);
+                GateConcurrencyStats {
+                    enabled: cfg.enabled,
+                    shadow: cfg.shadow,
+                    limit: c.limit,
+                    in_flight: c.in_flight,
+                    waits: c.waits as f64,
+                    shadow_waits: c.shadow_waits as f64,
+                    baseline_ms: c.baseline_ms,
+                    mean_ms: c.mean_ms,
+                    throughput: c.throughput,
+                    queueing: c.queueing,
+                    signal: c.signal,
+                    pressure: c.pressure,
+                    long_lived: c.long_lived as f64,
+                }
+            },
         }
+    }
+
+    /// A slot taken in `epoch` comes back: its request finished `latencyMs` after it took it
+    /// (negative: refused or abandoned after, no sample). `waiting`: requests waiting for a slot; returns how many of them
+    /// may start now (their slots taken).
+    #[napi(catch_unwind)]
+    pub fn release_slot(&self, env: Env, epoch: f64, latency_ms: f64, waiting: u32) -> u32 {
+        let _panic = raw::throw_on_panic(&env, "GateHandle::release_slot");
+        let latency = (latency_ms.is_finite() && latency_ms >= 0.0).then(|| (latency_ms * 1e6) as u64);
+        self.gate.release(epoch as u64, latency, waiting, gate_now_ns())
+    }
+
+    /// Slots for up to `waiting` requests without a release (the limit may have risen).
+    #[napi(catch_unwind)]
+    pub fn hand_over_slots(&self, env: Env, waiting: u32) -> u32 {
+        let _panic = raw::throw_on_panic(&env, "GateHandle::hand_over_slots");
+        self.gate.hand_over(waiting, gate_now_ns())
+    }
+
+    /// The epoch of slots handed over now (given back with `releaseSlot`).
+    #[napi(catch_unwind)]
+    pub fn slot_epoch(&self, env: Env) -> f64 {
+        let _panic = raw::throw_on_panic(&env, "GateHandle::slot_epoch");
+        self.gate.slot_epoch() as f64
+    }
+
+    /// The users' signals (requests waiting downstream over its size, 0: none), their largest.
+    #[napi(catch_unwind)]
+    pub fn set_concurrency_signal(&self, env: Env, v: f64) {
+        let _panic = raw::throw_on_panic(&env, "GateHandle::set_concurrency_signal");
+        self.gate.set_concurrency_signal(v);
     }
 
     /// Test seam: the controller reads exactly these figures (and no in-band estimate) from now on,
@@ -482,6 +573,14 @@ fn write_result(out: &mut [f64; RESULT_LEN], d: &Decision) {
     out[R::Pressure as usize] = d.pressure;
     out[R::LagMs as usize] = d.lag_ms;
     out[R::Cause as usize] = d.cause as u8 as f64;
+    out[R::Slot as usize] = match d.slot {
+        Slot::None => 0.0,
+        Slot::Held => 1.0,
+        Slot::Shadow => 2.0,
+        Slot::Wait => 3.0,
+    };
+    out[R::Load as usize] = d.load;
+    out[R::SlotEpoch as usize] = d.epoch as f64;
 }
 
 raw::guarded!(decide = "Gate.decide" => decide_unguarded);

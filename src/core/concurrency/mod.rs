@@ -7,12 +7,13 @@
 //! - `baseline`: the fastest request of each of the last `BASELINE_INTERVALS` intervals, their
 //!   minimum: the service's latency without a queue. A short horizon, so a downstream that became
 //!   slower for good is the new baseline within seconds.
-//! - `queueing`: the interval's mean latency above `TOLERANCE × baseline`, or a user signal at 1 or
-//!   more (a pool's waiting count over its size, say): requests wait downstream.
+//! - `queueing`: the interval's mean latency above `TOLERANCE × baseline`, or a user signal above 0
+//!   (requests waiting downstream over the downstream's size: a pool's `waitingCount / max`).
 //! - queueing: the limit moves to the knee (down at once, up half-way per interval), `throughput × baseline` (the
 //!   concurrency the downstream serves without a queue: a pool of 4 at 20 ms makes 200/s × 20 ms =
 //!   4), plus a headroom of `HEADROOM` of it and at least one request, so the downstream never idles
-//!   for want of work.
+//!   for want of work. With a signal `v`, at most the most requests in flight ÷ (1 + v) (the share
+//!   the downstream serves, the rest waits there), plus one.
 //! - no queueing while the limit was reached: it may carry more; the limit grows by `GROWTH`.
 //! - otherwise (the limit was not reached): it keeps room for a burst of twice the requests in
 //!   flight (`SPARE_FACTOR`, `SPARE_MIN`) and no more, so an overload's onset does not first fill
@@ -24,6 +25,10 @@
 //! (`loop_bound`): then its latency inflates from the loop, the lag controller governs, and the
 //! limit does not bind. In shadow mode every request gets a slot and the ones that would have
 //! waited are counted.
+//!
+//! A slot is counted for at most `EPOCHS × EPOCH_NS` (10 s): a request in flight longer (a stream,
+//! a long poll, a response that never finishes) stops counting, so long-lived requests cannot fill
+//! the limit, and its latency is no sample.
 //!
 //! Anchors: Netflix concurrency-limits (Gradient2, Vegas), Envoy's adaptive concurrency filter
 //! (a measured minimum latency, a gradient), BBR's bottleneck bandwidth × min RTT.
@@ -44,6 +49,11 @@ pub const HEADROOM: f64 = 0.1;
 pub const GROWTH: f64 = 1.1;
 /// The weight of a higher target (the limit rises this share of the way per interval).
 pub const SMOOTHING: f64 = 0.5;
+/// Slots are counted by the epoch they were taken in (this long, ns)...
+pub const EPOCH_NS: u64 = 1_000_000_000;
+/// ... over this many epochs: a request in flight longer (a stream, a long poll, a response that
+/// never finishes) stops counting, and says nothing of the service's latency.
+pub const EPOCHS: usize = 10;
 /// A limit that was not reached falls to this multiple of the most requests in flight...
 pub const SPARE_FACTOR: f64 = 2.0;
 /// ... plus this many.
@@ -83,9 +93,10 @@ impl ConcurrencyConfig {
 }
 
 /// What a request gets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Slot {
     /// Not counted (the estimator is off, or the request was refused before it).
+    #[default]
     None,
     /// A slot: the caller releases it when the request finishes.
     Held,
@@ -109,6 +120,10 @@ pub struct ConcurrencyStats {
     pub queueing: bool,
     pub signal: f64,
     pub intervals: u64,
+    /// Slots held past `EPOCHS` epochs, no longer counted.
+    pub long_lived: u64,
+    /// `pressure` with the waiting count the caller last gave.
+    pub pressure: f64,
 }
 
 pub struct Concurrency {
@@ -124,6 +139,10 @@ pub struct Concurrency {
     fastest: [u64; BASELINE_INTERVALS],
     next: usize,
     signal: f64,
+    /// Per epoch (by its number modulo `EPOCHS`), the slots taken then and not yet released.
+    held: [u32; EPOCHS],
+    /// The latest epoch seen.
+    epoch: u64,
     stats: ConcurrencyStats,
 }
 
@@ -142,8 +161,31 @@ impl Concurrency {
             fastest: [u64::MAX; BASELINE_INTERVALS],
             next: 0,
             signal: 0.0,
+            held: [0; EPOCHS],
+            epoch: 0,
             stats: ConcurrencyStats::default(),
         }
+    }
+
+    /// Moves to the epoch of `now_ns`: the slots of epochs that fall out of the ring stop counting.
+    fn rotate(&mut self, now_ns: u64) {
+        let e = now_ns / EPOCH_NS;
+        if e <= self.epoch {
+            return;
+        }
+        let steps = (e - self.epoch).min(EPOCHS as u64);
+        for i in 1..=steps {
+            let at = ((self.epoch + i) % EPOCHS as u64) as usize;
+            let stale = std::mem::take(&mut self.held[at]);
+            self.in_flight -= stale;
+            self.stats.long_lived += u64::from(stale);
+        }
+        self.epoch = e;
+    }
+
+    /// The epoch a slot taken now belongs to (the caller gives it back with `release`).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
     }
 
     pub fn enabled(&self) -> bool {
@@ -161,10 +203,11 @@ impl Concurrency {
 
     /// A slot for a request of a `protected` tier or not; `loop_bound`: the event loop is the
     /// bottleneck now (the limit does not bind).
-    pub fn try_acquire(&mut self, protected: bool, loop_bound: bool) -> Slot {
+    pub fn try_acquire(&mut self, protected: bool, loop_bound: bool, now_ns: u64) -> Slot {
         if !self.cfg.enabled {
             return Slot::None;
         }
+        self.rotate(now_ns);
         let free = self.in_flight < self.limit();
         if !(free || protected || loop_bound) {
             self.stats.waits += 1;
@@ -181,12 +224,14 @@ impl Concurrency {
 
     fn take(&mut self) {
         self.in_flight += 1;
+        self.held[(self.epoch % EPOCHS as u64) as usize] += 1;
         self.peak = self.peak.max(self.in_flight);
     }
 
     /// Up to `waiting` slots for requests that waited, while fewer than the limit are in flight:
     /// how many the caller may start now (counted in flight).
-    pub fn hand_over(&mut self, waiting: u32) -> u32 {
+    pub fn hand_over(&mut self, waiting: u32, now_ns: u64) -> u32 {
+        self.rotate(now_ns);
         let n = self.limit().saturating_sub(self.in_flight).min(waiting);
         for _ in 0..n {
             self.take();
@@ -194,10 +239,20 @@ impl Concurrency {
         n
     }
 
-    /// A slot comes back at `now_ns`; `latency_ns`: the request's, from its slot to its finish
-    /// (`None`: it says nothing of the service, as a refusal written after the slot was taken).
-    pub fn release(&mut self, latency_ns: Option<u64>, now_ns: u64) {
-        self.in_flight = self.in_flight.saturating_sub(1);
+    /// A slot taken in `epoch` comes back at `now_ns`; `latency_ns`: the request's, from its slot to
+    /// its finish (`None`: it says nothing of the service, as a refusal written after the slot was
+    /// taken). A slot of an epoch out of the ring no longer counts: nothing to give back, no sample.
+    pub fn release(&mut self, epoch: u64, latency_ns: Option<u64>, now_ns: u64) {
+        self.rotate(now_ns);
+        if self.epoch.saturating_sub(epoch) >= EPOCHS as u64 || epoch > self.epoch {
+            return;
+        }
+        let at = (epoch % EPOCHS as u64) as usize;
+        if self.held[at] == 0 {
+            return;
+        }
+        self.held[at] -= 1;
+        self.in_flight -= 1;
         let Some(l) = latency_ns else { return };
         if self.count == 0 && self.start_ns == 0 {
             self.start_ns = now_ns;
@@ -210,8 +265,8 @@ impl Concurrency {
         }
     }
 
-    /// A user signal: 1 or more means the downstream is saturated (a pool's waiting count over its
-    /// size, say); read at each interval's end.
+    /// A user signal: requests waiting downstream over the downstream's size (a pool's
+    /// `waitingCount / max`), 0 when none wait; read at each interval's end.
     pub fn set_signal(&mut self, v: f64) {
         self.signal = if v.is_finite() && v > 0.0 { v } else { 0.0 };
     }
@@ -232,12 +287,18 @@ impl Concurrency {
         self.next = (self.next + 1) % BASELINE_INTERVALS;
         let baseline_ns = *self.fastest.iter().min().unwrap() as f64;
         let throughput = f64::from(self.count) / elapsed_s;
-        let queueing = mean_ns > TOLERANCE * baseline_ns || self.signal >= 1.0;
+        let inflated = mean_ns > TOLERANCE * baseline_ns;
+        let queueing = inflated || self.signal > 0.0;
         let (min, max) = (f64::from(self.cfg.min_limit), f64::from(self.cfg.max_limit));
         let peak = f64::from(self.peak);
         if queueing {
             let knee = throughput * baseline_ns / 1e9;
-            let target = knee + (HEADROOM * knee).max(1.0);
+            let mut target = if inflated { knee + (HEADROOM * knee).max(1.0) } else { self.limit };
+            // A queue `signal` times the downstream's size waits there: of the requests in flight,
+            // the downstream serves one in (1 + signal).
+            if self.signal > 0.0 {
+                target = target.min(peak / (1.0 + self.signal) + 1.0);
+            }
             // Down at once (each interval over the knee is a queue to drain), up half-way.
             let next = if target < self.limit { target } else { self.limit + (target - self.limit) * SMOOTHING };
             self.limit = next.clamp(min, max);

@@ -8,10 +8,10 @@ const MS: u64 = 1_000_000;
 struct Downstream {
     k: usize,
     service_ns: u64,
-    /// Finish times of the requests being served: (finish, admitted at).
-    busy: Vec<(u64, u64)>,
-    /// Admission times of the requests waiting for a server.
-    queue: VecDeque<u64>,
+    /// The requests being served: (finish, admitted at, slot epoch).
+    busy: Vec<(u64, u64, u64)>,
+    /// The requests waiting for a server: (admitted at, slot epoch).
+    queue: VecDeque<(u64, u64)>,
 }
 
 impl Downstream {
@@ -19,22 +19,22 @@ impl Downstream {
         Downstream { k, service_ns, busy: Vec::new(), queue: VecDeque::new() }
     }
 
-    fn submit(&mut self, now: u64) {
+    fn submit(&mut self, now: u64, epoch: u64) {
         if self.busy.len() < self.k {
-            self.busy.push((now + self.service_ns, now));
+            self.busy.push((now + self.service_ns, now, epoch));
         } else {
-            self.queue.push_back(now);
+            self.queue.push_back((now, epoch));
         }
     }
 
-    /// Requests finished by `now`: their latencies, from admission.
-    fn finish(&mut self, now: u64) -> Vec<u64> {
+    /// Requests finished by `now`: (latency from admission, slot epoch).
+    fn finish(&mut self, now: u64) -> Vec<(u64, u64)> {
         let mut out = Vec::new();
-        while let Some(i) = self.busy.iter().position(|&(f, _)| f <= now) {
-            let (f, at) = self.busy.swap_remove(i);
-            out.push(f - at);
-            if let Some(q) = self.queue.pop_front() {
-                self.busy.push((f + self.service_ns, q));
+        while let Some(i) = self.busy.iter().position(|&(f, _, _)| f <= now) {
+            let (f, at, e) = self.busy.swap_remove(i);
+            out.push((f - at, e));
+            if let Some((q, qe)) = self.queue.pop_front() {
+                self.busy.push((f + self.service_ns, q, qe));
             }
         }
         out
@@ -56,15 +56,15 @@ fn run(c: &mut Concurrency, d: &mut Downstream, rate_per_s: u64, from_ms: u64, t
     let mut t = from_ms * MS + MS;
     let mut i = 0u64;
     while t < to_ms * MS {
-        for l in d.finish(t) {
-            c.release(Some(l), t);
+        for (l, e) in d.finish(t) {
+            c.release(e, Some(l), t);
             if t > 1000 * MS {
                 r.latencies.push(l);
             }
         }
-        match c.try_acquire(i % 10 == 0, false) {
+        match c.try_acquire(i % 10 == 0, false, t) {
             Slot::Held | Slot::Shadow => {
-                d.submit(t);
+                d.submit(t, c.epoch());
                 if t > 1000 * MS {
                     r.admitted += 1;
                 }
@@ -120,44 +120,44 @@ fn below_capacity_nothing_waits_and_the_limit_follows_a_larger_downstream() {
 #[test]
 fn protected_requests_always_get_a_slot_and_count_against_the_others() {
     let mut c = Concurrency::new(ConcurrencyConfig { initial_limit: 2, ..ConcurrencyConfig::default() });
-    assert_eq!(c.try_acquire(true, false), Slot::Held);
-    assert_eq!(c.try_acquire(true, false), Slot::Held);
-    assert_eq!(c.try_acquire(true, false), Slot::Held, "over the limit: still a slot");
-    assert_eq!(c.try_acquire(false, false), Slot::Wait);
-    assert_eq!(c.try_acquire(false, true), Slot::Held, "the loop is the bottleneck: the limit does not bind");
+    assert_eq!(c.try_acquire(true, false, 0), Slot::Held);
+    assert_eq!(c.try_acquire(true, false, 0), Slot::Held);
+    assert_eq!(c.try_acquire(true, false, 0), Slot::Held, "over the limit: still a slot");
+    assert_eq!(c.try_acquire(false, false, 0), Slot::Wait);
+    assert_eq!(c.try_acquire(false, true, 0), Slot::Held, "the loop is the bottleneck: the limit does not bind");
     assert_eq!(c.in_flight(), 4);
-    c.release(None, MS);
-    c.release(None, MS);
-    c.release(None, MS);
-    assert_eq!(c.hand_over(5), 1, "one free slot for five waiting");
+    c.release(0, None, MS);
+    c.release(0, None, MS);
+    c.release(0, None, MS);
+    assert_eq!(c.hand_over(5, MS), 1, "one free slot for five waiting");
     assert_eq!((c.in_flight(), c.stats().waits), (2, 1));
 }
 
 #[test]
 fn shadow_mode_refuses_nothing_and_counts_what_would_have_waited() {
     let mut c = Concurrency::new(ConcurrencyConfig { shadow: true, initial_limit: 1, ..ConcurrencyConfig::default() });
-    assert_eq!(c.try_acquire(false, false), Slot::Held);
-    assert_eq!(c.try_acquire(false, false), Slot::Shadow);
-    assert_eq!(c.try_acquire(false, false), Slot::Shadow);
+    assert_eq!(c.try_acquire(false, false, 0), Slot::Held);
+    assert_eq!(c.try_acquire(false, false, 0), Slot::Shadow);
+    assert_eq!(c.try_acquire(false, false, 0), Slot::Shadow);
     let s = c.stats();
     assert_eq!((s.in_flight, s.waits, s.shadow_waits), (3, 2, 2));
     assert!(c.pressure(0) > 0.99);
 }
 
 #[test]
-fn a_user_signal_of_one_or_more_is_a_queue_downstream() {
+fn a_user_signal_above_zero_is_a_queue_downstream() {
     let mut c = Concurrency::new(ConcurrencyConfig { initial_limit: 100, ..ConcurrencyConfig::default() });
     // 50 requests in flight for 20 ms each, with no latency inflation: nothing to learn but growth...
     c.set_signal(1.5);
     for _ in 0..50 {
-        c.try_acquire(false, false);
+        c.try_acquire(false, false, 0);
     }
     for i in 0..50u64 {
-        c.release(Some(20 * MS), MS + i * 3 * MS);
+        c.release(0, Some(20 * MS), MS + i * 3 * MS);
     }
-    // ... but the pool says it is saturated: the limit falls toward throughput × baseline.
+    // ... but the pool says 1.5 times its size wait in it: of the 50, it serves 50 / 2.5 = 20.
     assert!(c.stats().queueing);
-    assert!(c.limit() < 100, "{}", c.limit());
+    assert_eq!(c.limit(), 21, "{}", c.limit());
     c.set_signal(f64::NAN);
     assert_eq!(c.stats().signal, 0.0, "NaN reads as no signal");
 }
@@ -165,7 +165,7 @@ fn a_user_signal_of_one_or_more_is_a_queue_downstream() {
 #[test]
 fn off_it_counts_nothing() {
     let mut c = Concurrency::new(ConcurrencyConfig { enabled: false, ..ConcurrencyConfig::default() });
-    assert_eq!(c.try_acquire(false, false), Slot::None);
+    assert_eq!(c.try_acquire(false, false, 0), Slot::None);
     assert_eq!((c.in_flight(), c.pressure(10)), (0, 0.0));
 }
 
@@ -181,3 +181,19 @@ fn options_are_checked() {
     assert!(bad(|c| c.initial_limit = 20_000).contains("initialLimit"));
 }
 
+
+#[test]
+fn a_slot_held_past_the_epochs_stops_counting_and_its_late_release_is_ignored() {
+    let mut c = Concurrency::new(ConcurrencyConfig { initial_limit: 3, ..ConcurrencyConfig::default() });
+    for _ in 0..3 {
+        assert_eq!(c.try_acquire(false, false, 0), Slot::Held); // three streams that never end
+    }
+    assert_eq!(c.try_acquire(false, false, MS), Slot::Wait);
+    let later = EPOCHS as u64 * EPOCH_NS;
+    assert_eq!(c.try_acquire(false, false, later), Slot::Held, "the streams no longer count");
+    assert_eq!((c.in_flight(), c.stats().long_lived), (1, 3));
+    c.release(0, Some(later), later + MS);
+    assert_eq!(c.in_flight(), 1, "a release of a forgotten epoch gives nothing back");
+    c.release(c.epoch(), None, later + MS);
+    assert_eq!(c.in_flight(), 0);
+}

@@ -1,4 +1,5 @@
 //! The gate's options, and the check that every tier can pay a request's cost.
+use crate::core::concurrency::ConcurrencyConfig;
 use crate::core::net::ipkey::IpKeyConfig;
 use crate::core::ledger::TierConfig;
 use crate::core::shed::{LagSignal, ShedConfig};
@@ -22,6 +23,8 @@ pub struct GateConfig {
     pub signer: Option<TierSigner>,
     pub ip: IpKeyConfig,
     pub cost: f64,
+    /// The learned concurrency limit (`core::concurrency`).
+    pub concurrency: ConcurrencyConfig,
 }
 
 impl GateConfig {
@@ -37,6 +40,7 @@ impl GateConfig {
             signer: None,
             ip: IpKeyConfig::default(),
             cost: 1.0,
+            concurrency: ConcurrencyConfig::default(),
         }
     }
 }

@@ -32,6 +32,14 @@
 //! near one request's, and the budget's sheds renew the controller's hold: they mean the loop is still
 //! over capacity even though the lag they keep down no longer shows it.
 //!
+//! Concurrency: an admitted request also takes a slot of the learned concurrency limit
+//! (`core::concurrency`): the overload the loop cannot see (a saturated database pool or upstream).
+//! A protected tier's request always gets one; another waits for one (`Slot::Wait`: the caller
+//! queues it in tier order, or sheds it) while the limit is in use — unless the loop itself is the
+//! bottleneck (utilisation over `LOOP_BOUND_BUSY`, or a lag episode): then the latency inflates
+//! from the loop, the controller above governs, and the limit does not bind. The caller releases
+//! each slot when its request finishes (`release`), with the request's latency.
+//!
 //! Files: `config.rs` (the gate's options), `tier.rs` (the tier header: names and signed tokens),
 //! `burst.rs` (costly requests run back to back in one turn, for the turn queue).
 mod burst;
@@ -46,6 +54,7 @@ pub use config::{check_cost, GateConfig};
 pub use options::{OptionValue, ShedOption, ShedOptions, SHED_OPTIONS};
 pub use tier::{TierHeaderRule, TierSource, MAX_HEADER_LEN};
 
+use crate::core::concurrency::{Concurrency, ConcurrencyStats, Slot};
 use crate::core::health::{HealthSample, LoopHealth};
 use crate::core::net::ipkey::{ip_key, IpKeyBuf, MAX_KEY_LEN as MAX_IP_KEY_LEN};
 use crate::core::ledger::{Ledger, Limit, Outcome};
@@ -56,6 +65,8 @@ use std::sync::Arc;
 
 /// Time constant (ms) of the gate's short-window utilisation (`ShedInput::busy`).
 const BUSY_TAU_MS: f64 = 100.0;
+/// Above this short-window utilisation the loop is the bottleneck: the concurrency limit does not bind.
+pub const LOOP_BOUND_BUSY: f64 = 0.75;
 /// Leads every client-IP key in the ledger, so IP keys and given keys (user ids) are separate
 /// namespaces: `x-user-id: 127.0.0.1` must not share the bucket of the client at 127.0.0.1. Given
 /// keys come from JS strings as UTF-8, which never contains the byte 0xFF.
@@ -95,6 +106,12 @@ pub struct Decision {
     pub pressure: f64,
     pub lag_ms: f64,
     pub cause: Cause,
+    /// The admitted request's slot of the concurrency limit (`Slot::None` for a refusal).
+    pub slot: Slot,
+    /// The concurrency limit's pressure (0..1: from 80% of it in use to all of it).
+    pub load: f64,
+    /// The epoch of the slot (`Concurrency::release` takes it back).
+    pub epoch: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -123,6 +140,7 @@ pub struct GateStats {
     pub episodes: u64,
     pub baseline_ms: f64,
     pub thresholds_ms: (f64, f64),
+    pub concurrency: ConcurrencyStats,
 }
 
 struct State {
@@ -145,6 +163,9 @@ struct State {
     /// Per tier, its tokens as this gate's last tier-only debit left them (NaN: not known), for the
     /// ranked decision.
     levels: Vec<f64>,
+    conc: Concurrency,
+    /// Requests waiting for a slot, as the caller last said (`release`).
+    waiting: u32,
 }
 
 pub struct Gate {
@@ -172,6 +193,7 @@ impl Gate {
                 return Err(ShedConfigError { field, reason: "must be a finite number >= 0" });
             }
         }
+        cfg.concurrency.check().map_err(|reason| ShedConfigError { field: "concurrency", reason })?;
         let ctl = ShedController::new(cfg.shed.clone(), &protected)?;
         let applied = (0..n).map(|t| ledger.refill_scale(t)).collect();
         Ok(Gate {
@@ -190,6 +212,8 @@ impl Gate {
                 busy_seen: None,
                 counters: vec![TierCounters::default(); n],
                 levels: vec![f64::NAN; n],
+                conc: Concurrency::new(cfg.concurrency.clone()),
+                waiting: 0,
             }),
             ledger,
             cfg,
@@ -356,6 +380,9 @@ impl Gate {
             pressure: st.ctl.pressure(),
             lag_ms: st.input.lag_ms,
             cause: st.ctl.cause(),
+            slot: Slot::None,
+            load: st.conc.pressure(st.waiting),
+            epoch: 0,
         };
         if !self.protected[tier] {
             if scale == 0.0 {
@@ -417,6 +444,11 @@ impl Gate {
         // A tier-only debit's `remaining` is the pool's tokens (a keyed one's is the key's).
         st.levels[tier] = if key.is_none() { o.remaining } else { f64::NAN };
         d.outcome = o;
+        if o.allowed {
+            let loop_bound = st.busy > LOOP_BOUND_BUSY || d.pressure > 0.0;
+            d.slot = st.conc.try_acquire(self.protected[tier], loop_bound, now_ns);
+            d.epoch = st.conc.epoch();
+        }
         let c = &mut st.counters[tier];
         d.verdict = if o.allowed {
             c.admitted += 1;
@@ -461,7 +493,38 @@ impl Gate {
             episodes: st.ctl.episodes(),
             baseline_ms: st.ctl.baseline_ms(),
             thresholds_ms: st.ctl.thresholds_ms(),
+            concurrency: ConcurrencyStats { pressure: st.conc.pressure(st.waiting), ..st.conc.stats() },
         }
+    }
+
+    /// A slot taken in `epoch` comes back: its request finished after `latency_ns` (`None`: refused
+    /// or abandoned after taking it, which says nothing of the service). `waiting`: requests waiting
+    /// for a slot; returns how many of them may start now (their slots are taken).
+    /// Their slots are taken in the epoch `slot_epoch` says.
+    pub fn release(&self, epoch: u64, latency_ns: Option<u64>, waiting: u32, now_ns: u64) -> u32 {
+        let mut st = self.state.lock();
+        st.conc.release(epoch, latency_ns, now_ns);
+        let n = st.conc.hand_over(waiting, now_ns);
+        st.waiting = waiting - n;
+        n
+    }
+
+    /// Slots for up to `waiting` requests waiting for one, without a release (the limit rose).
+    pub fn hand_over(&self, waiting: u32, now_ns: u64) -> u32 {
+        let mut st = self.state.lock();
+        let n = st.conc.hand_over(waiting, now_ns);
+        st.waiting = waiting - n;
+        n
+    }
+
+    /// The epoch slots are taken in now (`release`, `hand_over`).
+    pub fn slot_epoch(&self) -> u64 {
+        self.state.lock().conc.epoch()
+    }
+
+    /// A user signal: requests waiting downstream over its size (0: none wait).
+    pub fn set_concurrency_signal(&self, v: f64) {
+        self.state.lock().conc.set_signal(v);
     }
 
     /// Zeroes the counters (the controller and the ledger are left alone).
