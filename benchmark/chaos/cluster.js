@@ -18,7 +18,7 @@ const { redisServer } = require('../../__test__/helpers/redis');
 const { startNodes } = require('../../__test__/helpers/cluster-nodes');
 const { cluster } = require('../..');
 const { judged, within, sleep } = require('./row');
-const { bansWhileRedisAway, redisOutage, haveRedis } = require('./redis-outage');
+const { bansWhileRedisAway, redisOutage, haveRedis, WAIT_MARGIN_MS } = require('./redis-outage');
 
 /** A check or a burst with no answer after this long counts as unanswered (and is not waited for). */
 const UNANSWERED_MS = 10_000;
@@ -180,6 +180,7 @@ async function cpuContention({ rounds }) {
     const stats = await Promise.all(nodes.map((n) => within(n.call('stats'), UNANSWERED_MS, null)));
     const fallback = stats.reduce((a, s) => a + (s ? s.fallbackDecisions : 0), 0);
     const waited = stats.reduce((a, s) => a + (s ? s.waitTimeouts : 0), 0);
+    const waitBound = (s) => CONTENTION_STORE_TIMEOUT_MS + WAIT_MARGIN_MS + s.timerLatenessMs;
     return ['open', 'closed'].map((tier) => {
       const rs = byTier[tier];
       const admitted = rs.reduce((a, r) => a + r.admitted, 0);
@@ -194,6 +195,7 @@ async function cpuContention({ rounds }) {
           [refused503 === 0, `no 503 while Redis answers (${refused503})`],
           [fallback === 0, `no fallback decision (${fallback}, both tiers)`],
           [stats.every((s) => s !== null) && failed + lost[tier] === 0, `every request answered (${failed} failed, ${lost[tier]} in bursts with no answer)`],
+          [stats.every((s) => s !== null && s.maxWaitMs <= waitBound(s)), `no spend waits past storeTimeoutMs ${CONTENTION_STORE_TIMEOUT_MS} + ${WAIT_MARGIN_MS} + the process's timer lateness (${stats.map((s) => (s ? `${Math.round(s.maxWaitMs)} <= ${Math.round(waitBound(s))}` : 'no stats')).join(', ')}; both tiers)`],
         ],
         notes: `max wait: the longest a spend waited for Redis (stats().maxWaitMs); ${waited} spends refused WAITED (both tiers); slowest HTTP answer ${Math.round(Math.max(...rs.map((r) => r.maxMs)))} ms`,
       });

@@ -243,4 +243,4 @@ async function redisOutage(fault, { smoke }) {
   }
 }
 
-module.exports = { bansWhileRedisAway, redisOutage, haveRedis };
+module.exports = { bansWhileRedisAway, redisOutage, haveRedis, WAIT_MARGIN_MS };
