@@ -2,7 +2,7 @@
 // The bounded smoke of `npm run chaos` (benchmark/chaos.js --smoke, issue 35): every scenario of the
 // chaos run with its faults made for real (a stalled loop, CPU-burning neighbours, Redis SIGSTOPped
 // and SIGKILLed mid-load, bans while Redis is away, a hung service instance, a hung PostgreSQL), each
-// judged against its documented bound. About 30 s; the run's PostgreSQL part is skipped where
+// judged against its documented bound. 25–30 s; the run's PostgreSQL part is skipped where
 // PostgreSQL is not installed, as the service suites are.
 const test = require('node:test');
 const assert = require('node:assert/strict');

@@ -12,7 +12,7 @@
 //   node benchmark/chaos.js [--smoke] [--verbose]
 //     --smoke    shorter loads, one round of the CPU contention, 1.5 s service faults (under a minute)
 //     --verbose  every target of every row with what was observed, and notes
-// A full run takes about 1.5 minutes; every load is bounded in count and time.
+// A full run takes about 40 s; every load is bounded in count and time.
 const { performance } = require('node:perf_hooks');
 const { runClusterChaos } = require('./chaos/cluster');
 const { runServiceChaos } = require('./chaos/service');
