@@ -104,10 +104,13 @@ export interface DecisionInfo {
   pressure: number;
   /** The lag the controller acted on (ms). */
   lagMs: number;
-  /** 'cluster': refused by cluster mode (then `cluster` says by what); 'queue': shed by the turn queue (then `queueWaitMs`). */
-  cause: 'none' | 'lag' | 'heap' | 'stall' | 'cluster' | 'queue';
+  /** 'cluster': refused by cluster mode (then `cluster` says by what); 'queue': shed by the turn queue (then `queueWaitMs`); 'concurrency': shed waiting for a slot of the learned concurrency limit. */
+  cause: 'none' | 'lag' | 'heap' | 'stall' | 'cluster' | 'queue' | 'concurrency';
   /** A turn-queue shed: how long the request waited (ms; 0: the queue was full when it came). */
   queueWaitMs?: number;
+  /** cause 'concurrency': the limit when it was shed, and whether the wait queue was full. */
+  concurrencyLimit?: number;
+  queueFull?: boolean;
   /** A cluster-mode refusal: the ban cache, the tier's cluster-wide per-key limit, or its budget; `reason` the engine's (EXHAUSTED, SHARE, STORE_DOWN, FULL, BANNED). */
   cluster?: { limit: 'ban' | 'key' | 'budget'; reason: string };
 }
@@ -171,6 +174,45 @@ export interface GatekeeperOptions extends DefenseOptions {
   onReject?: (info: DecisionInfo, req: IncomingMessage) => void;
   /** Cluster mode (`tiergate.cluster({ redis, tiers })`): bans, per-key limits and tier budgets that hold across processes. See docs/cluster.md. */
   cluster?: Cluster;
+  /** The learned concurrency limit (on by default): overload of a pool or upstream the loop cannot see. false: off. */
+  concurrency?: ConcurrencyOptions | false;
+  /** The status of a shed and of a full tier: 503 (default) or 429. */
+  shedStatus?: 503 | 429;
+}
+
+export interface ConcurrencyOptions {
+  /** Decide and count, refuse nothing (default false). */
+  shadow?: boolean;
+  /** Requests waiting downstream over the downstream's size (0: none wait), e.g. `() => pool.waitingCount / pool.options.max`; read every 100 ms. */
+  signals?: (() => number) | Array<() => number>;
+  /** The longest a request waits for a slot (ms, default 500). */
+  maxWaitMs?: number;
+  /** Requests waiting for a slot at most (default 1000). */
+  maxQueue?: number;
+  minLimit?: number;
+  maxLimit?: number;
+  initialLimit?: number;
+}
+
+export interface ConcurrencyStats {
+  enabled: boolean;
+  shadow: boolean;
+  limit: number;
+  inFlight: number;
+  waits: number;
+  shadowWaits: number;
+  baselineMs: number;
+  meanMs: number;
+  throughput: number;
+  queueing: boolean;
+  signal: number;
+  pressure: number;
+  longLived: number;
+  waiting: number;
+  waited: number;
+  waitShed: number;
+  fullShed: number;
+  maxWaitMs: number;
 }
 
 export interface TierStats {
@@ -217,6 +259,8 @@ export interface GatekeeperStats {
   injected: boolean;
   /** The turn queue; null with shed off or turnBudgetMs 0. */
   queue: TurnQueueStats | null;
+  /** The learned concurrency limit; null with options.concurrency false. */
+  concurrency: ConcurrencyStats | null;
 }
 
 export interface TurnQueueStats {
@@ -258,6 +302,8 @@ export declare class Gatekeeper {
   /** The guard contract: null to proceed, or the rejection to send (a promise of either while a shaper
    *  delays; a thenable of either while the turn queue holds the request). */
   admit(req: IncomingMessage, res: ServerResponse): Rejection | null | PromiseLike<Rejection | null>;
+  /** 0..1: the larger of the shed controller's pressure and the concurrency limit's (also `req.tiergate.pressure`). */
+  pressure(): number;
   stats(): GatekeeperStats;
   resetStats(): void;
   injectHealth(health: InjectedHealth): void;
