@@ -10,25 +10,12 @@ const { spawn } = require('node:child_process');
 const { needRedis, redisServer } = require('../helpers/redis');
 const { startNodesOnRedis } = require('../helpers/cluster-nodes');
 const { cluster } = require('../..');
+const { stall, fullestSpan } = require('../helpers/faults');
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const sum = (rs, status) => rs.reduce((a, r) => a + (r.statuses[status] || 0), 0);
 
-/** Busy-waits `ms` on this thread: a stalled event loop. */
-function stall(ms) {
-  const end = performance.now() + ms;
-  while (performance.now() < end);
-}
 
-/** The most admissions (by their times) in any span shorter than `spanMs`. */
-function fullestSpan(times, spanMs) {
-  let max = 0;
-  for (let i = 0, j = 0; i < times.length; i++) {
-    while (times[i] - times[j] >= spanMs) j++;
-    max = Math.max(max, i - j + 1);
-  }
-  return max;
-}
 
 test('one process, demand 6x a sliding window: the window is refilled as its spends age out, never above the limit', { timeout: 60_000 }, async (t) => {
   if (!needRedis(t)) return;

@@ -142,4 +142,18 @@ async function startPostgres({ settings = [] } = {}) {
   };
 }
 
-module.exports = { TOKEN, BIN, tmpdir, startService, request, admin, check, agent, startPostgres, pgMissing };
+/** Whether `key`'s row is locked by another session (tried with NOWAIT from pg client `c`, then let go). */
+async function rowIsLocked(c, key) {
+  try {
+    await c.query('BEGIN');
+    await c.query('SELECT 1 FROM clients WHERE client_key = $1 FOR UPDATE NOWAIT', [key]);
+    return false;
+  } catch (err) {
+    if (err.code === '55P03') return true;
+    throw err;
+  } finally {
+    await c.query('ROLLBACK');
+  }
+}
+
+module.exports = { TOKEN, BIN, tmpdir, startService, request, admin, check, agent, startPostgres, pgMissing, rowIsLocked };

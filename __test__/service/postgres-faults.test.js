@@ -6,7 +6,7 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const { setTimeout: sleep } = require('node:timers/promises');
-const { startService, startPostgres, pgMissing, admin, check, request } = require('./helpers');
+const { startService, startPostgres, pgMissing, admin, check, request, rowIsLocked } = require('./helpers');
 
 const skip = pgMissing();
 let pg;
@@ -41,19 +41,6 @@ async function rawClient() {
   return c;
 }
 
-/** Whether `key`'s row is locked by another session (tried with NOWAIT from `c`, then let go). */
-async function rowIsLocked(c, key) {
-  try {
-    await c.query('BEGIN');
-    await c.query('SELECT 1 FROM clients WHERE client_key = $1 FOR UPDATE NOWAIT', [key]);
-    return false;
-  } catch (err) {
-    if (err.code === '55P03') return true;
-    throw err;
-  } finally {
-    await c.query('ROLLBACK');
-  }
-}
 
 function assertLocked503(r, key) {
   assert.equal(r.status, 503, `${key}: ${JSON.stringify(r.body)}`);

@@ -13,6 +13,7 @@
 // mid-load). Each row is judged against the documented target (./row.js).
 // `node benchmark/chaos/cluster.js [--smoke]` prints its rows; `runClusterChaos()` returns them.
 const { spawn } = require('node:child_process');
+const { stall, fullestSpan } = require('../../__test__/helpers/faults');
 const { performance } = require('node:perf_hooks');
 const { redisServer } = require('../../__test__/helpers/redis');
 const { startNodes } = require('../../__test__/helpers/cluster-nodes');
@@ -25,15 +26,6 @@ const UNANSWERED_MS = 10_000;
 
 const sum = (rs, status) => rs.reduce((a, r) => a + (r.statuses[status] || 0), 0);
 
-/** The most admissions (by their times) in any span shorter than `spanMs` (as in faults.test.js). */
-function fullestSpan(times, spanMs) {
-  let max = 0;
-  for (let i = 0, j = 0; i < times.length; i++) {
-    while (times[i] - times[j] >= spanMs) j++;
-    max = Math.max(max, i - j + 1);
-  }
-  return max;
-}
 
 /** `c.check(name, key)` timed: { allowed, ms } (allowed null when it failed). */
 async function timedCheck(c, name, key) {
@@ -105,11 +97,6 @@ async function slidingUnderDemand({ ms }) {
 
 // 2 -------------------------------------------------------------------------------------------------
 
-/** Busy-waits `ms` on this thread: a stalled event loop. */
-function stall(ms) {
-  const end = performance.now() + ms;
-  while (performance.now() < end);
-}
 
 async function stalledLoop() {
   const redis = await redisServer();

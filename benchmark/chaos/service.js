@@ -13,7 +13,7 @@
 // benchmark/chaos.js. Bounded: about 30 s, at most 60.
 const { performance } = require('node:perf_hooks');
 const { setTimeout: sleep } = require('node:timers/promises');
-const { startService, startPostgres, pgMissing, admin, check, request } = require('../../__test__/service/helpers');
+const { startService, startPostgres, pgMissing, admin, check, request, rowIsLocked } = require('../../__test__/service/helpers');
 const { OPTIONS } = require('../../lib/service/config');
 const { judged, table } = require('./row');
 
@@ -66,19 +66,6 @@ async function newClient(url, clientKey) {
   if (r.status !== 201) throw new Error(`creating ${clientKey}: ${r.status} ${JSON.stringify(r.body)}`);
 }
 
-/** Whether `key`'s row is locked by another session (NOWAIT from `c`, then let go). */
-async function rowIsLocked(c, key) {
-  try {
-    await c.query('BEGIN');
-    await c.query('SELECT 1 FROM clients WHERE client_key = $1 FOR UPDATE NOWAIT', [key]);
-    return false;
-  } catch (err) {
-    if (err.code === '55P03') return true;
-    throw err;
-  } finally {
-    await c.query('ROLLBACK');
-  }
-}
 
 async function hungInstance(pg, Client, faultMs) {
   const [a, b] = await Promise.all([startService({ flags: { database: pg.url } }).ready, startService({ flags: { database: pg.url } }).ready]);

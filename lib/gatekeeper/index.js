@@ -467,39 +467,24 @@ class Gatekeeper {
     });
   }
 
-  // A request waiting for a slot was shed: it waited `waitedMs` ('wait'), or the queue was full ('full').
+  // A request waiting for a slot of the concurrency limit was shed (./slots.js): it waited
+  // `waitedMs` ('wait'), or the wait queue was full ('full'). Hooks see cause 'concurrency'.
   #slotShed(w, waitedMs, why) {
-    let rejection = this.#responder.shed(w.tier);
-    if (!this.#wantsInfo(VERDICT.SHED)) return rejection;
-    const s = this.#handle.stats();
-    const o = this.#o;
-    const info = {
-      verdict: 'shed',
-      status: rejection.status,
-      tier: o.names[w.tier],
-      tierSource: w.source,
-      key: w.key,
-      remaining: 0,
-      limit: 0,
-      retryAfterMs: 0,
-      resetMs: 0,
-      refillScale: s.tiers[w.tier].refillScale,
-      pressure: s.pressure,
-      lagMs: s.controllerLagMs,
-      cause: 'concurrency',
-      queueWaitMs: waitedMs,
-      concurrencyLimit: s.concurrency.limit,
-      queueFull: why === 'full',
-    };
-    if (o.respond !== null) rejection = this.#respond(info, w.req, rejection);
-    this.#emit(info, w.req, o.onShed);
-    return rejection;
+    return this.#waiterShed(w, waitedMs, 'concurrency', (info, s) => {
+      info.concurrencyLimit = s.concurrency.limit;
+      info.queueFull = why === 'full';
+    });
   }
 
   // A request the turn queue sheds (./turn-queue.js): it waited too long, a higher tier took its
   // place, or the queue was full. Hooks see it as a shed with cause 'queue' and how long it waited.
   #queueShed(w, waitedMs) {
     if (this.#slots !== null) this.#slots.giveBack(w.res);
+    return this.#waiterShed(w, waitedMs, 'queue');
+  }
+
+  // A waiting request shed with `cause`; `more(info, stats)` adds the cause's own fields.
+  #waiterShed(w, waitedMs, cause, more) {
     const o = this.#o;
     let rejection = this.#responder.shed(w.tier);
     if (!this.#wantsInfo(VERDICT.SHED)) return rejection;
@@ -517,9 +502,10 @@ class Gatekeeper {
       refillScale: s.tiers[w.tier].refillScale,
       pressure: s.pressure,
       lagMs: s.controllerLagMs,
-      cause: 'queue',
+      cause,
       queueWaitMs: waitedMs,
     };
+    if (more !== undefined) more(info, s);
     if (o.respond !== null) rejection = this.#respond(info, w.req, rejection);
     this.#emit(info, w.req, o.onShed);
     return rejection;
