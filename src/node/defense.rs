@@ -20,14 +20,14 @@ use crate::core::defense::{
     PassError, PassSigner, Request, StrikeKind, StrikeRuleSpec, Verdict, MAX_PASS_LEN,
 };
 use crate::core::gate::IP_KEY_TAG;
+use crate::core::health::{sampler::SamplerOptions, LoopHealth};
 use crate::core::limit::{AlgorithmKind, LimitSet, LimitSpec, MAX_LIMITS, NEVER};
 use crate::core::names::named_enum;
 use crate::core::net::ipkey::{client_addr, ip_bin_key, ip_key, ip_key_of, parse_ip, IpKeyBuf, IpKeyConfig, BIN_KEY_LEN};
-use crate::node::gate::{decide_args, gate_now_ns, invalid, read_bounded, Bound as GateBound, GateHandle};
-use crate::node::ledger::MAX_KEY_BYTES;
-use crate::core::health::{sampler::SamplerOptions, LoopHealth};
 use crate::core::shed::LagSignal;
+use crate::node::gate::{decide_args, gate_now_ns, invalid, read_bounded, Bound as GateBound, GateHandle};
 use crate::node::lag::{acquire_thread_sampler_with, SamplerGuard};
+use crate::node::ledger::MAX_KEY_BYTES;
 use crate::node::raw;
 use napi::bindgen_prelude::*;
 use napi::sys;
@@ -274,7 +274,15 @@ fn prefixes(v4: u32, v6: u32, at: &str) -> Result<IpKeyConfig> {
 
 fn limit_spec(l: &LimitOptions, i: usize) -> Result<LimitSpec> {
     let algorithm = AlgorithmKind::parse(&format!("limits[{i}]"), &l.algorithm).map_err(|e| invalid(e.0))?;
-    Ok(LimitSpec { name: l.name.clone(), algorithm, limit: l.limit, window_ms: l.window_ms, burst: l.burst, max_delay_ms: l.max_delay_ms, max_keys: l.max_keys })
+    Ok(LimitSpec {
+        name: l.name.clone(),
+        algorithm,
+        limit: l.limit,
+        window_ms: l.window_ms,
+        burst: l.burst,
+        max_delay_ms: l.max_delay_ms,
+        max_keys: l.max_keys,
+    })
 }
 
 fn ban_spec(b: &BanOptions) -> Result<BanSpec> {
@@ -310,7 +318,8 @@ fn target_text(t: &BanTarget) -> (String, bool) {
 fn ban_info(b: &Ban, now_ns: u64, now_ms: u64) -> BanInfo {
     let (target, cidr) = target_text(&b.target);
     let since = now_ms.saturating_sub(now_ns.saturating_sub(b.since_ns) / 1_000_000) as f64;
-    let until = b.until_ns.map(|u| if u >= now_ns { now_ms as f64 + ((u - now_ns) as f64 / 1e6).ceil() } else { now_ms as f64 - ((now_ns - u) as f64 / 1e6).floor() });
+    let until =
+        b.until_ns.map(|u| if u >= now_ns { now_ms as f64 + ((u - now_ns) as f64 / 1e6).ceil() } else { now_ms as f64 - ((now_ns - u) as f64 / 1e6).floor() });
     BanInfo { target, cidr, reason: b.reason.to_string(), source: b.source.as_str().to_string(), offense: b.offense, since, until }
 }
 
@@ -347,7 +356,8 @@ impl DefenseHandle {
         let _panic = raw::throw_on_panic(&env, "DefenseHandle::new");
         let specs: Vec<LimitSpec> = o.limits.iter().enumerate().map(|(i, l)| limit_spec(l, i)).collect::<Result<_>>()?;
         let set = LimitSet::new(&specs).map_err(|e| invalid(e.0))?;
-        let ip_cfgs: Vec<IpKeyConfig> = o.limits.iter().enumerate().map(|(i, l)| prefixes(l.ipv4_prefix, l.ipv6_prefix, &format!("limits[{i}].by"))).collect::<Result<_>>()?;
+        let ip_cfgs: Vec<IpKeyConfig> =
+            o.limits.iter().enumerate().map(|(i, l)| prefixes(l.ipv4_prefix, l.ipv6_prefix, &format!("limits[{i}].by"))).collect::<Result<_>>()?;
         let cfg = ban_spec(&o.bans)?.validate("bans").map_err(|e| invalid(e.0))?;
         let mut defense = Defense::new(set, BanTable::new(cfg, rng::random_seed()));
         let signer = match &o.challenge_secrets {
@@ -384,7 +394,8 @@ impl DefenseHandle {
             _ => None,
         };
         let loop_health = sampler.as_ref().map(|g| g.health().clone());
-        let shared = Arc::new(Shared { defense, lists: RwLock::new(Arc::new(lists)), signer, ip_cfgs, ban_ip, pending: Mutex::new(Vec::new()), fair, loop_health });
+        let shared =
+            Arc::new(Shared { defense, lists: RwLock::new(Arc::new(lists)), signer, ip_cfgs, ban_ip, pending: Mutex::new(Vec::new()), fair, loop_health });
         Ok(DefenseHandle { shared, _sampler: sampler, bound: Mutex::new(None) })
     }
 
@@ -502,7 +513,11 @@ impl DefenseHandle {
     #[napi(catch_unwind)]
     pub fn report(&self, env: Env, ip: String, kind: String) -> Result<Vec<BanEventInfo>> {
         let _panic = raw::throw_on_panic(&env, "DefenseHandle::report");
-        let kind = StrikeKind::ALL.iter().copied().find(|k| k.as_str() == kind).ok_or_else(|| invalid(format!("kind must be one of {}", StrikeKind::NAMES.join(", "))))?;
+        let kind = StrikeKind::ALL
+            .iter()
+            .copied()
+            .find(|k| k.as_str() == kind)
+            .ok_or_else(|| invalid(format!("kind must be one of {}", StrikeKind::NAMES.join(", "))))?;
         let mut buf = IpKeyBuf::default();
         let key = ip_key(ip.as_bytes(), &self.shared.ban_ip, &mut buf);
         let (ns, ms) = now_pair();
@@ -523,7 +538,15 @@ impl DefenseHandle {
             .into_iter()
             .map(|r| {
                 let (target, cidr) = target_text(&r.target);
-                BanInfo { target, cidr, reason: r.reason, source: r.source.as_str().to_string(), offense: r.offense, since: r.since_unix_ms as f64, until: r.until_unix_ms.map(|u| u as f64) }
+                BanInfo {
+                    target,
+                    cidr,
+                    reason: r.reason,
+                    source: r.source.as_str().to_string(),
+                    offense: r.offense,
+                    since: r.since_unix_ms as f64,
+                    until: r.until_unix_ms.map(|u| u as f64),
+                }
             })
             .collect()
     }
@@ -532,13 +555,29 @@ impl DefenseHandle {
     #[napi(catch_unwind)]
     pub fn import(&self, env: Env, records: Vec<BanInfo>) -> Result<ImportResult> {
         let _panic = raw::throw_on_panic(&env, "DefenseHandle::import");
-        let ms_field = |v: f64, at: String| if v.is_finite() && v >= 0.0 { Ok(v as u64) } else { Err(invalid(format!("{at} must be a finite number >= 0 (Unix ms)"))) };
+        let ms_field =
+            |v: f64, at: String| if v.is_finite() && v >= 0.0 { Ok(v as u64) } else { Err(invalid(format!("{at} must be a finite number >= 0 (Unix ms)"))) };
         let mut recs = Vec::with_capacity(records.len());
         for (i, r) in records.into_iter().enumerate() {
-            let target = if r.cidr { BanTarget::Cidr(Cidr::parse(&r.target).map_err(|e| invalid(format!("records[{i}].target: {}", e.0)))?) } else { BanTarget::Key(r.target.as_bytes().into()) };
-            let source = BanSource::ALL.iter().copied().find(|s| s.as_str() == r.source).ok_or_else(|| invalid(format!("records[{i}].source must be one of {}", BanSource::NAMES.join(", "))))?;
+            let target = if r.cidr {
+                BanTarget::Cidr(Cidr::parse(&r.target).map_err(|e| invalid(format!("records[{i}].target: {}", e.0)))?)
+            } else {
+                BanTarget::Key(r.target.as_bytes().into())
+            };
+            let source = BanSource::ALL
+                .iter()
+                .copied()
+                .find(|s| s.as_str() == r.source)
+                .ok_or_else(|| invalid(format!("records[{i}].source must be one of {}", BanSource::NAMES.join(", "))))?;
             let until_unix_ms = r.until.map(|u| ms_field(u, format!("records[{i}].until"))).transpose()?;
-            recs.push(BanRecord { target, reason: r.reason, since_unix_ms: ms_field(r.since, format!("records[{i}].since"))?, until_unix_ms, offense: r.offense, source });
+            recs.push(BanRecord {
+                target,
+                reason: r.reason,
+                since_unix_ms: ms_field(r.since, format!("records[{i}].since"))?,
+                until_unix_ms,
+                offense: r.offense,
+                source,
+            });
         }
         let (ns, ms) = now_pair();
         let mut ev = Vec::new();
@@ -574,7 +613,9 @@ impl DefenseHandle {
     pub fn policies(&self, env: Env) -> Vec<LimitPolicy> {
         let _panic = raw::throw_on_panic(&env, "DefenseHandle::policies");
         let l = self.shared.defense.limits();
-        (0..l.len()).map(|i| LimitPolicy { name: l.name(i).to_string(), quota: l.policy(i).quota as f64, window_ms: l.policy(i).window_ns as f64 / 1e6 }).collect()
+        (0..l.len())
+            .map(|i| LimitPolicy { name: l.name(i).to_string(), quota: l.policy(i).quota as f64, window_ms: l.policy(i).window_ns as f64 / 1e6 })
+            .collect()
     }
 
     #[napi(catch_unwind)]
@@ -591,7 +632,9 @@ impl DefenseHandle {
             expired: s.expired as f64,
             evicted: s.evicted as f64,
             refused: s.refused as f64,
-            limits: (0..l.len()).map(|i| LimitStats { name: l.name(i).to_string(), keys: l.limit(i).len() as u32, max_keys: l.limit(i).max_keys() as u32 }).collect(),
+            limits: (0..l.len())
+                .map(|i| LimitStats { name: l.name(i).to_string(), keys: l.limit(i).len() as u32, max_keys: l.limit(i).max_keys() as u32 })
+                .collect(),
             fair_share_refused: self.shared.fair.as_ref().map_or(0.0, |f| f.refused() as f64),
         }
     }
@@ -698,7 +741,9 @@ unsafe fn f64_array<'a>(env: sys::napi_env, v: sys::napi_value) -> Option<&'a [f
         return None;
     }
     let (mut ty, mut len, mut data, mut ab, mut off) = (0, 0usize, std::ptr::null_mut(), std::ptr::null_mut(), 0usize);
-    if sys::napi_get_typedarray_info(env, v, &mut ty, &mut len, &mut data, &mut ab, &mut off) != sys::Status::napi_ok || ty != sys::TypedarrayType::float64_array {
+    if sys::napi_get_typedarray_info(env, v, &mut ty, &mut len, &mut data, &mut ab, &mut off) != sys::Status::napi_ok
+        || ty != sys::TypedarrayType::float64_array
+    {
         return None;
     }
     if len == 0 {

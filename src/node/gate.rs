@@ -6,12 +6,12 @@
 //! the shed controller when due, debits the ledger, writes the details into a Float64Array (`result`)
 //! and returns the verdict as a small integer. One crossing into Rust per request.
 use crate::core::clock::{Clock, MonotonicClock};
-use crate::core::defense::FairShare;
 use crate::core::concurrency::{ConcurrencyConfig, Slot};
+use crate::core::defense::FairShare;
 use crate::core::gate::{check_cost, Decision, Gate, GateConfig, InlineRuns, OptionValue, ShedOptions, TierSource, Verdict, MAX_HEADER_LEN, SHED_OPTIONS};
 use crate::core::health::{HealthSample, LoopHealth};
-use crate::core::net::ipkey::IpKeyConfig;
 use crate::core::names::named_enum;
+use crate::core::net::ipkey::IpKeyConfig;
 use crate::core::shed::{Cause, LagSignal};
 use crate::core::token::signature::TierSigner;
 use crate::node::lag::{acquire_thread_sampler_with, current_turn, current_turn_age_ms, SamplerGuard};
@@ -213,7 +213,9 @@ fn config(o: &GateOptions, shed: &ShedOptions) -> Result<GateConfig> {
         }
         _ => None,
     };
-    let prefix = |v: u32, max: u32, name: &str| u8::try_from(v).ok().filter(|p| u32::from(*p) <= max).ok_or_else(|| invalid(format!("{name} must be an integer in 0..{max}")));
+    let prefix = |v: u32, max: u32, name: &str| {
+        u8::try_from(v).ok().filter(|p| u32::from(*p) <= max).ok_or_else(|| invalid(format!("{name} must be an integer in 0..{max}")))
+    };
     let ip = IpKeyConfig::new(prefix(o.ipv4_prefix, 32, "ipv4Prefix")?, prefix(o.ipv6_prefix, 128, "ipv6Prefix")?).map_err(invalid)?;
     Ok(GateConfig {
         shed: shed.shed.clone(),
@@ -282,7 +284,8 @@ impl GateHandle {
     #[napi(catch_unwind)]
     pub fn bind(&self, env: Env, target: Object) -> Result<()> {
         let _panic = raw::throw_on_panic(&env, "GateHandle::bind");
-        let bound = Arc::new(Bound { gate: self.gate.clone(), out: Box::new(UnsafeCell::new([0.0; RESULT_LEN])), loop_: self.loop_, inline: InlineRuns::default() });
+        let bound =
+            Arc::new(Bound { gate: self.gate.clone(), out: Box::new(UnsafeCell::new([0.0; RESULT_LEN])), loop_: self.loop_, inline: InlineRuns::default() });
         let (env, target) = (env.raw(), target.raw());
         unsafe {
             let out = bound.out.get() as *mut f64;
@@ -601,7 +604,14 @@ unsafe fn decide_unguarded(env: sys::napi_env, info: sys::napi_callback_info) ->
 /// with an exception pending. `ranked`: the fair-share backstop, the request's client address and the
 /// loop's load (`FairShare::load`).
 #[inline(always)]
-pub(crate) unsafe fn decide_args(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value], argc: usize, now_ns: u64, ranked: Option<(&FairShare, Option<IpAddr>, f64)>) -> Option<i32> {
+pub(crate) unsafe fn decide_args(
+    env: sys::napi_env,
+    bound: &Bound,
+    argv: &[sys::napi_value],
+    argc: usize,
+    now_ns: u64,
+    ranked: Option<(&FairShare, Option<IpAddr>, f64)>,
+) -> Option<i32> {
     let gate = &bound.gate;
     let sel = match raw::get_f64(env, argv[0]) {
         Some(n) if argc >= 1 && f64::from(n as u16) == n => i32::from(n as u16),
@@ -616,11 +626,7 @@ pub(crate) unsafe fn decide_args(env: sys::napi_env, bound: &Bound, argv: &[sys:
     };
     // The header is only looked at when the caller did not choose the tier.
     let mut hbuf = [0u8; MAX_HEADER_LEN + 8];
-    let header = if tier.is_none() && argc >= 2 {
-        read_bounded(env, argv[1], &mut hbuf).map(|len| &hbuf[..len])
-    } else {
-        None
-    };
+    let header = if tier.is_none() && argc >= 2 { read_bounded(env, argv[1], &mut hbuf).map(|len| &hbuf[..len]) } else { None };
     let mut kstack = [0u8; 256];
     let mut kheap = Vec::new();
     let key = if argc >= 3 {

@@ -413,7 +413,6 @@ unsafe fn get_number(env: sys::napi_env, obj: sys::napi_value, key: &CStr) -> Op
     super::raw::get_f64(env, v)
 }
 
-
 /// Environment teardown: stop, close, and free in the close callback (which releases the hook). Called
 /// from C: after a panic, the handles are still closed (if not closing yet), or the environment would
 /// never finish tearing down.
@@ -727,15 +726,6 @@ impl LoopObserverHandle {
     pub fn sample(&self, env: Env) -> Vec<f64> {
         let _panic = raw::throw_on_panic(&env, "LoopObserverHandle::sample");
         let h = self.health.sample();
-        vec![
-            h.latest_lag_ms,
-            h.ewma_lag_ms,
-            h.p99_lag_ms,
-            h.elu,
-            h.heap_used as f64,
-            h.heap_limit as f64,
-            if h.stalled { 1.0 } else { 0.0 },
-            h.ticks as f64,
-        ]
+        vec![h.latest_lag_ms, h.ewma_lag_ms, h.p99_lag_ms, h.elu, h.heap_used as f64, h.heap_limit as f64, if h.stalled { 1.0 } else { 0.0 }, h.ticks as f64]
     }
 }

@@ -97,21 +97,10 @@ fn to_core(tiers: Vec<TierOptions>) -> std::result::Result<Vec<TierConfig>, Conf
                             js_number(pk.max_keys)
                         )));
                     }
-                    Some(PerKeyConfig {
-                        capacity: pk.capacity,
-                        refill_per_sec: pk.refill_per_sec,
-                        max_keys: pk.max_keys as usize,
-                        idle_ttl_ms: pk.idle_ttl_ms,
-                    })
+                    Some(PerKeyConfig { capacity: pk.capacity, refill_per_sec: pk.refill_per_sec, max_keys: pk.max_keys as usize, idle_ttl_ms: pk.idle_ttl_ms })
                 }
             };
-            Ok(TierConfig {
-                name: t.name,
-                capacity: t.capacity,
-                refill_per_sec: t.refill_per_sec,
-                protected: t.protected,
-                per_key,
-            })
+            Ok(TierConfig { name: t.name, capacity: t.capacity, refill_per_sec: t.refill_per_sec, protected: t.protected, per_key })
         })
         .collect()
 }
@@ -155,19 +144,13 @@ impl LedgerHandle {
         if let Some(existing) = map.get(&name).and_then(Weak::upgrade) {
             if let Some(config) = &config {
                 if existing.config() != config.as_slice() {
-                    return Err(Error::new(
-                        Status::GenericFailure,
-                        format!("Ledger.shared({name:?}): a ledger of that name exists with a different config"),
-                    ));
+                    return Err(Error::new(Status::GenericFailure, format!("Ledger.shared({name:?}): a ledger of that name exists with a different config")));
                 }
             }
             return Ok(LedgerHandle { inner: existing, exclusive: false });
         }
         let Some(config) = config else {
-            return Err(Error::new(
-                Status::GenericFailure,
-                format!("Ledger.shared({name:?}): no ledger of that name exists yet; pass its config"),
-            ));
+            return Err(Error::new(Status::GenericFailure, format!("Ledger.shared({name:?}): no ledger of that name exists yet; pass its config")));
         };
         let ledger = Arc::new(Ledger::new(config).map_err(config_error)?);
         map.retain(|_, w| w.strong_count() > 0);
@@ -371,10 +354,7 @@ unsafe fn tier_arg(env: sys::napi_env, ledger: &Ledger, v: sys::napi_value) -> s
         if n >= 0.0 && n < ledger.tier_count() as f64 && (n as usize) as f64 == n {
             return Ok(n as usize);
         }
-        raw::throw_range_error(
-            env,
-            &format!("tier {} is not a tier id of this ledger (ids are 0 to {})", js_number(n), ledger.tier_count() - 1),
-        );
+        raw::throw_range_error(env, &format!("tier {} is not a tier id of this ledger (ids are 0 to {})", js_number(n), ledger.tier_count() - 1));
         return Err(());
     }
     let mut stack = [0u8; 256];
@@ -415,12 +395,7 @@ unsafe fn cost_arg(env: sys::napi_env, argc: usize, v: sys::napi_value) -> std::
 /// Reads the arguments `(tier, key?, cost?)` and debits (`consume` with `DETAIL`, else `try_consume`,
 /// whose outcome carries only `allowed`). `None` means an exception is pending.
 #[inline(always)]
-unsafe fn debit<const DETAIL: bool>(
-    env: sys::napi_env,
-    ledger: &Ledger,
-    argv: &[sys::napi_value],
-    argc: usize,
-) -> Option<crate::core::ledger::Outcome> {
+unsafe fn debit<const DETAIL: bool>(env: sys::napi_env, ledger: &Ledger, argv: &[sys::napi_value], argc: usize) -> Option<crate::core::ledger::Outcome> {
     let tier = tier_arg(env, ledger, argv[0]).ok()?;
     let mut stack = [0u8; 256];
     let mut heap = Vec::new();

@@ -1,14 +1,14 @@
 //! The napi layer: thin wrappers that expose `crate::core` to JavaScript.
 //! Off the hot path we use ordinary `#[napi]`; hot-path calls are raw callbacks (see `raw`).
-pub mod raw;
-pub mod uv;
-pub mod ledger;
-pub mod lag;
-pub mod gate;
-pub mod tier_header;
 pub mod defense;
+pub mod gate;
+pub mod lag;
+pub mod ledger;
 pub mod panic_probe;
 pub mod quota;
+pub mod raw;
+pub mod tier_header;
+pub mod uv;
 
 use napi::Env;
 use napi_derive::napi;

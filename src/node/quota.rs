@@ -12,10 +12,12 @@ use crate::core::clock::{Clock, MonotonicClock};
 use crate::core::ledger::{js_number, ConfigError};
 use crate::core::names::named_enum;
 use crate::core::quota::{
-    Action, Algorithm, Fallback, Grant, LeaseId, LimitConfig, LimitId, Quota, QuotaConfig, Refusal, Request, RequestId, Return,
-    ReturnReason, Source, Spend, Unfunded,
+    Action, Algorithm, Fallback, Grant, LeaseId, LimitConfig, LimitId, Quota, QuotaConfig, Refusal, Request, RequestId, Return, ReturnReason, Source, Spend,
+    Unfunded,
 };
-use crate::core::quota::{IDLE_TTL_MS, INITIAL_LEASE, LEAD_TIME_MS, LEASE_TTL_MS, MAX_KEYS, MAX_LEASE, MIN_HOLDERS, RENEWAL_PERIOD_MS, RETRY_MS, SWEEP_PER_POLL};
+use crate::core::quota::{
+    IDLE_TTL_MS, INITIAL_LEASE, LEAD_TIME_MS, LEASE_TTL_MS, MAX_KEYS, MAX_LEASE, MIN_HOLDERS, RENEWAL_PERIOD_MS, RETRY_MS, SWEEP_PER_POLL,
+};
 use crate::node::ledger::MAX_KEY_BYTES;
 use crate::node::raw;
 use napi::bindgen_prelude::*;
@@ -312,7 +314,12 @@ impl QuotaHandle {
         let limits = cfg.limits.len();
         let quota = Quota::new(cfg).map_err(|e| invalid(e.0))?;
         Ok(QuotaHandle {
-            inner: Arc::new(Engine { quota: Mutex::new(State { quota, urgent: Vec::new() }), clock: MonotonicClock, limits, out: Box::new(UnsafeCell::new([0.0])) }),
+            inner: Arc::new(Engine {
+                quota: Mutex::new(State { quota, urgent: Vec::new() }),
+                clock: MonotonicClock,
+                limits,
+                out: Box::new(UnsafeCell::new([0.0])),
+            }),
         })
     }
 
@@ -476,7 +483,9 @@ unsafe fn try_spend_unguarded(env: sys::napi_env, info: sys::napi_callback_info)
     let engine = &*(data as *const Engine);
     let limit = match raw::get_f64(env, argv[0]) {
         Some(n) if n >= 0.0 && n < engine.limits as f64 && (n as usize) as f64 == n => n as usize,
-        Some(n) => return raw::throw_range_error(env, &format!("limit {} is not a limit id of this engine (ids are 0 to {})", js_number(n), engine.limits - 1)),
+        Some(n) => {
+            return raw::throw_range_error(env, &format!("limit {} is not a limit id of this engine (ids are 0 to {})", js_number(n), engine.limits - 1))
+        }
         None => return raw::throw_type_error(env, "limit must be a limit id (number)"),
     };
     let mut stack = [0u8; 256];

@@ -151,13 +151,7 @@ unsafe fn throw_panic(env: sys::napi_env, what: &str, fallback: &str) {
 ///
 /// # Safety
 /// `env` and `target` must be valid for the current call; `cb` must read its data as `*const T`.
-pub unsafe fn define_fn<T: Send + Sync + 'static>(
-    env: sys::napi_env,
-    target: sys::napi_value,
-    name: &str,
-    cb: RawCallback,
-    data: Arc<T>,
-) -> napi::Result<()> {
+pub unsafe fn define_fn<T: Send + Sync + 'static>(env: sys::napi_env, target: sys::napi_value, name: &str, cb: RawCallback, data: Arc<T>) -> napi::Result<()> {
     // A finalizer, called by N-API from C: the drop must not unwind into it.
     unsafe extern "C" fn release<T>(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
         let _ = no_unwind(|| drop(Arc::from_raw(data as *const T)));
@@ -223,10 +217,7 @@ pub fn check(status: sys::napi_status) -> napi::Result<()> {
 /// # Safety
 /// Must be called from inside a callback with its own `env` and `info`.
 #[inline(always)]
-pub unsafe fn args<const N: usize>(
-    env: sys::napi_env,
-    info: sys::napi_callback_info,
-) -> ([sys::napi_value; N], usize, *mut c_void) {
+pub unsafe fn args<const N: usize>(env: sys::napi_env, info: sys::napi_callback_info) -> ([sys::napi_value; N], usize, *mut c_void) {
     let mut argv = [ptr::null_mut(); N];
     let mut argc = N;
     let mut data = ptr::null_mut();
@@ -266,12 +257,7 @@ pub unsafe fn get_bool(env: sys::napi_env, v: sys::napi_value) -> Option<bool> {
 /// Reads a string's UTF-8 bytes into `stack`, spilling to `heap` only when it does not fit.
 /// `None` if `v` is not a string.
 #[inline(always)]
-pub unsafe fn get_str<'a, const N: usize>(
-    env: sys::napi_env,
-    v: sys::napi_value,
-    stack: &'a mut [u8; N],
-    heap: &'a mut Vec<u8>,
-) -> Option<&'a [u8]> {
+pub unsafe fn get_str<'a, const N: usize>(env: sys::napi_env, v: sys::napi_value, stack: &'a mut [u8; N], heap: &'a mut Vec<u8>) -> Option<&'a [u8]> {
     let mut len = 0usize;
     if sys::napi_get_value_string_utf8(env, v, stack.as_mut_ptr().cast(), N, &mut len) != sys::Status::napi_ok {
         return None;
@@ -293,12 +279,7 @@ pub unsafe fn get_str<'a, const N: usize>(
 /// V8 copies UTF-16 code units without transcoding (~10 ns less than a UTF-8 read here), and when they
 /// are all ASCII they are the UTF-8 bytes. Anything else takes `get_str`. `None`: not a string.
 #[inline(always)]
-pub unsafe fn get_key<'a>(
-    env: sys::napi_env,
-    v: sys::napi_value,
-    stack: &'a mut [u8; 256],
-    heap: &'a mut Vec<u8>,
-) -> Option<&'a [u8]> {
+pub unsafe fn get_key<'a>(env: sys::napi_env, v: sys::napi_value, stack: &'a mut [u8; 256], heap: &'a mut Vec<u8>) -> Option<&'a [u8]> {
     const UNITS: usize = 128;
     let mut units = std::mem::MaybeUninit::<[u16; UNITS]>::uninit();
     let mut len = 0usize;

@@ -21,8 +21,14 @@ struct Rule {
 impl Rule {
     fn resolve(&self, value: &[u8]) -> (usize, TierSource) {
         let lookup = |name: &[u8]| self.names.iter().position(|n| n.as_bytes() == name);
-        TierHeaderRule { tiers: self.names.len(), lookup: &lookup, default_tier: self.default_tier, trust_header: self.trust_header, signer: self.signer.as_ref() }
-            .resolve(value, unix_now_sec)
+        TierHeaderRule {
+            tiers: self.names.len(),
+            lookup: &lookup,
+            default_tier: self.default_tier,
+            trust_header: self.trust_header,
+            signer: self.signer.as_ref(),
+        }
+        .resolve(value, unix_now_sec)
     }
 }
 

@@ -181,7 +181,6 @@ fn options_are_checked() {
     assert!(bad(|c| c.initial_limit = 20_000).contains("initialLimit"));
 }
 
-
 #[test]
 fn a_slot_held_past_the_epochs_stops_counting_and_its_late_release_is_ignored() {
     let mut c = Concurrency::new(ConcurrencyConfig { initial_limit: 3, ..ConcurrencyConfig::default() });

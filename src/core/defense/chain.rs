@@ -23,11 +23,11 @@
 use super::ban::{Ban, BanEvent, BanHit};
 use super::cidr::{Addr, Cidr};
 use super::lists::{Access, AccessLists};
-use crate::core::token::pass::{PassError, PassSigner};
 use super::rules::StrikeKind;
 use super::table::BanTable;
 use crate::core::limit::{Decision, LimitSet};
 use crate::core::names::named_enum;
+use crate::core::token::pass::{PassError, PassSigner};
 use std::net::IpAddr;
 
 named_enum! {

@@ -196,7 +196,21 @@ mod tests {
         assert_eq!(p("::ffff:10.0.0.1/95"), "\"::ffff:10.0.0.1/95\" has bits set past its /95 prefix (did you mean ::fffe:0:0/95?)");
         assert_eq!(p("10.0.0.0/33"), "\"10.0.0.0/33\": the prefix length must be a whole number from 0 to 32 for IPv4");
         assert_eq!(p("::/129"), "\"::/129\": the prefix length must be a whole number from 0 to 128 for IPv6");
-        for bad in ["", "/8", "10.0.0.0/", "10.0.0.0/x", "10.0.0.0/+8", "10.0.0.0/-1", "10.0.0.0/0008", "10.0.0/8", "300.0.0.0/8", "[::1]", "::1%eth0", "10.0.0.0/8/8", "1.2.3.4:80"] {
+        for bad in [
+            "",
+            "/8",
+            "10.0.0.0/",
+            "10.0.0.0/x",
+            "10.0.0.0/+8",
+            "10.0.0.0/-1",
+            "10.0.0.0/0008",
+            "10.0.0/8",
+            "300.0.0.0/8",
+            "[::1]",
+            "::1%eth0",
+            "10.0.0.0/8/8",
+            "1.2.3.4:80",
+        ] {
             assert!(Cidr::parse(bad).is_err(), "{bad:?}");
         }
         assert!(p("nope").starts_with("\"nope\" is not an IP address or CIDR prefix"));

@@ -109,7 +109,14 @@ impl FairShareSpec {
                 Some(IpKeyConfig::new(a, b).map_err(|e| ConfigError(format!("{path}.subnet: {e}")))?)
             }
         };
-        Ok(FairShareConfig { reserve: self.reserve, window_ns: (self.window_ms * 1e6).round() as u64, max_share: self.max_share, subnet, slots: self.slots as usize, lag_ms: self.lag_ms })
+        Ok(FairShareConfig {
+            reserve: self.reserve,
+            window_ns: (self.window_ms * 1e6).round() as u64,
+            max_share: self.max_share,
+            subnet,
+            slots: self.slots as usize,
+            lag_ms: self.lag_ms,
+        })
     }
 }
 
@@ -200,7 +207,11 @@ impl FairShare {
     /// The loop's load for `admits`: its lag (`lag_ms`) over `lagMs`, 0 when that part is off.
     #[inline]
     pub fn load(&self, lag_ms: f64) -> f64 {
-        if self.cfg.lag_ms > 0.0 { lag_ms / self.cfg.lag_ms } else { 0.0 }
+        if self.cfg.lag_ms > 0.0 {
+            lag_ms / self.cfg.lag_ms
+        } else {
+            0.0
+        }
     }
 
     /// Whether the request of the client at `ip` at `now_ns` may take a token from a pool holding

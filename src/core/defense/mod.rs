@@ -22,17 +22,17 @@ pub mod rng;
 mod rules;
 mod strikes;
 mod table;
-mod trie;
-mod usage;
 #[cfg(test)]
 mod tests;
+mod trie;
+mod usage;
 
+pub use crate::core::token::pass::{PassError, PassSigner, MAX_PASS_LEN, MIN_SECRET_LEN};
 pub use ban::{Ban, BanEvent, BanEventKind, BanHit, BanSource, BanStats, BanTarget};
 pub use chain::{Defense, Outcome, Request, Verdict};
 pub use cidr::{Addr, Cidr, CidrError};
 pub use fair::{FairShare, FairShareConfig, FairShareSpec};
 pub use lists::{Access, AccessLists};
-pub use crate::core::token::pass::{PassError, PassSigner, MAX_PASS_LEN, MIN_SECRET_LEN};
 pub use persist::{BanRecord, ImportReport};
 pub use rules::{BanConfig, BanSpec, Escalation, EscalationSpec, StrikeKind, StrikeRule, StrikeRuleSpec, MAX_THRESHOLD};
 pub use table::{BanTable, BanTableFull, MAX_PERMANENT_SHARE};

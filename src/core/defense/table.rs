@@ -195,7 +195,9 @@ impl BanState {
         if !key.is_empty() {
             let hash = self.hasher.hash_one(key);
             let slots = &self.slots;
-            let hit = self.by_key.find(hash, |&id| matches!(&slots[id as usize], Some(s) if s.hash == hash && matches!(&s.ban.target, BanTarget::Key(k) if **k == *key)));
+            let hit = self
+                .by_key
+                .find(hash, |&id| matches!(&slots[id as usize], Some(s) if s.hash == hash && matches!(&s.ban.target, BanTarget::Key(k) if **k == *key)));
             if let Some(&id) = hit {
                 let b = self.ban(id);
                 if b.is_live(now_ns) {
@@ -334,7 +336,14 @@ impl BanTable {
 
     /// An operator's ban: for `duration_ns` (`None`: permanent), exactly (no jitter).
     pub fn ban(&self, target: BanTarget, reason: &str, duration_ns: Option<u64>, now_ns: u64, events: &mut Vec<BanEvent>) -> Result<(), BanTableFull> {
-        let ban = Ban { target, reason: Arc::from(reason), since_ns: now_ns, until_ns: duration_ns.map(|d| now_ns.saturating_add(d)), offense: 0, source: BanSource::Operator };
+        let ban = Ban {
+            target,
+            reason: Arc::from(reason),
+            since_ns: now_ns,
+            until_ns: duration_ns.map(|d| now_ns.saturating_add(d)),
+            offense: 0,
+            source: BanSource::Operator,
+        };
         let mut st = self.state.lock();
         let r = st.upsert(ban, self.cfg.max_bans, now_ns, 0, events);
         self.note_len(&st);

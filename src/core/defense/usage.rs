@@ -92,7 +92,11 @@ impl UsageSketch {
     pub fn new(slots: usize) -> UsageSketch {
         debug_assert!(slots.is_power_of_two());
         // An empty cell (a count of 0, which a written cell never has) is of no epoch.
-        UsageSketch { cells: (0..ROWS * slots).map(|_| AtomicU64::new(0)).collect(), mask: slots - 1, totals: Totals { epoch: AtomicU64::new(u64::MAX), ..Totals::default() } }
+        UsageSketch {
+            cells: (0..ROWS * slots).map(|_| AtomicU64::new(0)).collect(),
+            mask: slots - 1,
+            totals: Totals { epoch: AtomicU64::new(u64::MAX), ..Totals::default() },
+        }
     }
 
     /// Bytes held (fixed at construction).

@@ -1,10 +1,10 @@
 //! The gate's options, and the check that every tier can pay a request's cost.
+use super::ShedOptions;
 use crate::core::concurrency::ConcurrencyConfig;
-use crate::core::net::ipkey::IpKeyConfig;
 use crate::core::ledger::TierConfig;
+use crate::core::net::ipkey::IpKeyConfig;
 use crate::core::shed::{LagSignal, ShedConfig};
 use crate::core::token::signature::TierSigner;
-use super::ShedOptions;
 
 #[derive(Clone, Debug)]
 pub struct GateConfig {
@@ -54,7 +54,10 @@ pub fn check_cost(cost: f64, tiers: &[TierConfig]) -> Result<(), String> {
         }
         if let Some(pk) = &t.per_key {
             if cost > pk.capacity {
-                return Err(format!("cost {cost} exceeds tiers[{i}].perKey.capacity {} (tier \"{}\"): no keyed request could ever be admitted", pk.capacity, t.name));
+                return Err(format!(
+                    "cost {cost} exceeds tiers[{i}].perKey.capacity {} (tier \"{}\"): no keyed request could ever be admitted",
+                    pk.capacity, t.name
+                ));
             }
         }
     }

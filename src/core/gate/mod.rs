@@ -45,9 +45,9 @@
 mod burst;
 mod config;
 mod options;
-mod tier;
 #[cfg(test)]
 mod tests;
+mod tier;
 
 pub use burst::InlineRuns;
 pub use config::{check_cost, GateConfig};
@@ -56,9 +56,9 @@ pub use tier::{TierHeaderRule, TierSource, MAX_HEADER_LEN};
 
 use crate::core::concurrency::{Concurrency, ConcurrencyStats, Slot};
 use crate::core::health::{HealthSample, LoopHealth};
-use crate::core::net::ipkey::{ip_key, IpKeyBuf, MAX_KEY_LEN as MAX_IP_KEY_LEN};
 use crate::core::ledger::{Ledger, Limit, Outcome};
 use crate::core::names::named_enum;
+use crate::core::net::ipkey::{ip_key, IpKeyBuf, MAX_KEY_LEN as MAX_IP_KEY_LEN};
 use crate::core::shed::{Cause, ShedConfigError, ShedController, ShedInput};
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -418,7 +418,14 @@ impl Gate {
                 };
                 // Retry once the pool has refilled by a request's cost.
                 let retry = if rate > 0.0 { 1000.0 * self.cfg.cost.max(1.0) / rate } else { f64::INFINITY };
-                d.outcome = Outcome { allowed: false, limited_by: Limit::Tier, remaining: tokens, limit: self.ledger.config()[tier].capacity, retry_after_ms: retry, reset_ms: 0.0 };
+                d.outcome = Outcome {
+                    allowed: false,
+                    limited_by: Limit::Tier,
+                    remaining: tokens,
+                    limit: self.ledger.config()[tier].capacity,
+                    retry_after_ms: retry,
+                    reset_ms: 0.0,
+                };
                 return d;
             }
         }

@@ -1,8 +1,8 @@
 use super::*;
-use crate::core::shed::ShedConfig;
-use crate::core::token::signature::TierSigner;
 use crate::core::clock::ManualClock;
 use crate::core::ledger::{PerKeyConfig, TierConfig};
+use crate::core::shed::ShedConfig;
+use crate::core::token::signature::TierSigner;
 
 const MS: u64 = 1_000_000;
 const SECRET: &[u8] = b"0123456789abcdef0123456789abcdef";
@@ -15,11 +15,7 @@ fn ledger(per_key: Option<PerKeyConfig>) -> Arc<Ledger> {
     let clock = Arc::new(ManualClock::new(0));
     Arc::new(
         Ledger::with_clock(
-            vec![
-                tier("critical", true, 100.0, per_key.clone()),
-                tier("standard", false, 100.0, per_key.clone()),
-                tier("background", false, 100.0, per_key),
-            ],
+            vec![tier("critical", true, 100.0, per_key.clone()), tier("standard", false, 100.0, per_key.clone()), tier("background", false, 100.0, per_key)],
             clock,
         )
         .unwrap(),
@@ -422,7 +418,9 @@ fn a_ranked_decision_refuses_a_heavy_client_before_the_pool_runs_dry_and_debits_
     use crate::core::net::ipkey::IpKeyConfig;
     let (g, _) = gate();
     let fair = FairShare::new(FairShareSpec::default().validate("fairShare").unwrap(), IpKeyConfig::new(32, 56).unwrap());
-    let ranked = |share: f64| g.decide_ranked(Some(1), None, None, 0, || 0, || 0.0, || 0, Some((|tokens, budget| fair.admits_share(share, tokens, budget), || fair.count_refusal())));
+    let ranked = |share: f64| {
+        g.decide_ranked(Some(1), None, None, 0, || 0, || 0.0, || 0, Some((|tokens, budget| fair.admits_share(share, tokens, budget), || fair.count_refusal())))
+    };
     let heavy: Vec<Verdict> = (0..70).map(|_| ranked(3.0).verdict).collect();
     assert_eq!(heavy.iter().filter(|&&v| v == Verdict::Admit).count(), 63, "100 down to 37");
     assert!(heavy[63..].iter().all(|&v| v == Verdict::TierFull));
@@ -435,7 +433,9 @@ fn a_ranked_decision_refuses_a_heavy_client_before_the_pool_runs_dry_and_debits_
     let c = g.stats().counters[1];
     assert_eq!((c.admitted, c.tier_full), (100, 9));
     // A protected tier is not ranked: the heavy client takes its pool to the last token.
-    let ranked0 = |share: f64| g.decide_ranked(Some(0), None, None, 0, || 0, || 0.0, || 0, Some((|tokens, budget| fair.admits_share(share, tokens, budget), || fair.count_refusal())));
+    let ranked0 = |share: f64| {
+        g.decide_ranked(Some(0), None, None, 0, || 0, || 0.0, || 0, Some((|tokens, budget| fair.admits_share(share, tokens, budget), || fair.count_refusal())))
+    };
     assert_eq!((0..101).filter(|_| ranked0(9.0).verdict == Verdict::Admit).count(), 100);
     assert_eq!(fair.refused(), 8);
     // Without a backstop the same heavy client would have had the pool's last tokens.

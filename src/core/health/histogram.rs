@@ -236,7 +236,11 @@ impl LagWindow {
     }
 
     pub fn mean_ms(&self) -> f64 {
-        if self.samples.is_empty() { 0.0 } else { self.sum_ns as f64 / self.samples.len() as f64 / 1e6 }
+        if self.samples.is_empty() {
+            0.0
+        } else {
+            self.sum_ns as f64 / self.samples.len() as f64 / 1e6
+        }
     }
 
     /// Nearest-rank quantile (`q` in 0..=1) of the window's drift, in ms, 0 when empty. Exact below
@@ -247,7 +251,7 @@ impl LagWindow {
             return 0.0;
         }
         let rank = ((q.clamp(0.0, 1.0) * n as f64).ceil() as u64).max(1); // 1-based rank from the bottom
-        // Walk from the top: the `n - rank + 1`-th largest. For high quantiles this touches few groups.
+                                                                          // Walk from the top: the `n - rank + 1`-th largest. For high quantiles this touches few groups.
         let from_top = n - rank + 1;
         let mut seen = 0u64;
         for g in (0..GROUPS).rev() {

@@ -38,7 +38,11 @@ pub struct HealthSample {
 impl HealthSample {
     /// Heap used over heap limit, 0 when the limit is unknown.
     pub fn heap_ratio(&self) -> f64 {
-        if self.heap_limit == 0 { 0.0 } else { self.heap_used as f64 / self.heap_limit as f64 }
+        if self.heap_limit == 0 {
+            0.0
+        } else {
+            self.heap_used as f64 / self.heap_limit as f64
+        }
     }
 }
 

@@ -15,8 +15,8 @@ mod slot;
 pub(crate) use entry::INLINE_KEY;
 /// Bytes of one entry (one cache line).
 pub(crate) const ENTRY_BYTES: usize = std::mem::size_of::<entry::Entry>();
-pub(crate) use hash::{shard_index, KeyHasher};
 pub(crate) use entry::EntryData;
+pub(crate) use hash::{shard_index, KeyHasher};
 pub(crate) use shard::{EntryGuard, ShardCell};
 pub use slot::Slot;
 

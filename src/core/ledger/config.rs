@@ -82,7 +82,6 @@ fn check_positive(what: String, v: f64) -> Result<(), ConfigError> {
     }
 }
 
-
 pub(crate) fn validate(tiers: &[TierConfig]) -> Result<(), ConfigError> {
     if tiers.is_empty() {
         return Err(ConfigError("tiers must list at least one tier".into()));
@@ -92,10 +91,7 @@ pub(crate) fn validate(tiers: &[TierConfig]) -> Result<(), ConfigError> {
             return Err(ConfigError(format!("tiers[{i}].name must be a non-empty string")));
         }
         if let Some(j) = tiers[..i].iter().position(|o| o.name == t.name) {
-            return Err(ConfigError(format!(
-                "tiers[{i}].name {:?} is a duplicate of tiers[{j}].name",
-                t.name
-            )));
+            return Err(ConfigError(format!("tiers[{i}].name {:?} is a duplicate of tiers[{j}].name", t.name)));
         }
         check_amount(format!("tiers[{i}].capacity"), t.capacity)?;
         check_rate_amount(format!("tiers[{i}].refillPerSec"), t.refill_per_sec)?;
@@ -103,11 +99,7 @@ pub(crate) fn validate(tiers: &[TierConfig]) -> Result<(), ConfigError> {
             check_amount(format!("tiers[{i}].perKey.capacity"), pk.capacity)?;
             check_rate_amount(format!("tiers[{i}].perKey.refillPerSec"), pk.refill_per_sec)?;
             if pk.max_keys == 0 || pk.max_keys > u32::MAX as usize {
-                return Err(ConfigError(format!(
-                    "tiers[{i}].perKey.maxKeys must be an integer from 1 to {} (got {})",
-                    u32::MAX,
-                    pk.max_keys
-                )));
+                return Err(ConfigError(format!("tiers[{i}].perKey.maxKeys must be an integer from 1 to {} (got {})", u32::MAX, pk.max_keys)));
             }
             check_positive(format!("tiers[{i}].perKey.idleTtlMs"), pk.idle_ttl_ms)?;
         }
@@ -121,7 +113,16 @@ mod number_text_tests {
 
     #[test]
     fn numbers_print_as_javascript_prints_them() {
-        for (v, s) in [(1e308, "1e+308"), (1e21, "1e+21"), (1e20, "100000000000000000000"), (2.5, "2.5"), (-0.0, "0"), (1e-7, "1e-7"), (-1e300, "-1e+300"), (f64::INFINITY, "Infinity")] {
+        for (v, s) in [
+            (1e308, "1e+308"),
+            (1e21, "1e+21"),
+            (1e20, "100000000000000000000"),
+            (2.5, "2.5"),
+            (-0.0, "0"),
+            (1e-7, "1e-7"),
+            (-1e300, "-1e+300"),
+            (f64::INFINITY, "Infinity"),
+        ] {
             assert_eq!(js_number(v), s);
         }
     }

@@ -14,14 +14,7 @@ impl Ledger {
         let cfg = &map.cfg;
         let kb = &mut e.bucket;
         kb.refill(cfg.capacity, cfg.refill_per_sec, now_ns);
-        let mut out = Outcome {
-            allowed: false,
-            limited_by: Limit::Key,
-            remaining: kb.tokens,
-            limit: cfg.capacity,
-            retry_after_ms: 0.0,
-            reset_ms: 0.0,
-        };
+        let mut out = Outcome { allowed: false, limited_by: Limit::Key, remaining: kb.tokens, limit: cfg.capacity, retry_after_ms: 0.0, reset_ms: 0.0 };
         if cost > cfg.capacity || kb.tokens < cost {
             out.retry_after_ms = kb.wait_ms(cost, cfg.capacity, cfg.refill_per_sec);
         } else {
@@ -53,13 +46,7 @@ impl Ledger {
     }
 
     #[inline(always)]
-    pub(crate) fn debit<const DETAIL: bool>(
-        &self,
-        tier: usize,
-        key: Option<&[u8]>,
-        cost: f64,
-        now: impl Fn() -> u64,
-    ) -> Outcome {
+    pub(crate) fn debit<const DETAIL: bool>(&self, tier: usize, key: Option<&[u8]>, cost: f64, now: impl Fn() -> u64) -> Outcome {
         let t = &self.tiers[tier];
         match (key, &t.keys) {
             (Some(key), Some(map)) => {
@@ -69,11 +56,13 @@ impl Ledger {
             _ => {
                 // The time, read at most once and only if needed.
                 let seen = Cell::new(None);
-                let clock = || *seen.get().get_or_insert_with(|| {
-                    let v = now();
-                    seen.set(Some(v));
-                    v
-                });
+                let clock = || {
+                    *seen.get().get_or_insert_with(|| {
+                        let v = now();
+                        seen.set(Some(v));
+                        v
+                    })
+                };
                 let (allowed, retry_after_ms) = match t.debit(cost, clock) {
                     Ok(()) => (true, 0.0),
                     Err(retry) => (false, retry),

@@ -41,13 +41,13 @@ mod coarse;
 mod config;
 mod debit;
 mod lease;
-mod outcome;
-mod stripes;
-mod tier;
 #[cfg(all(test, loom))]
 mod model;
+mod outcome;
+mod stripes;
 #[cfg(test)]
 mod tests;
+mod tier;
 
 pub use crate::core::keymap::Slot;
 pub use config::{js_number, ConfigError, PerKeyConfig, TierConfig};
@@ -57,9 +57,9 @@ use crate::core::bucket::Bucket;
 use crate::core::clock::{Clock, CoarseClock};
 use crate::core::keymap::{EntryData, KeyMap};
 use crate::core::padded::Padded;
+use crate::core::sync::{AtomicU64, Mutex};
 use coarse::{coarse_is_safe, LedgerClock};
 use config::validate;
-use crate::core::sync::{AtomicU64, Mutex};
 use std::sync::Arc;
 use stripes::STRIPES;
 use tier::{Pool, Tier, LEASE_FRACTION};
@@ -103,11 +103,7 @@ impl Ledger {
                 capacity: t.capacity,
                 refill_per_sec: t.refill_per_sec,
                 protected: t.protected,
-                pool: Padded(Mutex::new(Pool {
-                    bucket: Bucket::full(t.capacity, now),
-                    scale: 1.0,
-                    leased_out: 0.0,
-                })),
+                pool: Padded(Mutex::new(Pool { bucket: Bucket::full(t.capacity, now), scale: 1.0, leased_out: 0.0 })),
                 stripes: (0..STRIPES).map(|_| Padded(AtomicU64::new(0f64.to_bits()))).collect(),
                 lease: t.capacity * LEASE_FRACTION,
                 keys: t.per_key.clone().map(KeyMap::new),

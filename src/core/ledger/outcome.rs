@@ -29,14 +29,7 @@ pub struct Outcome {
 
 impl Outcome {
     /// A refusal with no details, a starting point for callers that fill in their own.
-    pub const DENIED: Outcome = Outcome {
-        allowed: false,
-        limited_by: Limit::Tier,
-        remaining: 0.0,
-        limit: 0.0,
-        retry_after_ms: 0.0,
-        reset_ms: 0.0,
-    };
+    pub const DENIED: Outcome = Outcome { allowed: false, limited_by: Limit::Tier, remaining: 0.0, limit: 0.0, retry_after_ms: 0.0, reset_ms: 0.0 };
 }
 
 /// One tier as `snapshot` sees it.

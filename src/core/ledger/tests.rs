@@ -1,7 +1,7 @@
 use super::*;
+use crate::core::clock::ManualClock;
 use crate::core::keymap::ShardCell;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use crate::core::clock::ManualClock;
 
 const MS: u64 = 1_000_000;
 const SEC: u64 = 1_000_000_000;
@@ -12,12 +12,7 @@ fn tier(name: &str, capacity: f64, refill: f64) -> TierConfig {
 
 fn keyed(name: &str, capacity: f64, refill: f64, key_cap: f64, key_refill: f64, max_keys: usize) -> TierConfig {
     TierConfig {
-        per_key: Some(PerKeyConfig {
-            capacity: key_cap,
-            refill_per_sec: key_refill,
-            max_keys,
-            idle_ttl_ms: 60_000.0,
-        }),
+        per_key: Some(PerKeyConfig { capacity: key_cap, refill_per_sec: key_refill, max_keys, idle_ttl_ms: 60_000.0 }),
         ..tier(name, capacity, refill)
     }
 }
@@ -290,15 +285,7 @@ fn snapshot_and_reset() {
     l.set_refill_scale(0, 0.5);
     clock.set_ns(2 * SEC);
     let s = l.snapshot();
-    assert_eq!(s[0], TierSnapshot {
-        name: "a".into(),
-        protected: false,
-        tokens: 7.0,
-        capacity: 10.0,
-        refill_per_sec: 1.0,
-        refill_scale: 0.5,
-        keys: 0
-    });
+    assert_eq!(s[0], TierSnapshot { name: "a".into(), protected: false, tokens: 7.0, capacity: 10.0, refill_per_sec: 1.0, refill_scale: 0.5, keys: 0 });
     assert_eq!((s[1].tokens, s[1].keys), (7.0, 2));
     assert_eq!(l.reset(Some(1), Some(b"x")), 1);
     assert_eq!(l.key_tokens(1, b"x", 0), None);

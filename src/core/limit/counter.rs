@@ -81,7 +81,7 @@ impl SlidingCounter {
         let prev = u128::from(at.prev);
         let room = (u128::from(self.limit) - u128::from(need)) * w; // need <= limit
         let left = w - u128::from(at.offset); // ns to the end of this window
-        // In this window the estimate falls by P per ns: P·(left − d) + cur·W <= room.
+                                              // In this window the estimate falls by P per ns: P·(left − d) + cur·W <= room.
         if cur * w <= room {
             let over = (prev * left + cur * w).saturating_sub(room);
             let d = if over == 0 { 0 } else { over.div_ceil(prev) };

@@ -53,13 +53,7 @@ impl Algorithm for FixedWindow {
         let limit = u64::from(self.limit);
         let used = u64::from(count);
         // Within this window, units come back only when it ends.
-        counted_check(limit, cost, limit - used, |pending, need| {
-            if used + u64::from(pending) + need <= limit {
-                0
-            } else {
-                end
-            }
-        })
+        counted_check(limit, cost, limit - used, |pending, need| if used + u64::from(pending) + need <= limit { 0 } else { end })
     }
 
     fn commit(&self, s: &mut FixedState, cost: u32, now_ns: u64) {

@@ -66,11 +66,7 @@ impl Algorithm for Gcra {
         let after = if allowed { need } else { backlog };
         let remaining = tol.saturating_sub(after) / t;
         // One more unit once the backlog has fallen to `tol − (remaining + 1)·T`.
-        let reset_ns = if remaining >= u128::from(self.burst) {
-            0
-        } else {
-            to_ns((after - (tol - (remaining + 1) * t)).div_ceil(l))
-        };
+        let reset_ns = if remaining >= u128::from(self.burst) { 0 } else { to_ns((after - (tol - (remaining + 1) * t)).div_ceil(l)) };
         let (retry_after_ns, delay_ns) = if allowed {
             (0, to_ns(need.saturating_sub(tol).div_ceil(l)))
         } else if step > tol + max_delay {

@@ -262,11 +262,8 @@ mod tests {
     #[test]
     fn all_or_nothing_holds_across_threads() {
         let s = std::sync::Arc::new(
-            LimitSet::new(&[
-                LimitSpec::new("a", AlgorithmKind::FixedWindow, 1000.0, 1e9),
-                LimitSpec::new("b", AlgorithmKind::SlidingWindow, 700.0, 1e9),
-            ])
-            .unwrap(),
+            LimitSet::new(&[LimitSpec::new("a", AlgorithmKind::FixedWindow, 1000.0, 1e9), LimitSpec::new("b", AlgorithmKind::SlidingWindow, 700.0, 1e9)])
+                .unwrap(),
         );
         let threads: Vec<_> = (0..4)
             .map(|_| {

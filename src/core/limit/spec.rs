@@ -29,9 +29,11 @@ pub const MAX_EXACT_BYTES: f64 = 1024.0 * 1024.0 * 1024.0;
 
 impl AlgorithmKind {
     pub fn parse(path: &str, name: &str) -> Result<AlgorithmKind, ConfigError> {
-        Self::ALL.iter().copied().find(|k| k.as_str() == name).ok_or_else(|| {
-            ConfigError(format!("{path}.algorithm must be one of {} (got {name:?})", Self::NAMES.join(", ")))
-        })
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|k| k.as_str() == name)
+            .ok_or_else(|| ConfigError(format!("{path}.algorithm must be one of {} (got {name:?})", Self::NAMES.join(", "))))
     }
 }
 
@@ -143,7 +145,10 @@ mod tests {
             (LimitSpec { limit: 1.5, ..base.clone() }, "limits[2].limit"),
             (LimitSpec { limit: 0.0, ..base.clone() }, "limits[2].limit"),
             (LimitSpec { limit: 5e9, ..base.clone() }, "limits[2].limit"),
-            (LimitSpec { window_ms: f64::INFINITY, ..base.clone() }, "limits[2].windowMs must be a finite number > 0 (at least 1e-6, one nanosecond) and at most 1000000000000 (got Infinity)"),
+            (
+                LimitSpec { window_ms: f64::INFINITY, ..base.clone() },
+                "limits[2].windowMs must be a finite number > 0 (at least 1e-6, one nanosecond) and at most 1000000000000 (got Infinity)",
+            ),
             (LimitSpec { window_ms: 0.0, ..base.clone() }, "limits[2].windowMs"),
             (LimitSpec { window_ms: -5.0, ..base.clone() }, "limits[2].windowMs"),
             (LimitSpec { window_ms: 1e-7, ..base.clone() }, "limits[2].windowMs"),

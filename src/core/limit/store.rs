@@ -179,14 +179,7 @@ impl<S> Store<S> {
     /// Runs `f` on `key`'s state under its shard's lock, inserting `fresh()` for a new key (evicting if
     /// the shard is full; `idle` tells which states can go for free). `f` may lock other stores: the
     /// lock is held until it returns, which is what makes a check-then-commit atomic.
-    pub fn with<R>(
-        &self,
-        key: &[u8],
-        now_ns: u64,
-        idle: impl Fn(&S) -> bool,
-        fresh: impl FnOnce() -> S,
-        f: impl FnOnce(&mut S) -> R,
-    ) -> R {
+    pub fn with<R>(&self, key: &[u8], now_ns: u64, idle: impl Fn(&S) -> bool, fresh: impl FnOnce() -> S, f: impl FnOnce(&mut S) -> R) -> R {
         let hash = self.hasher.hash_one(key);
         let mut shard = self.shard(hash).lock();
         let idx = match shard.find(hash, key) {
@@ -269,10 +262,16 @@ mod tests {
 
     /// A state that is idle when it is 0.
     fn bump(s: &Store<u32>, key: &[u8], now: u64) -> u32 {
-        s.with(key, now, |&v| v == 0, || 0, |v| {
-            *v += 1;
-            *v
-        })
+        s.with(
+            key,
+            now,
+            |&v| v == 0,
+            || 0,
+            |v| {
+                *v += 1;
+                *v
+            },
+        )
     }
 
     /// Keys around the inline size, and long ones, are told apart exactly (no prefix or padding match).

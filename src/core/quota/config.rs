@@ -252,8 +252,7 @@ mod tests {
         assert!(err(|c| c.limits[0].algorithm = Algorithm::TokenBucket { rate_per_sec: 1.0, burst: f64::INFINITY })
             .contains("limits[0].burst must be a finite number > 0 (got Infinity)"));
         assert!(err(|c| c.limits[0].algorithm = Algorithm::Window { limit: 0.0, window_ms: 1.0 }).contains("limits[0].limit"));
-        assert!(err(|c| c.limits[0].algorithm = Algorithm::Window { limit: 1.0, window_ms: 1e300 })
-            .contains("limits[0].windowMs must be at most"));
+        assert!(err(|c| c.limits[0].algorithm = Algorithm::Window { limit: 1.0, window_ms: 1e300 }).contains("limits[0].windowMs must be at most"));
         assert!(err(|c| c.limits[0].unfunded = Unfunded::Provisional { allowance: 0 }).contains("limits[0].provisional"));
         assert!(err(|c| c.limits[0].renewal_period_ms = -5.0).contains("limits[0].renewalPeriodMs"));
         assert!(err(|c| c.limits[0].lead_time_ms = 0.0).contains("limits[0].leadTimeMs"));

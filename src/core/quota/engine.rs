@@ -307,12 +307,8 @@ impl Quota {
             return;
         }
         let lim = &self.limits[acc.limit.index()];
-        let ahead = acc.leases.len() < MAX_LEASES
-            && renewal_due(
-                acc.leases.total(),
-                acc.meter.expected(lim.lead_ns, now_ns, lim.renewal_ns),
-                lim.cfg.max_lease,
-            );
+        let ahead =
+            acc.leases.len() < MAX_LEASES && renewal_due(acc.leases.total(), acc.meter.expected(lim.lead_ns, now_ns, lim.renewal_ns), lim.cfg.max_lease);
         if ahead || acc.debt > 0 {
             self.enqueue(slot);
         }
@@ -324,13 +320,7 @@ impl Quota {
         let acc = self.table.get_mut(slot);
         let lim = &self.limits[acc.limit.index()];
         let need = acc.debt.saturating_add(acc.awaiting).saturating_sub(acc.leases.total());
-        let size = lease_size(
-            acc.meter.per_period(now_ns, lim.renewal_ns),
-            need,
-            lim.cfg.max_lease,
-            lim.cfg.initial_lease,
-            acc.view,
-        );
+        let size = lease_size(acc.meter.per_period(now_ns, lim.renewal_ns), need, lim.cfg.max_lease, lim.cfg.initial_lease, acc.view);
         let id = RequestId(self.next_id);
         self.next_id += 1;
         acc.pending = Some(Pending { id, size, sent_ns: now_ns });

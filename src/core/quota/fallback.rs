@@ -78,9 +78,7 @@ impl Share {
                 let h = f64::from(holders);
                 b.tokens_at(burst / h, rate_per_sec / h, now_ns) >= burst / h
             }
-            (Share::Window { index, used }, Algorithm::Window { window_ms, .. }) => {
-                *used == 0.0 || *index != window_index(window_ms, now_ns)
-            }
+            (Share::Window { index, used }, Algorithm::Window { window_ms, .. }) => *used == 0.0 || *index != window_index(window_ms, now_ns),
             _ => unreachable!("a share of another algorithm"),
         }
     }

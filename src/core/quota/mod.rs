@@ -56,9 +56,9 @@ mod poll;
 mod reply;
 mod sizing;
 mod table;
-mod wire;
 #[cfg(test)]
 mod tests;
+mod wire;
 
 pub use config::{Algorithm, Fallback, LimitConfig, QuotaConfig, Unfunded};
 pub use config::{IDLE_TTL_MS, INITIAL_LEASE, LEAD_TIME_MS, LEASE_TTL_MS, MAX_KEYS, MAX_LEASE, MIN_HOLDERS, RENEWAL_PERIOD_MS, RETRY_MS, SWEEP_PER_POLL};

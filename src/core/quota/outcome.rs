@@ -37,7 +37,10 @@ pub enum Spend {
     /// ask again.
     Awaiting,
     /// `retry_after_ns`: when asking again may succeed (`u64::MAX`: not by waiting).
-    Refused { reason: Refusal, retry_after_ns: u64 },
+    Refused {
+        reason: Refusal,
+        retry_after_ns: u64,
+    },
 }
 
 /// Work for the caller, from `poll`.

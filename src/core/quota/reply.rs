@@ -43,9 +43,7 @@ impl Quota {
         } else if expires_ns <= now_ns {
             back(tokens, g.lease, ReturnReason::Unusable)
         } else {
-            acc.leases
-                .add(Lease::new(g.lease, tokens, expires_ns))
-                .map(|over| lease_return(limit, key, over, ReturnReason::Overflow, now_ns))
+            acc.leases.add(Lease::new(g.lease, tokens, expires_ns)).map(|over| lease_return(limit, key, over, ReturnReason::Overflow, now_ns))
         };
         self.stats.returned += r.as_ref().map_or(0, |r| r.tokens);
         // A grant shrunk near the limit, or one that did not cover the debt, asks again; an empty

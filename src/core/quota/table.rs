@@ -39,16 +39,7 @@ pub(crate) struct Table {
 
 impl Table {
     pub fn new(cap: usize) -> Table {
-        Table {
-            slots: Vec::new(),
-            free: Vec::new(),
-            index: HashTable::new(),
-            hasher: std::hash::RandomState::new(),
-            len: 0,
-            cap,
-            evict_hand: 0,
-            sweep_hand: 0,
-        }
+        Table { slots: Vec::new(), free: Vec::new(), index: HashTable::new(), hasher: std::hash::RandomState::new(), len: 0, cap, evict_hand: 0, sweep_hand: 0 }
     }
 
     pub fn len(&self) -> usize {
@@ -65,9 +56,7 @@ impl Table {
 
     pub fn find(&self, hash: u64, limit: LimitId, key: &[u8]) -> Option<u32> {
         let slots = &self.slots;
-        self.index
-            .find(hash, |&s| slots[s as usize].acc.as_ref().is_some_and(|a| a.limit == limit && *a.key == *key))
-            .copied()
+        self.index.find(hash, |&s| slots[s as usize].acc.as_ref().is_some_and(|a| a.limit == limit && *a.key == *key)).copied()
     }
 
     pub fn get(&self, slot: u32) -> &Account {
@@ -103,8 +92,7 @@ impl Table {
             }
         };
         let slots = &self.slots;
-        self.index
-            .insert_unique(hash, slot, |&s| slots[s as usize].acc.as_ref().map_or(0, |a| a.hash));
+        self.index.insert_unique(hash, slot, |&s| slots[s as usize].acc.as_ref().map_or(0, |a| a.hash));
         self.len += 1;
         slot
     }

@@ -304,7 +304,13 @@ impl ShedController {
         for (rank, &tier) in self.sheddable.iter().enumerate() {
             let s = (1.0 - (self.pressure * n - rank as f64)).clamp(0.0, 1.0);
             // Snap values within float noise of the ends so "zero" and "full" are exact.
-            let s = if s < 1e-9 { 0.0 } else if s > 1.0 - 1e-9 { 1.0 } else { s };
+            let s = if s < 1e-9 {
+                0.0
+            } else if s > 1.0 - 1e-9 {
+                1.0
+            } else {
+                s
+            };
             if s != self.scales[tier] {
                 self.scales[tier] = s;
                 changed = true;

@@ -13,7 +13,16 @@ fn three_tiers(cfg: ShedConfig) -> ShedController {
 
 /// Proportional only (no integral term) unless a test turns it on.
 fn cfg() -> ShedConfig {
-    ShedConfig { target_lag_ms: 50.0, critical_lag_ms: 150.0, hysteresis_ms: 10.0, hold_ms: 1000.0, recovery_ms: 2000.0, integral_ms: 0.0, confirm_ms: 0.0, ..Default::default() }
+    ShedConfig {
+        target_lag_ms: 50.0,
+        critical_lag_ms: 150.0,
+        hysteresis_ms: 10.0,
+        hold_ms: 1000.0,
+        recovery_ms: 2000.0,
+        integral_ms: 0.0,
+        confirm_ms: 0.0,
+        ..Default::default()
+    }
 }
 
 fn approx(a: f64, b: f64) -> bool {
@@ -284,7 +293,7 @@ fn a_rise_after_the_lag_went_under_rearms_only_once_it_goes_under_again() {
     c.update(&lag(0.0), 500 * MS);
     c.update(&lag(0.0), 1400 * MS);
     c.update(&lag(65.0), 1500 * MS); // halved: 0.9, held to 2500 ms
-    // Still above the target when the hold ends: recovery, not another halving.
+                                     // Still above the target when the hold ends: recovery, not another halving.
     c.update(&lag(65.0), 2500 * MS);
     c.update(&lag(65.0), 2900 * MS);
     assert!(approx(c.pressure(), 0.85), "0.9 - 400 ms at the slowed rate");
@@ -681,7 +690,16 @@ fn invalid_configs_name_the_field() {
 
 #[test]
 fn lag_signal_selection() {
-    let s = crate::core::health::HealthSample { latest_lag_ms: 7.0, ewma_lag_ms: 3.0, p99_lag_ms: 11.0, elu: 0.25, heap_used: 1, heap_limit: 4, stalled: true, ticks: 9 };
+    let s = crate::core::health::HealthSample {
+        latest_lag_ms: 7.0,
+        ewma_lag_ms: 3.0,
+        p99_lag_ms: 11.0,
+        elu: 0.25,
+        heap_used: 1,
+        heap_limit: 4,
+        stalled: true,
+        ticks: 9,
+    };
     assert_eq!(ShedInput::from_sample(&s, LagSignal::Latest).lag_ms, 7.0);
     assert_eq!(ShedInput::from_sample(&s, LagSignal::Ewma).lag_ms, 3.0);
     assert_eq!(ShedInput::from_sample(&s, LagSignal::P99).lag_ms, 11.0);

@@ -16,10 +16,10 @@
 //! Verification is bounded (longer input is rejected first), parses without allocating, and compares
 //! the MAC in constant time (`Mac::verify_slice`) under every configured secret (rotation: the first
 //! mints, any verifies).
-use crate::core::ledger::ConfigError;
-use crate::core::names::named_enum;
 use super::base64url;
 use super::keys::{KeysError, MacKeys};
+use crate::core::ledger::ConfigError;
+use crate::core::names::named_enum;
 use sha2::{Digest, Sha256};
 
 pub const PASS_PREFIX: &[u8] = b"p1.";
@@ -67,7 +67,9 @@ impl PassSigner {
         match MacKeys::new(secrets) {
             Ok(keys) => Ok(PassSigner { keys }),
             Err(KeysError::Empty) => Err(ConfigError("challengeSecret: at least one secret is required".into())),
-            Err(KeysError::TooShort(i)) => Err(ConfigError(format!("challengeSecret[{i}] must be at least {MIN_SECRET_LEN} bytes (32 random bytes recommended)"))),
+            Err(KeysError::TooShort(i)) => {
+                Err(ConfigError(format!("challengeSecret[{i}] must be at least {MIN_SECRET_LEN} bytes (32 random bytes recommended)")))
+            }
         }
     }
 

@@ -16,7 +16,6 @@ use super::base64url;
 use super::keys::{KeysError, MacKeys};
 use std::fmt;
 
-
 pub const PREFIX: &[u8] = b"t1.";
 pub const MAX_TIER_LEN: usize = 64;
 pub const MAX_EXPIRY_DIGITS: usize = 12;

@@ -203,12 +203,7 @@ fn answers_to_no_request_in_flight_are_handed_back() {
 #[test]
 fn a_store_that_is_down_makes_keys_fall_back_and_recovery_is_automatic() {
     for fallback in [Fallback::Open, Fallback::Closed] {
-        let cfg = LimitConfig {
-            fallback,
-            min_holders: 2,
-            algorithm: Algorithm::Window { limit: 10.0, window_ms: 1000.0 },
-            ..limit()
-        };
+        let cfg = LimitConfig { fallback, min_holders: 2, algorithm: Algorithm::Window { limit: 10.0, window_ms: 1000.0 }, ..limit() };
         let (mut q, l) = engine_with(cfg, 100);
         let r = need(q.try_spend(l, K, 1, 0));
         q.grant(l, K, r.id, grant(2, 100, 1), MS);

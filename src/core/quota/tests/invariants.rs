@@ -72,12 +72,7 @@ fn covered_by_debits(r: &Run, c: Cover, f: impl Fn(&Admit) -> bool) {
                 i += 1;
             }
             admitted += a.cost as i64;
-            assert!(
-                admitted <= net + c.extra as i64,
-                "key {key} process {p:?} at {} ms: admitted {admitted} > debited {net} + {}",
-                a.t / MS,
-                c.extra
-            );
+            assert!(admitted <= net + c.extra as i64, "key {key} process {p:?} at {} ms: admitted {admitted} > debited {net} + {}", a.t / MS, c.extra);
         }
     }
 }

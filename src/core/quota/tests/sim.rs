@@ -192,9 +192,8 @@ fn engine(sc: &Scenario) -> Quota {
 
 pub fn run(sc: &Scenario) -> Run {
     let mut rng = Rng::new(sc.seed);
-    let procs = (0..sc.processes)
-        .map(|_| Proc { q: engine(sc), epoch: 0, offset: rng.range(0, 3600 * SEC), waiters: vec![], flights: HashMap::new() })
-        .collect();
+    let procs =
+        (0..sc.processes).map(|_| Proc { q: engine(sc), epoch: 0, offset: rng.range(0, 3600 * SEC), waiters: vec![], flights: HashMap::new() }).collect();
     let limit = engine(sc).limit_at(0).unwrap();
     let mut sim = Sim {
         sc,
@@ -319,10 +318,7 @@ impl Sim<'_> {
                 let local = self.local(p);
                 let back = self.procs[p].q.grant(self.limit, &req.key, req.id, grant, local);
                 if f.timed_out {
-                    assert!(
-                        grant.granted == 0 || back.as_ref().is_some_and(|r| r.reason == ReturnReason::Late),
-                        "a grant after its timeout goes back whole"
-                    );
+                    assert!(grant.granted == 0 || back.as_ref().is_some_and(|r| r.reason == ReturnReason::Late), "a grant after its timeout goes back whole");
                 }
                 if let Some(r) = back {
                     self.send_return(p, r);
@@ -448,8 +444,7 @@ impl Sim<'_> {
 
     /// A request of `key` was answered (or failed): its waiters ask again.
     fn wake(&mut self, p: usize, key: usize) {
-        let waiting: Vec<(u64, u64)> =
-            self.procs[p].waiters.iter().filter(|w| w.key == key).map(|w| (w.id, w.cost)).collect();
+        let waiting: Vec<(u64, u64)> = self.procs[p].waiters.iter().filter(|w| w.key == key).map(|w| (w.id, w.cost)).collect();
         for (id, cost) in waiting {
             if self.spend(p, key, cost, Some(id)) {
                 self.procs[p].waiters.retain(|w| w.id != id);

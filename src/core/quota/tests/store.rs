@@ -7,12 +7,21 @@ use std::collections::HashMap;
 
 #[derive(Clone, Copy, Debug)]
 pub enum StoreAlg {
-    Bucket { rate_per_sec: f64, burst: f64 },
+    Bucket {
+        rate_per_sec: f64,
+        burst: f64,
+    },
     /// `limit` per fixed window; leases end with their window and are named by it.
-    Fixed { limit: u64, window_ns: u64 },
+    Fixed {
+        limit: u64,
+        window_ns: u64,
+    },
     /// At most `limit` in any span of `window_ns`: a lease occupies the window from its grant until
     /// its expiry plus one window.
-    Sliding { limit: u64, window_ns: u64 },
+    Sliding {
+        limit: u64,
+        window_ns: u64,
+    },
 }
 
 struct Record {
@@ -93,11 +102,7 @@ impl Store {
                 let granted = size.min(b.tokens.floor() as u64);
                 b.tokens -= granted as f64;
                 let remaining = b.tokens.floor() as u64;
-                let retry = if remaining == 0 && rate_per_sec > 0.0 {
-                    ((1.0 - b.tokens) / rate_per_sec * 1e9).ceil() as u64
-                } else {
-                    0
-                };
+                let retry = if remaining == 0 && rate_per_sec > 0.0 { ((1.0 - b.tokens) / rate_per_sec * 1e9).ceil() as u64 } else { 0 };
                 (granted, remaining, ttl_ns, lease_seq, retry)
             }
             StoreAlg::Fixed { limit, window_ns } => {
