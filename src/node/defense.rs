@@ -878,7 +878,7 @@ unsafe fn defend_args(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value
     // Otherwise only a refusal needs it, for its strike, and it is made then (below). (A ban added
     // while this request runs may miss it by key, as if the request had come first.)
     let pass_given = raw::is_string(env, argv[2]);
-    let eager = pass_given || s.defense.challenge_after().is_some() || s.defense.bans().len() > 0;
+    let eager = pass_given || s.defense.challenge_after().is_some() || !s.defense.bans().is_empty();
     let mut bkbuf = IpKeyBuf::default();
     let ban_key: &[u8] = if eager { ip_key_of(ip, &s.ban_ip, &mut bkbuf) } else { &[] };
     let out = &mut *bound.out.get();

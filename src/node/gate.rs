@@ -371,7 +371,7 @@ impl GateHandle {
     #[napi(catch_unwind)]
     pub fn release_slot(&self, env: Env, epoch: f64, latency_ms: f64, waiting: u32) -> u32 {
         let _panic = raw::throw_on_panic(&env, "GateHandle::release_slot");
-        let latency = (latency_ms.is_finite() && latency_ms >= 0.0).then(|| (latency_ms * 1e6) as u64);
+        let latency = (latency_ms.is_finite() && latency_ms >= 0.0).then_some((latency_ms * 1e6) as u64);
         self.gate.release(epoch as u64, latency, waiting, gate_now_ns())
     }
 

@@ -398,7 +398,7 @@ impl QuotaHandle {
     pub fn fail(&self, env: Env, limit: u32, key: String, id: f64) -> Result<()> {
         let _panic = raw::throw_on_panic(&env, "QuotaHandle::fail");
         let limit = self.limit(limit)?;
-        if !(id.is_finite() && id >= 0.0 && id <= MAX_SAFE) {
+        if !(id.is_finite() && (0.0..=MAX_SAFE).contains(&id)) {
             return Err(invalid(format!("fail: id must be an integer >= 0 (got {})", js_number(id))));
         }
         let now = self.inner.now();
@@ -499,7 +499,7 @@ unsafe fn try_spend_unguarded(env: sys::napi_env, info: sys::napi_callback_info)
         1
     } else {
         match raw::get_f64(env, argv[2]) {
-            Some(c) if c >= 0.0 && c <= MAX_SAFE && (c as u64) as f64 == c => c as u64,
+            Some(c) if (0.0..=MAX_SAFE).contains(&c) && (c as u64) as f64 == c => c as u64,
             Some(c) => return raw::throw_range_error(env, &format!("cost must be an integer >= 0 (got {})", js_number(c))),
             None => return raw::throw_type_error(env, "cost must be a number"),
         }

@@ -62,7 +62,7 @@ fn run(c: &mut Concurrency, d: &mut Downstream, rate_per_s: u64, from_ms: u64, t
                 r.latencies.push(l);
             }
         }
-        match c.try_acquire(i % 10 == 0, false, t) {
+        match c.try_acquire(i.is_multiple_of(10), false, t) {
             Slot::Held | Slot::Shadow => {
                 d.submit(t, c.epoch());
                 if t > 1000 * MS {
@@ -72,7 +72,7 @@ fn run(c: &mut Concurrency, d: &mut Downstream, rate_per_s: u64, from_ms: u64, t
             Slot::Wait => r.waited += 1,
             Slot::None => unreachable!(),
         }
-        if i % 100 == 0 {
+        if i.is_multiple_of(100) {
             r.limits.push(c.limit());
         }
         t += step;

@@ -3,7 +3,7 @@
 //! 1. allow list, or the user's `skip`: exempt, nothing below is looked at (not even the deny list);
 //! 2. deny list: refused (403);
 //! 3. ban table, by the request's ban key or a CIDR ban on its address: refused (403);
-//! 3½. the challenge step-up, when configured (`with_challenge`): a client whose ban key, or one of
+//!    3½. the challenge step-up, when configured (`with_challenge`): a client whose ban key, or one of
 //!    the prefixes it belongs to that prefix limits strike (step 4), has at least that many live
 //!    strikes (under every rule together) is answered with the application's challenge instead of
 //!    being served: the challenge comes before a rule's ban, a CIDR ban of the client's /24 included.

@@ -416,7 +416,7 @@ mod tests {
         assert_eq!(ask(2 * MS, 74.0), (true, Some(0.0)));
         // Its second request: 1 before it, of 2 from 1 client.
         assert_eq!(ask(3 * MS, 90.0), (true, Some(0.5)));
-        assert_eq!(ask(2002 * MS - 1, 90.0).1.is_some(), true);
+        assert!(ask(2002 * MS - 1, 90.0).1.is_some());
         assert_eq!(ask(2002 * MS, 90.0), (true, None));
         // Asked twice for one request: counted once.
         let mut share = None;

@@ -39,5 +39,5 @@ const COARSE_SHARE: f64 = 64.0;
 pub(crate) fn coarse_is_safe(tiers: &[TierConfig], resolution_ns: u64) -> bool {
     let tick_s = resolution_ns as f64 / 1e9;
     let ok = |capacity: f64, rate: f64| rate * tick_s <= capacity / COARSE_SHARE;
-    tiers.iter().all(|t| ok(t.capacity, t.refill_per_sec) && t.per_key.as_ref().map_or(true, |k| ok(k.capacity, k.refill_per_sec)))
+    tiers.iter().all(|t| ok(t.capacity, t.refill_per_sec) && t.per_key.as_ref().is_none_or(|k| ok(k.capacity, k.refill_per_sec)))
 }

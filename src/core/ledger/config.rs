@@ -43,7 +43,7 @@ pub fn js_number(v: f64) -> String {
     let a = v.abs();
     // JS switches to exponent notation at 1e21 and below 1e-6; Rust's `{}` never does (1e308 would be
     // printed as 309 digits).
-    if a >= 1e21 || a < 1e-6 {
+    if !(1e-6..1e21).contains(&a) {
         let s = format!("{v:e}");
         return match s.split_once('e') {
             Some((m, e)) if !e.starts_with('-') => format!("{m}e+{e}"),
@@ -67,7 +67,7 @@ fn check_amount(what: String, v: f64) -> Result<(), ConfigError> {
 }
 
 fn check_rate_amount(what: String, v: f64) -> Result<(), ConfigError> {
-    if v.is_finite() && v >= 0.0 && v <= MAX_AMOUNT {
+    if v.is_finite() && (0.0..=MAX_AMOUNT).contains(&v) {
         Ok(())
     } else {
         Err(ConfigError(format!("{what} must be a finite number >= 0 and <= 1e15 (got {})", js_number(v))))
