@@ -95,7 +95,7 @@ test('a key function returning a number keys by that number, not silently by IP;
   const handler = gatekeeper.http({
     shed: false,
     perKey: { capacity: 1, refillPerSec: 0.001 },
-    key: (req) => id,
+    key: () => id,
     onDecision: (info) => keys.push(info.key),
   }, (req, res) => res.end('ok'));
   const server = http.createServer(handler);

@@ -380,7 +380,7 @@ test('a synchronous route: requests read in one loop turn are served by tier, no
       sockets[i].write(`GET / HTTP/1.1\r\nhost: x\r\nx-seq: ${name}\r\nx-user-tier: ${tier}\r\n\r\n`);
     });
     const until = Date.now() + 50;
-    while (Date.now() < until); // eslint-disable-line no-empty
+    while (Date.now() < until);
     await waitFor(() => started.length === names.length, 'every request to run');
     // One handler ran at once (whichever socket was read first); the critical one is served next.
     assert.ok(started.indexOf('c0') <= 1, `critical started at position ${started.indexOf('c0')}: ${started.join(' ')}`);

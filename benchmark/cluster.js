@@ -145,7 +145,7 @@ function flagsOf(r) {
 function printRun(label, rows, args) {
   console.log(`  ${label}`);
   for (const r of rows) {
-    const cells = COLUMNS.map(([name, w, get, fmt = (v) => v.toFixed(1)]) => `${name} ${fmt(get(r))}`).join(', ');
+    const cells = COLUMNS.map(([name, , get, fmt = (v) => v.toFixed(1)]) => `${name} ${fmt(get(r))}`).join(', ');
     const flags = flagsOf(r);
     console.log(`    ${title(r.kind).padEnd(40)} ${cells}, admitted ${r.admitted ?? '—'} of ${args.limit}${flags ? `  !! ${flags}` : ''}`);
   }
@@ -165,7 +165,7 @@ function printSummary(heading, runs, args) {
   console.log(`${'limiter'.padEnd(40)} ${COLUMNS.map(([name, w]) => name.padStart(Math.max(w, 22))).join(' ')} ${`admitted of ${args.limit}`.padStart(18)}`);
   for (const { kind } of KINDS) {
     const rs = runs.map((rows) => rows.find((r) => r.kind === kind));
-    const cells = COLUMNS.map(([name, w, get, fmt = (v) => v.toFixed(1)]) => medianRange(rs.map(get), fmt).padStart(Math.max(w, 22))).join(' ');
+    const cells = COLUMNS.map(([, w, get, fmt = (v) => v.toFixed(1)]) => medianRange(rs.map(get), fmt).padStart(Math.max(w, 22))).join(' ');
     const admitted = [...new Set(rs.map((r) => r.admitted ?? '—'))].join('/');
     console.log(`${title(kind).padEnd(40)} ${cells} ${admitted.padStart(18)}`);
   }

@@ -4,12 +4,11 @@
 // and routes, and memory bounded under a flood of unique addresses.
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const http = require('node:http');
 const diagnostics = require('node:diagnostics_channel');
 const { EventEmitter } = require('node:events');
 const { gatekeeper, BAN_CHANNEL } = require('../..');
 const { FRAMEWORKS } = require('./apps');
-const { listen, close, request } = require('../helpers/http');
+const { request } = require('../helpers/http');
 
 const MIN = 60_000;
 

@@ -150,7 +150,9 @@ const traceSampler = setInterval(() => {
     const s = statsSource.stats();
     const t = s && s.tiers && Object.values(s.tiers)[0];
     traceStats.push({ t: nowAbs(), fairRefused: d ? d.fairShareRefused || 0 : 0, banned: d ? d.refusals.banned : 0, bans: d ? d.bans : 0, tierFull: t ? t.tierFull : 0, admitted: t ? t.admitted : 0 });
-  } catch {}
+  } catch {
+    // a guard between configurations: no sample this tick
+  }
 }, 20);
 traceSampler.unref();
 
@@ -352,7 +354,7 @@ async function main() {
       const u = process.cpuUsage();
       reply({ userUs: u.user, systemUs: u.system });
     } else if (msg.cmd === 'guard-stats') {
-      let stats = null;
+      let stats;
       try {
         stats = statsSource && typeof statsSource.stats === 'function' ? statsSource.stats() : null;
       } catch (err) {

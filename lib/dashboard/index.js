@@ -19,7 +19,7 @@ const { Sampler } = require('./sampler');
 
 const OPTIONS = new Set(['gatekeeper', 'queue', 'lag', 'ledger', 'token', 'prefix', 'intervalMs', 'historySec', 'maxStreams', 'service']);
 const SERVICE_OPTIONS = new Set(['apiBase']);
-const PATH = /^\/[A-Za-z0-9._~\/-]*$/;
+const PATH = /^\/[A-Za-z0-9._~/-]*$/;
 const HEARTBEAT_MS = 15_000;
 /** Bytes a live stream may have waiting for a slow reader before it is closed. */
 const MAX_BUFFERED_BYTES = 1 << 20;

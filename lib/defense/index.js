@@ -129,7 +129,7 @@ class Defense {
         fairShare: o.fairShare ?? undefined,
       });
     } catch (err) {
-      if (err && err.code === 'InvalidArg') throw new RangeError(`gatekeeper: options.${err.message}`);
+      if (err && err.code === 'InvalidArg') throw new RangeError(`gatekeeper: options.${err.message}`, { cause: err });
       throw err;
     }
     const bound = {};

@@ -267,7 +267,7 @@ class Gatekeeper {
         concurrency: o.concurrency === null ? undefined : o.concurrency,
       }, s); // the shed options go as they are: src/node/gate.rs reads them by name
     } catch (err) {
-      if (err && err.code === 'InvalidArg') throw new RangeError(`gatekeeper: ${err.message}`);
+      if (err && err.code === 'InvalidArg') throw new RangeError(`gatekeeper: ${err.message}`, { cause: err });
       throw err;
     }
     const bound = {};

@@ -79,8 +79,8 @@ function callNative(fn) {
   try {
     return fn();
   } catch (err) {
-    if (err && err.code === 'InvalidArg') throw new RangeError(err.message);
-    if (err && err.code === 'GenericFailure') throw new Error(err.message);
+    if (err && err.code === 'InvalidArg') throw new RangeError(err.message, { cause: err });
+    if (err && err.code === 'GenericFailure') throw new Error(err.message, { cause: err });
     throw err;
   }
 }

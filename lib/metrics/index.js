@@ -19,7 +19,7 @@ const { ledgerFamilies } = require('./ledger');
 const { leaseFamilies } = require('./leases');
 const { defenseFamilies } = require('./defense');
 const { clusterFamilies } = require('./cluster');
-const { statusRoute, health } = require('./status');
+const { statusRoute } = require('./status');
 
 const OPTIONS = new Set(['gatekeeper', 'queue', 'lag', 'ledger', 'leases', 'cluster', 'registry', 'waitBuckets']);
 

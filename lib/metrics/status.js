@@ -89,7 +89,7 @@ function statusRoute(options) {
     onlyKnown(options, OPTIONS, 'statusRoute: options');
     const c = components(options, 'statusRoute: options');
     const path = options.path === undefined ? '/status' : options.path;
-    if (typeof path !== 'string' || !/^\/[A-Za-z0-9._~\/-]*$/.test(path) || (path.length > 1 && path.endsWith('/'))) {
+    if (typeof path !== 'string' || !/^\/[A-Za-z0-9._~/-]*$/.test(path) || (path.length > 1 && path.endsWith('/'))) {
       throw new TypeError(`statusRoute: options.path must be a path like "/status", got ${JSON.stringify(path)}`);
     }
     const recentMs = options.recentMs === undefined ? 10_000 : finite(options.recentMs, 'statusRoute: options.recentMs', { max: 3_600_000 });

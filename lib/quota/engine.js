@@ -96,7 +96,7 @@ function callNative(fn) {
   try {
     return fn();
   } catch (err) {
-    if (err && err.code === 'InvalidArg') throw new RangeError(err.message);
+    if (err && err.code === 'InvalidArg') throw new RangeError(err.message, { cause: err });
     throw err;
   }
 }

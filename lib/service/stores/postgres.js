@@ -85,7 +85,7 @@ async function migrate(pool) {
   try {
     client = await pool.connect();
   } catch (err) {
-    throw new Error(`cannot connect to PostgreSQL: ${err.message}`);
+    throw new Error(`cannot connect to PostgreSQL: ${err.message}`, { cause: err });
   }
   try {
     // Unbounded here: the lock is held by an instance applying a migration, which may take long.
@@ -102,7 +102,7 @@ async function migrate(pool) {
         await client.query('COMMIT');
       } catch (err) {
         await client.query('ROLLBACK').catch(() => {});
-        throw new Error(`migration ${m.name} failed: ${err.message}`);
+        throw new Error(`migration ${m.name} failed: ${err.message}`, { cause: err });
       }
     }
   } finally {
