@@ -46,13 +46,17 @@ function tierOf(options, reqOptions) {
   return info;
 }
 
-test('defaults: three tiers, lowest is the default, healthy loop admits', async (t) => {
+test('defaults: three tiers, standard the default, health probes critical, healthy loop admits', async (t) => {
   const { gate, get } = await serve(t, {});
   assert.deepEqual(gate.tiers, ['critical', 'standard', 'background']);
   const r = await get('/');
   assert.equal(r.status, 200);
+  for (const probe of ['/health', '/healthz', '/ready/db', '/livez']) assert.equal((await get(probe)).status, 200);
+  assert.equal((await get('/healthcheck')).status, 200, 'a path that only starts like one is not a probe');
   const s = gate.stats();
-  assert.equal(s.tiers.background.admitted, 1);
+  assert.equal(s.tiers.standard.admitted, 2);
+  assert.equal(s.tiers.critical.admitted, 4);
+  assert.equal(s.tiers.background.admitted, 0);
   assert.equal(s.tiers.critical.protected, true);
   assert.equal(s.pressure, 0);
   assert.equal(s.injected, false);

@@ -338,7 +338,7 @@ test('defense refusals reach onReject, onDecision, respond and the decision chan
     assert.equal((await from('203.0.113.1')).status, 451, 'respond() replaced the ban');
     assert.deepEqual(rejected.map((i) => i.verdict), ['deny-listed', 'rate-limited', 'banned']);
     const rl = rejected[1];
-    assert.deepEqual([rl.status, rl.limitName, rl.limit, rl.remaining, rl.key, rl.tier], [429, 'one', 1, 0, '198.51.100.1', 'background']);
+    assert.deepEqual([rl.status, rl.limitName, rl.limit, rl.remaining, rl.key, rl.tier], [429, 'one', 1, 0, '198.51.100.1', 'standard']);
     assert.ok(rl.retryAfterMs > 59_000 && rl.retryAfterMs <= MIN);
     assert.deepEqual(rejected[2].banned, { byCidr: false, permanent: false });
     assert.deepEqual(decided, ['deny-listed', 'admit', 'rate-limited', 'banned']);
@@ -441,13 +441,13 @@ test('one native call: the gate decides only what the defense lets on, and its r
     const third = await from('198.51.100.1');
     assert.equal(third.status, 429);
     assert.equal(third.json.type, 'urn:tiergate:problem:rate-limited');
-    assert.equal(third.json.tier, 'background', "the tier quota's 429, not a named limit's");
-    const s = app.gate.stats().tiers.background;
+    assert.equal(third.json.tier, 'standard', "the tier quota's 429, not a named limit's");
+    const s = app.gate.stats().tiers.standard;
     assert.deepEqual([s.admitted, s.rateLimited], [2, 1]);
     // The named limit counted all three; a fourth is its refusal.
     const fourth = await from('198.51.100.1');
     assert.equal(fourth.json.limit, 'per-ip');
-    assert.equal(app.gate.stats().tiers.background.rateLimited, 1, 'the gate did not decide the fourth');
+    assert.equal(app.gate.stats().tiers.standard.rateLimited, 1, 'the gate did not decide the fourth');
   } finally {
     await app.stop();
   }

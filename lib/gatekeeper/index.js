@@ -54,6 +54,9 @@ const DEFAULT_TIERS = Object.freeze([
   Object.freeze({ name: 'background', capacity: UNBOUNDED_RATE, refillPerSec: UNBOUNDED_RATE }),
 ]);
 
+/** With the default tiers, after the given route rules: health probes are never shed. */
+const PROBE_ROUTES = Object.freeze(['/health', '/healthz', '/ready', '/readyz', '/live', '/livez'].map((path) => Object.freeze({ method: ['GET', 'HEAD'], path, tier: 'critical' })));
+
 const OPTIONS = new Set([
   'tiers', 'ledger', 'perKey', 'tierHeader', 'trustTierHeader', 'tierSecret', 'routes', 'classify', 'defaultTier',
   'key', 'trustProxy', 'ipv4Prefix', 'ipv6Prefix', 'cost', 'shed', 'rateLimitHeaders', 'rateLimitHeadersOnSuccess',
@@ -139,7 +142,10 @@ function normalize(options) {
   });
   const ids = new Map(names.map((n, i) => [n, i]));
 
-  let defaultTier = names.length - 1;
+  // The default tiers, given no tier: 'standard' (the lowest is for traffic someone chose to
+  // shed first), and health probes 'critical' (a shed probe makes a load balancer pull the backend).
+  const defaultTiers = options.tiers === undefined && options.ledger === undefined;
+  let defaultTier = defaultTiers ? ids.get('standard') : names.length - 1;
   if (options.defaultTier !== undefined) {
     if (typeof options.defaultTier !== 'string') throw new TypeError(`gatekeeper: options.defaultTier must be a tier name, got ${typeName(options.defaultTier)}`);
     defaultTier = ids.get(options.defaultTier);
@@ -173,7 +179,7 @@ function normalize(options) {
     tierHeader,
     trustTierHeader: options.trustTierHeader === true,
     secrets,
-    routes: compileRoutes(options.routes, ids, 'gatekeeper: options.routes'),
+    routes: compileRoutes(defaultTiers && (options.routes === undefined || Array.isArray(options.routes)) ? [...(options.routes || []), ...PROBE_ROUTES] : options.routes, ids, 'gatekeeper: options.routes'),
     classify: optionalFn(options.classify, 'gatekeeper: options.classify'),
     key: compileKey(options.key, 'gatekeeper: options.key'),
     trustProxy: checkTrustProxy(options.trustProxy, 'gatekeeper: options.trustProxy'),
