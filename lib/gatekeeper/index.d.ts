@@ -145,8 +145,7 @@ export interface GatekeeperOptions extends DefenseOptions {
   routes?: RouteRule[];
   /** Returns a tier name, or undefined to fall through to the routes, the header, the default. */
   classify?: (req: IncomingMessage) => string | undefined | null;
-  /** Tier for requests without a usable tier. Default: the lowest. */
-  /** Default: 'standard' with the default tiers (health probes 'critical'), else the lowest tier. */
+  /** Tier for requests without a usable tier. Default: 'standard' with the default tiers (health probes 'critical'), else the lowest tier. */
   defaultTier?: string;
   /** The per-key identity: 'ip' (default), a header, or a function; falls back to the client IP. */
   key?: 'ip' | { header: string } | ((req: IncomingMessage) => string | number | undefined | null);
