@@ -202,12 +202,13 @@ export interface ConcurrencyStats {
   waits: number;
   shadowWaits: number;
   baselineMs: number;
-  meanMs: number;
+  typicalMs: number;
   throughput: number;
   queueing: boolean;
   signal: number;
   pressure: number;
   longLived: number;
+  probes: number;
   waiting: number;
   waited: number;
   waitShed: number;

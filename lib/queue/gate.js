@@ -316,10 +316,13 @@ class ConcurrencyGate {
     const a = this.adaptive;
     return {
       limit: this.limit,
-      adaptive: a === null ? null : {
-        min: a.min, max: a.max, estimate: round3(a.estimate), baselineMs: round3(a.longRtt), lastWindowMs: round3(a.lastShortRtt),
-        updates: a.updates, saturated: a.saturated,
-      },
+      adaptive: a === null ? null : (() => {
+        const e = a.stats();
+        return {
+          min: a.min, max: a.max, estimate: round3(e.estimate), baselineMs: round3(e.baselineMs), lastWindowMs: round3(e.typicalMs),
+          throughput: round3(e.throughput), queueing: e.queueing, updates: e.intervals, saturated: a.saturated,
+        };
+      })(),
       inFlight: this.inFlight,
       queued: queues.size,
       queuedByTier,

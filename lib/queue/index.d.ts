@@ -23,16 +23,6 @@ export interface AdaptiveLimitOptions {
   max?: number;
   /** Starting limit. Default min(max, max(min, 10)). */
   initial?: number;
-  /** Latency inflation tolerated before the limit falls (>= 1). Default 1.5. */
-  tolerance?: number;
-  /** Weight of each window's target, 0 < s <= 1. Default 0.2. */
-  smoothing?: number;
-  /** Minimum window length in ms. Default 100. */
-  windowMs?: number;
-  /** Minimum samples per window. Default 10. */
-  minSamples?: number;
-  /** Windows over which the no-load baseline rises (it falls within a few). Default 100. */
-  longWindow?: number;
 }
 
 export interface CodelOptions {
@@ -106,7 +96,7 @@ export interface QueueTierStats {
 
 export interface ConcurrencyGateStats {
   limit: number;
-  adaptive: null | { min: number; max: number; estimate: number; baselineMs: number; lastWindowMs: number; updates: number; saturated: boolean };
+  adaptive: null | { min: number; max: number; estimate: number; baselineMs: number; lastWindowMs: number; throughput: number; queueing: boolean; updates: number; saturated: boolean };
   inFlight: number;
   queued: number;
   queuedByTier: Record<string, number>;
@@ -175,13 +165,14 @@ export declare class AdaptiveLimit {
   readonly min: number;
   readonly max: number;
   readonly limit: number;
-  readonly estimate: number;
-  readonly longRtt: number;
+  /** Times the limit changed. */
   readonly updates: number;
   /** Whether the event loop was saturated (utilization >= 0.9) at the last check. */
   readonly saturated: boolean;
   /** Records one latency sample; true when the limit changed. */
   sample(rttMs: number, inFlight: number, nowMs: number): boolean;
+  /** The estimator's figures (the last interval's median latency as `typicalMs`). */
+  stats(): { limit: number; estimate: number; baselineMs: number; typicalMs: number; throughput: number; queueing: boolean; intervals: number };
 }
 
 // `fastify.register(concurrencyGatePlugin, options)` decorates the instance with the guard (harmless

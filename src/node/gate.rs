@@ -103,7 +103,7 @@ pub struct GateConcurrencyStats {
     pub waits: f64,
     pub shadow_waits: f64,
     pub baseline_ms: f64,
-    pub mean_ms: f64,
+    pub typical_ms: f64,
     pub throughput: f64,
     pub queueing: bool,
     pub signal: f64,
@@ -111,6 +111,8 @@ pub struct GateConcurrencyStats {
     pub pressure: f64,
     /// Slots held past the count's horizon (10 s), no longer counted.
     pub long_lived: f64,
+    /// Baselines measured at a low concurrency.
+    pub probes: f64,
 }
 
 #[napi(object)]
@@ -354,12 +356,13 @@ impl GateHandle {
                     waits: c.waits as f64,
                     shadow_waits: c.shadow_waits as f64,
                     baseline_ms: c.baseline_ms,
-                    mean_ms: c.mean_ms,
+                    typical_ms: c.typical_ms,
                     throughput: c.throughput,
                     queueing: c.queueing,
                     signal: c.signal,
                     pressure: c.pressure,
                     long_lived: c.long_lived as f64,
+                    probes: c.probes as f64,
                 }
             },
         }

@@ -1,5 +1,6 @@
 //! The napi layer: thin wrappers that expose `crate::core` to JavaScript.
 //! Off the hot path we use ordinary `#[napi]`; hot-path calls are raw callbacks (see `raw`).
+pub mod concurrency;
 pub mod defense;
 pub mod gate;
 pub mod lag;

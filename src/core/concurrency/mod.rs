@@ -3,18 +3,24 @@
 //! It is how the gatekeeper sees an overload the event loop cannot: a saturated database pool or
 //! upstream, where the loop idles while requests queue downstream.
 //!
-//! Every interval (at least `INTERVAL_NS` and `MIN_SAMPLES` finished requests):
-//! - `baseline`: the fastest request of each of the last `BASELINE_INTERVALS` intervals, their
-//!   minimum: the service's latency without a queue. A short horizon, so a downstream that became
-//!   slower for good is the new baseline within seconds.
-//! - `queueing`: the interval's mean latency above `TOLERANCE × baseline`, or a user signal above 0
-//!   (requests waiting downstream over the downstream's size: a pool's `waitingCount / max`).
+//! Every interval (at least `INTERVAL_NS`, four baselines, and `MIN_SAMPLES` finished requests):
+//! - `typical`: the interval's median latency (robust to a downstream's own jitter and tail, which
+//!   a mean or a minimum would take for a queue);
+//! - `baseline`: the lowest `typical` of the last `BASELINE_INTERVALS` intervals: the service's
+//!   latency without a queue. A short horizon, so a downstream that became slower for good is the
+//!   new baseline within seconds.
+//! - `queueing`: `typical` above `TOLERANCE × baseline` or above `QUEUED` (3) × the fastest request
+//!   of the horizon (so a process that starts under overload, with no unqueued median yet, sees its
+//!   queue too), or a user signal above 0 (requests waiting downstream over the downstream's size: a
+//!   pool's `waitingCount / max`) — while at least `IN_USE` (80%) of the limit was in use: a
+//!   downstream slow for reasons of its own is no reason to hold back a load below the limit.
 //! - queueing: the limit moves to the knee (down at once, up half-way per interval), `throughput × baseline` (the
 //!   concurrency the downstream serves without a queue: a pool of 4 at 20 ms makes 200/s × 20 ms =
 //!   4), plus a headroom of `HEADROOM` of it and at least one request, so the downstream never idles
 //!   for want of work. With a signal `v`, at most the most requests in flight ÷ (1 + v) (the share
 //!   the downstream serves, the rest waits there), plus one.
-//! - no queueing while the limit was reached: it may carry more; the limit grows by `GROWTH`.
+//! - no queueing while the limit was reached: it may carry more; the limit grows by `GROWTH` (2%, at
+//!   least one request) per interval.
 //! - otherwise (the limit was not reached): it keeps room for a burst of twice the requests in
 //!   flight (`SPARE_FACTOR`, `SPARE_MIN`) and no more, so an overload's onset does not first fill
 //!   the downstream's queue up to a limit nothing has tested.
@@ -37,16 +43,29 @@ mod tests;
 
 /// An interval is at least this long (ns)...
 pub const INTERVAL_NS: u64 = 100_000_000;
+/// ... and at least this many baselines (a slow downstream's requests finish in rounds)...
+pub const INTERVAL_BASELINES: f64 = 4.0;
 /// ... and has at least this many finished requests.
 pub const MIN_SAMPLES: u32 = 10;
-/// The baseline is the fastest request over this many intervals.
+/// The baseline is the lowest interval median over this many intervals.
 pub const BASELINE_INTERVALS: usize = 30;
-/// Mean latency above this multiple of the baseline is a queue downstream.
+/// A median latency above this multiple of the baseline is a queue downstream.
 pub const TOLERANCE: f64 = 1.2;
+/// A median latency above this multiple of the fastest request is a queue downstream, whatever the
+/// downstream's own jitter.
+pub const QUEUED: f64 = 3.0;
+/// The limit is only cut while this share of it was in use during the interval.
+pub const IN_USE: f64 = 0.8;
 /// Headroom above the knee, as a share of it (at least one request).
 pub const HEADROOM: f64 = 0.1;
-/// Growth per interval while the limit is reached without queueing.
-pub const GROWTH: f64 = 1.1;
+/// Growth per interval while the limit is reached without queueing, as a share of it (at least
+/// one request): additive, so the limit probes above the knee by little at a time.
+pub const GROWTH: f64 = 0.02;
+/// A limit in use is probed this often (ns): two intervals at a low concurrency, the second's median
+/// the baseline.
+pub const PROBE_EVERY_NS: u64 = 5_000_000_000;
+/// Latencies kept per interval for its median.
+pub const MAX_SAMPLES: usize = 1024;
 /// The weight of a higher target (the limit rises this share of the way per interval).
 pub const SMOOTHING: f64 = 0.5;
 /// Slots are counted by the epoch they were taken in (this long, ns)...
@@ -115,13 +134,16 @@ pub struct ConcurrencyStats {
     pub shadow_waits: u64,
     /// The last interval's figures (ms, requests per second).
     pub baseline_ms: f64,
-    pub mean_ms: f64,
+    /// The last interval's median latency.
+    pub typical_ms: f64,
     pub throughput: f64,
     pub queueing: bool,
     pub signal: f64,
     pub intervals: u64,
     /// Slots held past `EPOCHS` epochs, no longer counted.
     pub long_lived: u64,
+    /// Baselines measured at a low concurrency.
+    pub probes: u64,
     /// `pressure` with the waiting count the caller last gave.
     pub pressure: f64,
 }
@@ -131,19 +153,42 @@ pub struct Concurrency {
     limit: f64,
     in_flight: u32,
     start_ns: u64,
-    sum_ns: f64,
     count: u32,
+    /// The interval's latencies (at most `MAX_SAMPLES`: the median of the first ones).
+    samples: Vec<u64>,
+    /// The fastest request of the interval.
     fastest_ns: u64,
     /// The most requests in flight during the interval.
     peak: u32,
+    medians: [u64; BASELINE_INTERVALS],
     fastest: [u64; BASELINE_INTERVALS],
+    /// `INTERVAL_NS`, or `INTERVAL_BASELINES` × the fastest request when longer: an interval's throughput
+    /// then counts several rounds of requests, not one wave of a slow downstream.
+    interval_ns: u64,
     next: usize,
     signal: f64,
     /// Per epoch (by its number modulo `EPOCHS`), the slots taken then and not yet released.
     held: [u32; EPOCHS],
     /// The latest epoch seen.
     epoch: u64,
+    probe: Probe,
+    /// The limit while probing.
+    probe_limit: f64,
+    /// The median latency the last probe measured (`u64::MAX`: none yet).
+    probed_ns: u64,
+    next_probe_ns: u64,
     stats: ConcurrencyStats,
+}
+
+/// Measuring the baseline at a low concurrency (Envoy's minimum-RTT recalculation): under a
+/// standing queue every request waits, and no interval's median is the service's own latency.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Probe {
+    Off,
+    /// One interval at the probe's limit, for the queue downstream to drain.
+    Drain,
+    /// One more, whose median is the baseline.
+    Measure,
 }
 
 impl Concurrency {
@@ -154,15 +199,21 @@ impl Concurrency {
             limit,
             in_flight: 0,
             start_ns: 0,
-            sum_ns: 0.0,
             count: 0,
+            samples: Vec::with_capacity(MAX_SAMPLES),
             fastest_ns: u64::MAX,
             peak: 0,
+            medians: [u64::MAX; BASELINE_INTERVALS],
             fastest: [u64::MAX; BASELINE_INTERVALS],
+            interval_ns: INTERVAL_NS,
             next: 0,
             signal: 0.0,
             held: [0; EPOCHS],
             epoch: 0,
+            probe: Probe::Off,
+            probe_limit: 0.0,
+            probed_ns: u64::MAX,
+            next_probe_ns: 0,
             stats: ConcurrencyStats::default(),
         }
     }
@@ -192,9 +243,13 @@ impl Concurrency {
         self.cfg.enabled
     }
 
-    /// The limit now (whole requests).
+    /// The limit now (whole requests): the probe's while it measures the baseline.
     pub fn limit(&self) -> u32 {
-        self.limit as u32
+        if self.probe == Probe::Off {
+            self.limit as u32
+        } else {
+            self.probe_limit as u32
+        }
     }
 
     pub fn in_flight(&self) -> u32 {
@@ -253,16 +308,43 @@ impl Concurrency {
         }
         self.held[at] -= 1;
         self.in_flight -= 1;
-        let Some(l) = latency_ns else { return };
+        if let Some(l) = latency_ns {
+            self.record(l, now_ns);
+        }
+    }
+
+    /// For a caller that counts its own requests in flight (the concurrency gate's `'auto'`): one
+    /// finished request's latency, and the requests in flight when it finished (itself included).
+    pub fn observe(&mut self, latency_ns: u64, in_flight: u32, now_ns: u64) {
+        self.peak = self.peak.max(in_flight);
+        self.record(latency_ns, now_ns);
+    }
+
+    /// Cuts the limit to `factor` of itself at once (at least `min_limit`): the concurrency gate's
+    /// answer to a saturated event loop, which can run no more requests at once, only longer turns.
+    pub fn cut(&mut self, factor: f64) {
+        if factor.is_finite() && factor > 0.0 {
+            self.limit = (self.limit * factor).clamp(f64::from(self.cfg.min_limit), f64::from(self.cfg.max_limit));
+        }
+    }
+
+    fn record(&mut self, latency_ns: u64, now_ns: u64) {
         if self.count == 0 && self.start_ns == 0 {
             self.start_ns = now_ns;
         }
-        self.sum_ns += l as f64;
         self.count += 1;
-        self.fastest_ns = self.fastest_ns.min(l);
-        if self.count >= MIN_SAMPLES && now_ns.saturating_sub(self.start_ns) >= INTERVAL_NS {
+        self.fastest_ns = self.fastest_ns.min(latency_ns);
+        if self.samples.len() < MAX_SAMPLES {
+            self.samples.push(latency_ns);
+        }
+        if self.count >= MIN_SAMPLES && now_ns.saturating_sub(self.start_ns) >= self.interval_ns {
             self.learn(now_ns);
         }
+    }
+
+    /// The limit before rounding down (the concurrency gate reports it).
+    pub fn estimate(&self) -> f64 {
+        self.limit
     }
 
     /// A user signal: requests waiting downstream over the downstream's size (a pool's
@@ -282,17 +364,41 @@ impl Concurrency {
 
     fn learn(&mut self, now_ns: u64) {
         let elapsed_s = now_ns.saturating_sub(self.start_ns) as f64 / 1e9;
-        let mean_ns = self.sum_ns / f64::from(self.count);
+        let mid = self.samples.len() / 2;
+        let typical = *self.samples.select_nth_unstable(mid).1;
+        match self.probe {
+            Probe::Drain => {
+                self.probe = Probe::Measure;
+                return self.next_interval(now_ns);
+            }
+            Probe::Measure => {
+                self.probed_ns = typical;
+                self.probe = Probe::Off;
+                self.next_probe_ns = now_ns.saturating_add(PROBE_EVERY_NS);
+                self.stats.probes += 1;
+                return self.next_interval(now_ns);
+            }
+            Probe::Off => {}
+        }
+        self.medians[self.next] = typical;
         self.fastest[self.next] = self.fastest_ns;
         self.next = (self.next + 1) % BASELINE_INTERVALS;
-        let baseline_ns = *self.fastest.iter().min().unwrap() as f64;
+        let baseline_ns = (*self.medians.iter().min().unwrap()).min(self.probed_ns) as f64;
+        let fastest_ns = *self.fastest.iter().min().unwrap() as f64;
+        let typical_ns = typical as f64;
         let throughput = f64::from(self.count) / elapsed_s;
-        let inflated = mean_ns > TOLERANCE * baseline_ns;
-        let queueing = inflated || self.signal > 0.0;
+        // A median `QUEUED` times the fastest request is a queue whatever the downstream's jitter
+        // (a process that starts under overload has no unqueued median to compare with).
+        let queued = typical_ns > QUEUED * fastest_ns;
+        let inflated = queued || typical_ns > TOLERANCE * baseline_ns;
         let (min, max) = (f64::from(self.cfg.min_limit), f64::from(self.cfg.max_limit));
         let peak = f64::from(self.peak);
+        // Only a limit in use is cut: a downstream slow for reasons of its own, or the jitter of a
+        // median, is no reason to hold back a load that is not near the limit.
+        let in_use = peak >= IN_USE * self.limit;
+        let queueing = (inflated && in_use) || self.signal > 0.0;
         if queueing {
-            let knee = throughput * baseline_ns / 1e9;
+            let knee = throughput * if queued { fastest_ns } else { baseline_ns } / 1e9;
             let mut target = if inflated { knee + (HEADROOM * knee).max(1.0) } else { self.limit };
             // A queue `signal` times the downstream's size waits there: of the requests in flight,
             // the downstream serves one in (1 + signal).
@@ -303,21 +409,35 @@ impl Concurrency {
             let next = if target < self.limit { target } else { self.limit + (target - self.limit) * SMOOTHING };
             self.limit = next.clamp(min, max);
         } else if peak >= self.limit.floor() {
-            self.limit = (self.limit * GROWTH).max(self.limit + 1.0).clamp(min, max);
+            self.limit = (self.limit + (self.limit * GROWTH).max(1.0)).clamp(min, max);
         } else {
             // Unused headroom is no evidence: keep room for a burst of twice the use, no more, so
             // that an overload's onset does not first fill the downstream's queue up to a limit
             // nothing has tested.
             self.limit = self.limit.min(SPARE_FACTOR * peak + SPARE_MIN).clamp(min, max);
         }
+        self.interval_ns = INTERVAL_NS.max((INTERVAL_BASELINES * fastest_ns) as u64);
         self.stats.baseline_ms = baseline_ns / 1e6;
-        self.stats.mean_ms = mean_ns / 1e6;
+        self.stats.typical_ms = typical_ns / 1e6;
         self.stats.throughput = throughput;
         self.stats.queueing = queueing;
         self.stats.intervals += 1;
+        // A limit in use whose median is above its fastest request (a queue, or the downstream's own
+        // spread: the probe tells which) is probed every `PROBE_EVERY_NS`, the first time at once:
+        // at half of it, or lower, at the concurrency the fastest request says the downstream serves
+        // without a queue.
+        if in_use && now_ns >= self.next_probe_ns && typical_ns > TOLERANCE * fastest_ns {
+            let low = throughput * fastest_ns / 1e9 + 1.0;
+            self.probe_limit = (self.limit / 2.0).min(low).clamp(min, max);
+            self.probe = Probe::Drain;
+        }
+        self.next_interval(now_ns);
+    }
+
+    fn next_interval(&mut self, now_ns: u64) {
         self.start_ns = now_ns;
-        self.sum_ns = 0.0;
         self.count = 0;
+        self.samples.clear();
         self.fastest_ns = u64::MAX;
         self.peak = self.in_flight;
     }
