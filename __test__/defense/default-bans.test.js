@@ -74,3 +74,22 @@ test('bans: false is refused (use bans: { rules: false }); fairShare: false alon
   assert.equal(gatekeeper({ shed: false, fairShare: false }).defense, null);
   assert.notEqual(gatekeeper({ shed: false, allow: ['10.0.0.0/8'] }).defense, null, 'an allow list alone turns the defense (and its rules) on');
 });
+
+test("a challenged client's requests to unknown routes are challenged, not probes: no probe ban", async () => {
+  const limits = [{ ...ONE_PER_MINUTE[0], routes: ['/hello'] }];
+  const app = await start({ shed: false, trustProxy: true, limits, challenge: { secret: 'a-secret-of-32-bytes-for-the-test' } });
+  try {
+    const from = (path = '/hello') => request(app.port, { path, headers: { 'x-forwarded-for': '198.51.100.11' } });
+    assert.equal((await from()).status, 200);
+    assert.equal((await from()).status, 429);
+    assert.equal((await from()).status, 429, 'two strikes: challenged from now on');
+    for (let i = 0; i < 25; i++) {
+      const r = await from(`/nope/${i}`);
+      assert.equal(r.status, 403);
+      assert.equal(r.json.type, 'urn:tiergate:problem:challenge');
+    }
+    assert.equal(app.defense.bans.get('198.51.100.11'), null, 'past the probe rule\'s 20, still not banned');
+  } finally {
+    await app.stop();
+  }
+});
