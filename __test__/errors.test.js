@@ -13,6 +13,22 @@ const CASES = [
   ['Ledger: a bad type', () => new t.Ledger({ tiers: [tier({ capacity: '1' })] }), TypeError, 'ERR_TIERGATE_INVALID_OPTION', /tiers\[0\]\.capacity must be a number/],
   ['Ledger: an unknown option', () => new t.Ledger({ tiers: [tier()], tier: 1 }), TypeError, 'ERR_TIERGATE_UNKNOWN_OPTION', /unknown option "tier" \(known: tiers, perKey\)/],
   ['Ledger.shared: a bad name', () => t.Ledger.shared('', { tiers: [tier()] }), TypeError, 'ERR_TIERGATE_INVALID_OPTION', /name must be a non-empty string/],
+  ['Ledger.shared: a name with another config', () => {
+    t.Ledger.shared('errors.test shared', { tiers: [tier()] });
+    t.Ledger.shared('errors.test shared', { tiers: [tier({ capacity: 2 })] });
+  }, Error, 'ERR_TIERGATE_INVALID_OPTION', /^Ledger\.shared\("errors\.test shared"\): a ledger of that name exists with a different config$/],
+  ['Ledger.shared: an unknown name without a config', () => t.Ledger.shared('errors.test never created'), Error, 'ERR_TIERGATE_INVALID_OPTION', /no ledger of that name exists yet; pass its config/],
+  ['Ledger.tierId: an unknown tier', () => new t.Ledger({ tiers: [tier()] }).tierId('b'), RangeError, 'ERR_TIERGATE_INVALID_ARGUMENT', /^unknown tier "b" \(tiers: a\)$/],
+  ['Ledger.tierId: not a string', () => new t.Ledger({ tiers: [tier()] }).tierId(1), TypeError, 'ERR_TIERGATE_INVALID_ARGUMENT', /tierId: name must be a string, got number/],
+  ['Ledger.setRefillScale: out of 0..1', () => new t.Ledger({ tiers: [tier()] }).setRefillScale('a', 2), RangeError, 'ERR_TIERGATE_INVALID_ARGUMENT', /setRefillScale: scale must be between 0 and 1 \(got 2\)/],
+  ['Ledger.setRefillScale: NaN', () => new t.Ledger({ tiers: [tier()] }).setRefillScale('a', NaN), RangeError, 'ERR_TIERGATE_INVALID_ARGUMENT', /got NaN/],
+  ['Ledger.setRefillScale: not a number', () => new t.Ledger({ tiers: [tier()] }).setRefillScale('a', '1'), TypeError, 'ERR_TIERGATE_INVALID_ARGUMENT', /scale must be a number, got string/],
+  ['Ledger.refillScale: a tier id out of range', () => new t.Ledger({ tiers: [tier()] }).refillScale(3), RangeError, 'ERR_TIERGATE_INVALID_ARGUMENT', /tier 3 is not a tier id of this ledger/],
+  ['Ledger.reset: a key that is not a string', () => new t.Ledger({ tiers: [tier()] }).reset('a', 5), TypeError, 'ERR_TIERGATE_INVALID_ARGUMENT', /reset: key must be a string or undefined, got number/],
+  ['Ledger.reset: a tier that is neither name nor id', () => new t.Ledger({ tiers: [tier()] }).reset({}), TypeError, 'ERR_TIERGATE_INVALID_ARGUMENT', /tier must be a tier name \(string\) or id \(number\), got object/],
+  ['Ledger.readResult: not a Float64Array', () => t.Ledger.readResult([1, 2, 3, 4, 5, 6]), TypeError, 'ERR_TIERGATE_INVALID_ARGUMENT', /readResult needs a Float64Array of at least 6 elements/],
+  ['LagMonitor.observe: an id that is not one', () => t.LagMonitor.observe(1.5), TypeError, 'ERR_TIERGATE_INVALID_ARGUMENT', /LagMonitor\.observe: id must come from monitor\.share\(\)/],
+  ['LagMonitor.observe: no live monitor shares the id (native)', () => t.LagMonitor.observe(0xfffffff0), RangeError, 'ERR_TIERGATE_INVALID_ARGUMENT', /^LagMonitor\.observe: no live LagMonitor shared as 4294967280$/],
   ['gatekeeper: a bad shed value', () => t.gatekeeper({ shed: { targetLagMs: -1 } }), RangeError, 'ERR_TIERGATE_INVALID_OPTION', /options\.shed\.targetLagMs/],
   ['gatekeeper: a native config error', () => t.gatekeeper({ tiers: [tier({ capacity: -1 })] }), RangeError, 'ERR_TIERGATE_INVALID_OPTION', /options\.tiers\[0\]\.capacity/],
   ['gatekeeper: an unknown option', () => t.gatekeeper({ tierheader: 'x' }), TypeError, 'ERR_TIERGATE_UNKNOWN_OPTION', /unknown option "tierheader" \(known: tiers,/],

@@ -30,6 +30,8 @@ test('invalid options throw at construction, naming the option', () => {
     [{ maxConcurrent: 3, tiers: [{ name: 'a', weight: 2 }] }, TypeError, /tiers\[0\] has an unknown option "weight" \(known: name, protected, maxQueue, queueTimeoutMs/],
     [{ maxConcurrent: 3, tiers: [{ name: 'a', protected: 'yes' }] }, TypeError, /tiers\[0\]\.protected must be a boolean/],
     [{ maxConcurrent: 3, defaultTier: 'gold' }, RangeError, /defaultTier "gold" is not one of the tiers/],
+    // Exactly as the tier is named (docs/concurrency-gate.md): no case folding.
+    [{ maxConcurrent: 3, defaultTier: 'STANDARD' }, RangeError, /defaultTier "STANDARD" is not one of the tiers \(critical, standard, background\)/],
     [{ maxConcurrent: 3, tierHeader: 'bad header' }, TypeError, /tierHeader/],
     [{ maxConcurrent: 3, trustTierHeader: 1 }, TypeError, /trustTierHeader must be a boolean/],
     [{ maxConcurrent: 3, classify: 'x' }, TypeError, /classify must be a function/],

@@ -13,3 +13,8 @@ const store: LeaseStore = new SqliteLeaseStore({ file: '/tmp/leases.sqlite' });
 new LeaseDriver(new Quota({ limits: [{ name: 'api', rate: 10, burst: 20 }] }), store);
 // @ts-expect-error failOpen is a boolean
 client('http://x', { failOpen: 'no' });
+// A framework's own request type, named (docs/service.md): its methods are then typed in `key`.
+interface MyRequest extends http.IncomingMessage { get(name: string): string | undefined }
+c.middleware<MyRequest>({ key: (req) => req.get('x-api-client') ?? '' });
+// @ts-expect-error without it, req is node's IncomingMessage
+c.middleware({ key: (req) => req.get('x-api-client') ?? '' });

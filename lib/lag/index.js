@@ -5,7 +5,7 @@
 const v8 = require('node:v8');
 const native = require('../native');
 const { onlyKnown } = require('../options');
-const { buildingOptions } = require('../errors');
+const { CODES, codedError, buildingOptions } = require('../errors');
 
 // Heap figures come from V8 through the same call JS would make; registered once per thread.
 native.lagSetHeapSource(v8.getHeapStatistics);
@@ -63,8 +63,16 @@ class LagMonitor {
    * @param {number} id
    */
   static observe(id) {
-    if (!Number.isInteger(id) || id < 1 || id > 0xffffffff) throw new TypeError('LagMonitor.observe: id must come from monitor.share()');
-    return new LoopObserver(new native.LoopObserverHandle(id));
+    if (!Number.isInteger(id) || id < 1 || id > 0xffffffff) throw codedError(TypeError, CODES.INVALID_ARGUMENT, 'LagMonitor.observe: id must come from monitor.share()');
+    let handle;
+    try {
+      handle = new native.LoopObserverHandle(id);
+    } catch (err) {
+      // The native refusal: no live monitor shares this id. A value error, coded as the check above.
+      if (err && err.code === 'InvalidArg') throw Object.assign(new RangeError(`LagMonitor.observe: ${err.message}`, { cause: err }), { code: CODES.INVALID_ARGUMENT });
+      throw err;
+    }
+    return new LoopObserver(handle);
   }
 
   /** An id that `LagMonitor.observe(id)` accepts in any thread (post it to a worker). */

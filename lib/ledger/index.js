@@ -10,7 +10,9 @@
 const native = require('../native');
 const { keyedTryConsume } = require('./key-cache');
 const { typeName, isObject, onlyKnown, number, boolean } = require('../options');
-const { buildingOptions } = require('../errors');
+const { CODES, codedError, buildingOptions } = require('../errors');
+
+const argError = (Ctor, message) => codedError(Ctor, CODES.INVALID_ARGUMENT, message);
 
 // Indices into the Float64Array that `consume` fills, and `limitedBy` names by code: declared natively.
 const { result: RESULT, limitedBy: LIMITED_BY } = native.ledgerConstants();
@@ -74,13 +76,19 @@ function namingSharedPerKey(options, fn) {
   }
 }
 
-// Native config errors (InvalidArg) are value errors: RangeError.
+// Native config errors (InvalidArg) are value errors: RangeError. A GenericFailure is Ledger.shared's
+// name conflict (no ledger of that name, or one with another config): an option error too, coded here
+// because buildingOptions codes only TypeError and RangeError.
 function callNative(fn) {
   try {
     return fn();
   } catch (err) {
     if (err && err.code === 'InvalidArg') throw new RangeError(err.message, { cause: err });
-    if (err && err.code === 'GenericFailure') throw new Error(err.message, { cause: err });
+    if (err && err.code === 'GenericFailure') {
+      const e = new Error(err.message, { cause: err });
+      e.code = CODES.INVALID_OPTION;
+      throw e;
+    }
     throw err;
   }
 }
@@ -114,7 +122,7 @@ class Ledger {
   /** `{ allowed, remaining, limit, retryAfterMs, resetMs, limitedBy }` from a `consume` result array. */
   static readResult(array) {
     if (!(array instanceof Float64Array) || array.length < RESULT.LENGTH) {
-      throw new TypeError(`readResult needs a Float64Array of at least ${RESULT.LENGTH} elements`);
+      throw argError(TypeError, `readResult needs a Float64Array of at least ${RESULT.LENGTH} elements`);
     }
     return {
       allowed: array[RESULT.ALLOWED] === 1,
@@ -133,17 +141,17 @@ class Ledger {
 
   /** The numeric id of a tier name, for the fastest `tryConsume`. */
   tierId(name) {
-    if (typeof name !== 'string') throw new TypeError(`tierId: name must be a string, got ${typeName(name)}`);
+    if (typeof name !== 'string') throw argError(TypeError, `tierId: name must be a string, got ${typeName(name)}`);
     const id = this[LEDGER_HANDLE].ids.get(name);
-    if (id === undefined) throw new RangeError(`unknown tier "${name}" (tiers: ${this.tiers.join(', ')})`);
+    if (id === undefined) throw argError(RangeError, `unknown tier "${name}" (tiers: ${this.tiers.join(', ')})`);
     return id;
   }
 
   /** Scales the refill of a tier's pool from now on; 0 stops it, 1 is the configured rate. */
   setRefillScale(tier, scale) {
     const id = tierIndex(this, tier);
-    if (typeof scale !== 'number') throw new TypeError(`setRefillScale: scale must be a number, got ${typeName(scale)}`);
-    if (!(scale >= 0 && scale <= 1)) throw new RangeError(`setRefillScale: scale must be between 0 and 1 (got ${scale})`);
+    if (typeof scale !== 'number') throw argError(TypeError, `setRefillScale: scale must be a number, got ${typeName(scale)}`);
+    if (!(scale >= 0 && scale <= 1)) throw argError(RangeError, `setRefillScale: scale must be between 0 and 1 (got ${scale})`);
     this[LEDGER_HANDLE].native.setRefillScale(id, scale);
   }
 
@@ -163,7 +171,7 @@ class Ledger {
    */
   reset(tier, key) {
     const id = tier === undefined ? undefined : tierIndex(this, tier);
-    if (key !== undefined && typeof key !== 'string') throw new TypeError(`reset: key must be a string or undefined, got ${typeName(key)}`);
+    if (key !== undefined && typeof key !== 'string') throw argError(TypeError, `reset: key must be a string or undefined, got ${typeName(key)}`);
     return this[LEDGER_HANDLE].native.reset(id, key);
   }
 
@@ -176,10 +184,10 @@ class Ledger {
 
 function tierIndex(ledger, tier) {
   if (typeof tier === 'string') return ledger.tierId(tier);
-  if (typeof tier !== 'number') throw new TypeError(`tier must be a tier name (string) or id (number), got ${typeName(tier)}`);
+  if (typeof tier !== 'number') throw argError(TypeError, `tier must be a tier name (string) or id (number), got ${typeName(tier)}`);
   const n = ledger[LEDGER_HANDLE].names.length; // not `ledger.tiers`: a subclass or own property may shadow it
   if (!(Number.isInteger(tier) && tier >= 0 && tier < n)) {
-    throw new RangeError(`tier ${tier} is not a tier id of this ledger (ids are 0 to ${n - 1})`);
+    throw argError(RangeError, `tier ${tier} is not a tier id of this ledger (ids are 0 to ${n - 1})`);
   }
   return tier;
 }
@@ -197,7 +205,7 @@ function attach(ledger, handle) {
 
 /** The native LedgerHandle behind a Ledger, for native components that share its state. */
 function ledgerHandle(ledger) {
-  if (!(ledger instanceof Ledger)) throw new TypeError(`expected a Ledger, got ${typeName(ledger)}`);
+  if (!(ledger instanceof Ledger)) throw argError(TypeError, `expected a Ledger, got ${typeName(ledger)}`);
   return ledger[LEDGER_HANDLE].native;
 }
 
