@@ -1,14 +1,21 @@
 'use strict';
-// Public API. Each component lives in lib/; this file only gathers them.
+// The root API, `require('tiergate')`: the middleware and its framework plugins, and the building
+// blocks a user constructs. Everything else is a subpath (lib/exports/, package.json "exports");
+// __test__/exports.test.js pins these names, so a new one is a deliberate change (docs/api.md).
+const { gatekeeper, Gatekeeper, tiergatePlugin, mintTierToken, DECISION_CHANNEL, BAN_CHANNEL } = require('./lib/gatekeeper');
+const { concurrencyGate, concurrencyGatePlugin } = require('./lib/queue');
+const { Ledger, LEDGER_RESULT } = require('./lib/ledger');
+const { LagMonitor } = require('./lib/lag');
+const { metrics, statusRoute } = require('./lib/metrics');
+const { dashboard } = require('./lib/dashboard');
+const { cluster } = require('./lib/cluster');
+
 module.exports = {
-  ...require('./lib/ledger'),
-  ...require('./lib/lag'),
-  ...require('./lib/gatekeeper'),
-  ...require('./lib/queue'),
-  ...require('./lib/metrics'),
-  ...require('./lib/dashboard'),
-  ...require('./lib/quota'),
-  ...require('./lib/client'),
-  ...require('./lib/service'),
-  ...require('./lib/cluster'),
+  gatekeeper, Gatekeeper, tiergatePlugin, mintTierToken, DECISION_CHANNEL, BAN_CHANNEL,
+  concurrencyGate, concurrencyGatePlugin,
+  Ledger, LEDGER_RESULT,
+  LagMonitor,
+  metrics, statusRoute,
+  dashboard,
+  cluster,
 };

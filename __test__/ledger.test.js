@@ -2,7 +2,8 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const { setTimeout: sleep } = require('node:timers/promises');
-const { Ledger, LEDGER_RESULT: R, LEDGER_HANDLE, ledgerHandle } = require('..');
+const { Ledger, LEDGER_RESULT: R } = require('..');
+const { LEDGER_HANDLE, ledgerHandle } = require('../lib/ledger'); // internal: not exported
 
 const TIERS = [
   { name: 'critical', capacity: 5, refillPerSec: 0, protected: true },

@@ -8,6 +8,7 @@ const http = require('node:http');
 const path = require('node:path');
 const prom = require('prom-client');
 const t = require('..');
+const { Quota, LeaseDriver, MemoryStore } = require('tiergate/quota');
 const { request, listen, close } = require('./helpers/http');
 const { parsePrometheusText, sampleValue } = require('./helpers/prom-text');
 const { startDashboardApp: startApp, overload } = require('./helpers/dashboard-app');
@@ -182,7 +183,7 @@ test('statusRoute options: errors name the option', () => {
 
 test('statusRoute on Fastify: its routes skip the guards and answer', async () => {
   const fastify = require('fastify')({ logger: false });
-  const q = t.createConcurrencyGate({ maxConcurrent: 1 });
+  const q = t.concurrencyGate({ maxConcurrent: 1 }).gate; // the guard itself, as fastify.concurrencyGate is
   await fastify.register(t.tiergatePlugin, { tiers: [{ name: 'only', capacity: 1, refillPerSec: 0 }] });
   fastify.register(t.statusRoute({ gatekeeper: fastify.tiergate, queue: q }).plugin);
   fastify.get('/', async () => 'x');
@@ -197,8 +198,8 @@ test('statusRoute on Fastify: its routes skip the guards and answer', async () =
 
 test('a lease driver\'s families agree with its stats()', async () => {
   const registry = new prom.Registry();
-  const quota = new t.Quota({ limits: [{ name: 'api', algorithm: 'token-bucket', rate: 0, burst: 5 }] });
-  const driver = new t.LeaseDriver(quota, new t.MemoryStore(), { storeTimeoutMs: 200 });
+  const quota = new Quota({ limits: [{ name: 'api', algorithm: 'token-bucket', rate: 0, burst: 5 }] });
+  const driver = new LeaseDriver(quota, new MemoryStore(), { storeTimeoutMs: 200 });
   try {
     t.metrics({ leases: driver, registry });
     const limit = quota.limitId('api');

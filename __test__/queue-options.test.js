@@ -3,7 +3,8 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const http = require('node:http');
-const { concurrencyGate, concurrencyGatePlugin, createConcurrencyGate, AdaptiveLimit } = require('..');
+const { concurrencyGate, concurrencyGatePlugin } = require('..');
+const { createConcurrencyGate, AdaptiveLimit } = require('../lib/queue'); // internal: not exported
 const { startServer, waitFor } = require('./queue-helpers');
 
 test('invalid options throw at construction, naming the option', () => {

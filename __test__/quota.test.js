@@ -4,7 +4,7 @@
 // (__test__/cluster/).
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const { Quota, LeaseDriver, MemoryStore, QUOTA_CODE } = require('..');
+const { Quota, LeaseDriver, MemoryStore, QUOTA_CODE } = require('tiergate/quota');
 
 const bucket = (extra) => ({ name: 'api', algorithm: 'token-bucket', rate: 0, burst: 100, ...extra });
 

@@ -4,7 +4,8 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const { EventEmitter } = require('node:events');
-const { Gatekeeper, createConcurrencyGate, mintTierToken } = require('..');
+const { Gatekeeper, mintTierToken } = require('..');
+const { createConcurrencyGate } = require('../lib/queue'); // internal: not exported
 
 const SECRET = 'tier-header-secret-0123456789abcdef';
 const TIERS = ['critical', 'standard', 'background'];

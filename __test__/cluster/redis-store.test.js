@@ -9,7 +9,9 @@ const { spawnSync } = require('node:child_process');
 const Redis = require('ioredis');
 const { needRedis, redisServer } = require('../helpers/redis');
 const { listen, close, request } = require('../helpers/http');
-const { RedisStore, cluster, Quota, gatekeeper } = require('../..');
+const { cluster, gatekeeper } = require('../..');
+const { RedisStore } = require('tiergate/cluster');
+const { Quota } = require('tiergate/quota');
 const { limitSpec } = require('../../lib/quota/engine');
 
 const spec = (l) => limitSpec({ name: 'api', ...l }, 'limit');

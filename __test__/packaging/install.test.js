@@ -2,7 +2,8 @@
 // The published package as a user gets it: `npm pack` of tiergate and of this platform's prebuilt
 // package (npm/<triple> with the binary this checkout built), installed from the tarballs into an empty
 // project offline, with cargo off PATH, then used: a real request through gatekeeper() from CommonJS
-// and from ESM, and `tsc` over a typed usage against the installed types.
+// and from ESM, every subpath of "exports" (CommonJS, ESM and types), and `tsc` over a typed usage
+// against the installed types.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
@@ -116,9 +117,19 @@ setTimeout(() => { console.error('timed out'); process.exit(1); }, 10000).unref(
 `;
 const CJS = `'use strict';\nconst http = require('node:http');\nconst { gatekeeper } = require('tiergate');\n${SERVE}`;
 const ESM = `import http from 'node:http';\nimport { createRequire } from 'node:module';\nimport { gatekeeper } from 'tiergate';\nconst require = createRequire(import.meta.url);\n${SERVE}`;
+// Every subpath of package.json "exports" (but package.json) loads from the installed copy, and its
+// names are the ones __test__/exports.test.js pins in the checkout.
+const SUBPATHS = Object.keys(manifest.exports).filter((s) => s !== './package.json').map((s) => (s === '.' ? 'tiergate' : `tiergate/${s.slice(2)}`));
+const expectedNames = Object.fromEntries(SUBPATHS.map((s) => [s, Object.keys(require(s)).sort()]));
+const NAMES_CJS = `'use strict';\nconsole.log(JSON.stringify(Object.fromEntries(${JSON.stringify(SUBPATHS)}.map((s) => [s, Object.keys(require(s)).sort()]))));\n`;
+const NAMES_ESM = `const names = {};\nfor (const s of ${JSON.stringify(SUBPATHS)}) names[s] = Object.keys(await import(s)).filter((k) => k !== 'default').sort();\nconsole.log(JSON.stringify(names));\n`;
+
 const TYPED = `import * as http from 'node:http';
 import { gatekeeper, Ledger } from 'tiergate';
 import type { GatekeeperOptions } from 'tiergate';
+import { RedisStore } from 'tiergate/cluster';
+import { Quota, type LeaseStore } from 'tiergate/quota';
+import { createService, client } from 'tiergate/service';
 
 const options: GatekeeperOptions = { tiers: [{ name: 'standard', capacity: 10, refillPerSec: 10 }] };
 const gate = gatekeeper(options);
@@ -126,6 +137,12 @@ http.createServer((req, res) => gate(req, res, () => res.end('admitted')));
 new Ledger({ tiers: [{ name: 'standard', capacity: 1, refillPerSec: 1 }] });
 // @ts-expect-error capacity is a number: proves the installed types were found (not any)
 gatekeeper({ tiers: [{ name: 'standard', capacity: '10', refillPerSec: 10 }] });
+const store: LeaseStore = new RedisStore({ redis: 'redis://127.0.0.1:6379' });
+new Quota({ limits: [{ name: 'api', rate: 1, burst: 1 }] });
+void [store, createService, client];
+// @ts-expect-error RedisStore is not at the root
+import { RedisStore as NotAtRoot } from 'tiergate';
+void NotAtRoot;
 `;
 
 function servesARequest(dir, file) {
@@ -199,6 +216,10 @@ test('installed from the tarballs offline with no cargo: the install script take
   fs.writeFileSync(path.join(dir, 'serve.mjs'), ESM);
   servesARequest(dir, 'serve.cjs');
   servesARequest(dir, 'serve.mjs');
+  fs.writeFileSync(path.join(dir, 'names.cjs'), NAMES_CJS);
+  fs.writeFileSync(path.join(dir, 'names.mjs'), NAMES_ESM);
+  for (const file of ['names.cjs', 'names.mjs']) assert.deepEqual(JSON.parse(ok(process.execPath, [file], dir).stdout), expectedNames, file);
+  assert.match(run(process.execPath, ['-e', "require('tiergate/lib/ledger')"], dir).stderr, /ERR_PACKAGE_PATH_NOT_EXPORTED/);
   // The `tiergate` bin is linked; offline, the optional SQLite driver could not come, and `serve`
   // says what to install instead of failing obscurely.
   const bin = path.join(dir, 'node_modules', '.bin', process.platform === 'win32' ? 'tiergate.cmd' : 'tiergate');

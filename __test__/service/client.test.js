@@ -7,7 +7,7 @@ const fs = require('node:fs');
 const net = require('node:net');
 const http = require('node:http');
 const { once } = require('node:events');
-const tiergate = require('../..');
+const tiergate = require('tiergate/service');
 const { tmpdir, startService, admin, request } = require('./helpers');
 
 const dir = tmpdir('tiergate-client-');

@@ -6,7 +6,8 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
-const { Quota, LeaseDriver, MemoryStore, SqliteLeaseStore, PostgresLeaseStore } = require('../..');
+const { Quota, LeaseDriver, MemoryStore } = require('tiergate/quota');
+const { SqliteLeaseStore, PostgresLeaseStore } = require('tiergate/service');
 const { tmpdir, startPostgres, pgMissing } = require('./helpers');
 
 const dir = tmpdir('tiergate-lease-');

@@ -1,7 +1,8 @@
 // Typed usage of cluster mode, checked by `tsc --noEmit --strict` in __test__/types.test.js.
 import Redis from 'ioredis';
-import { cluster, gatekeeper } from '../..';
-import type { BanDelivery, Cluster, ClusterStats, DecisionInfo } from '../..';
+import { cluster, gatekeeper } from 'tiergate';
+import type { Cluster, ClusterStats, DecisionInfo } from 'tiergate';
+import { cluster as clusterToo, RedisStore, BanChannel, type BanDelivery } from 'tiergate/cluster';
 
 const redis = new Redis('redis://127.0.0.1:6379', { lazyConnect: true });
 const c: Cluster = cluster({
@@ -32,3 +33,10 @@ void other.close();
 const shared = cluster({ redis, limits: [{ name: 'search', algorithm: 'sliding-window', limit: 100, windowMs: 60_000 }] });
 void gatekeeper({ cluster: shared, limits: [{ name: 'search', by: 'ip', routes: ['/search'], cluster: true }], bans: {} });
 void shared.close();
+// 'tiergate/cluster': the same cluster() as the root's, and the parts of cluster mode.
+const same: typeof cluster = clusterToo;
+void same;
+const store: RedisStore = new RedisStore({ redis, prefix: 'app' });
+void store.close();
+const channel: BanChannel | null = c.bans;
+void channel;

@@ -1,8 +1,8 @@
 // Typed usage of the abuse-defense API, checked by `tsc --noEmit` (see __test__/types.test.js).
 /// <reference types="node" />
 import * as http from 'node:http';
-import { gatekeeper, BAN_CHANNEL } from '../../index';
-import type { GatekeeperOptions, Ban, BanEvent, Defense, DefenseStats, LimitOptions } from '../../index';
+import { gatekeeper, BAN_CHANNEL } from 'tiergate';
+import type { GatekeeperOptions, Ban, BanEvent, Defense, DefenseStats, LimitOptions } from 'tiergate';
 
 const limits: LimitOptions[] = [
   { name: 'per-ip', algorithm: 'sliding-window', limit: 100, windowMs: 60_000 },

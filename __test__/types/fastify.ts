@@ -1,8 +1,8 @@
 // Typed usage of the Fastify plugins as the README shows them, checked by `tsc --noEmit` (see
 // __test__/types.test.js): register() accepts them and the decorations they add are typed.
 import Fastify from 'fastify';
-import { tiergatePlugin, concurrencyGatePlugin } from '../../index';
-import type { GatekeeperStats, ConcurrencyGateStats } from '../../index';
+import { tiergatePlugin, concurrencyGatePlugin } from 'tiergate';
+import type { GatekeeperStats, ConcurrencyGateStats } from 'tiergate';
 
 const fastify = Fastify();
 fastify.register(tiergatePlugin, {

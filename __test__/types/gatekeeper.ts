@@ -1,8 +1,8 @@
 // Typed usage of the gatekeeper API, checked by `tsc --noEmit` (see __test__/types.test.js).
 /// <reference types="node" />
 import * as http from 'node:http';
-import { gatekeeper, tiergatePlugin, mintTierToken, Gatekeeper, Ledger, DECISION_CHANNEL } from '../../index';
-import type { DecisionInfo, GatekeeperOptions, GatekeeperStats, TierSource } from '../../index';
+import { gatekeeper, tiergatePlugin, mintTierToken, Gatekeeper, Ledger, DECISION_CHANNEL } from 'tiergate';
+import type { DecisionInfo, GatekeeperOptions, GatekeeperStats, TierSource } from 'tiergate';
 
 const options: GatekeeperOptions = {
   tiers: [

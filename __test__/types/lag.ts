@@ -1,5 +1,5 @@
 // Typed usage of the LagMonitor API (checked with tsc --noEmit --strict).
-import { LagMonitor, LoopObserver, type LagMonitorOptions, type LagStats, type LoopSample } from '../../index';
+import { LagMonitor, type LoopObserver, type LagMonitorOptions, type LagStats, type LoopSample } from 'tiergate';
 
 const options: LagMonitorOptions = { resolutionMs: 10, windowMs: 1000, ewmaMs: 250, stallMs: 500 };
 const monitor: LagMonitor = new LagMonitor(options).start();

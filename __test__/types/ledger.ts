@@ -1,6 +1,7 @@
 // Typed usage of the Ledger API, checked by `tsc --noEmit --strict` in __test__/types.test.js.
-import { Ledger, LEDGER_RESULT, LEDGER_HANDLE, ledgerHandle } from '../..';
-import type { ConsumeResult, LedgerHandle, LedgerOptions, LimitedBy, TierSnapshot } from '../..';
+import { Ledger, LEDGER_RESULT } from 'tiergate';
+import type { ConsumeResult, LedgerOptions, LimitedBy, TierSnapshot } from 'tiergate';
+import { LEDGER_HANDLE, ledgerHandle, type LedgerHandle } from '../../lib/ledger'; // internal: not exported
 
 const options: LedgerOptions = {
   tiers: [

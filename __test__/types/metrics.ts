@@ -1,6 +1,7 @@
 // Typed usage of metrics(), statusRoute() and dashboard() (checked with tsc --noEmit).
 import * as http from 'node:http';
-import { gatekeeper, concurrencyGate, LagMonitor, Quota, LeaseDriver, MemoryStore, metrics, statusRoute, dashboard, WAIT_BUCKETS, type HealthReport } from '../../index';
+import { gatekeeper, concurrencyGate, LagMonitor, metrics, statusRoute, dashboard, type HealthReport } from 'tiergate';
+import { Quota, LeaseDriver, MemoryStore } from 'tiergate/quota';
 
 const gate = gatekeeper();
 const queue = concurrencyGate({ maxConcurrent: 8 });
@@ -12,7 +13,7 @@ const registry = {
   metrics: async () => '',
   contentType: 'text/plain; version=0.0.4; charset=utf-8',
 };
-const m = metrics({ gatekeeper: gate, queue, lag, registry, waitBuckets: [...WAIT_BUCKETS] });
+const m = metrics({ gatekeeper: gate, queue, lag, registry, waitBuckets: [0.001, 0.01, 0.1, 1, 10] });
 const names: readonly string[] = m.names;
 const leases = new LeaseDriver(new Quota({ limits: [{ name: 'api', algorithm: 'token-bucket', rate: 10, burst: 10 }] }), new MemoryStore());
 metrics({ leases, registry }).unregister();

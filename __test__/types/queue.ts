@@ -1,9 +1,7 @@
 // Typed usage of the concurrency gate (checked with tsc --noEmit).
 import * as http from 'node:http';
-import {
-  concurrencyGate, concurrencyGatePlugin, createConcurrencyGate, AdaptiveLimit,
-  type ConcurrencyGateOptions, type ConcurrencyGateStats,
-} from '../../index';
+import { concurrencyGate, concurrencyGatePlugin, type ConcurrencyGateOptions, type ConcurrencyGateStats } from 'tiergate';
+import { createConcurrencyGate, AdaptiveLimit } from '../../lib/queue'; // internal: not exported
 
 const options: ConcurrencyGateOptions = {
   maxConcurrent: 8,

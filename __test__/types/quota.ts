@@ -1,6 +1,6 @@
 // Typed usage of the lease engine, driver and store contract, checked by `tsc --noEmit --strict`.
-import { Quota, LeaseDriver, MemoryStore, QUOTA_CODE } from '../..';
-import type { LeaseStore, StoreGrant, StoreRequest, StoreReturn, QuotaDecision } from '../..';
+import { Quota, LeaseDriver, MemoryStore, QUOTA_CODE } from 'tiergate/quota';
+import type { LeaseStore, StoreGrant, StoreRequest, StoreReturn, QuotaDecision } from 'tiergate/quota';
 
 const quota = new Quota({
   limits: [

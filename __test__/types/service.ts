@@ -1,7 +1,7 @@
 // Typed usage of the decision service, its client and the SQL lease stores, checked by `tsc --noEmit --strict`.
 import * as http from 'node:http';
-import { client, createService, SqliteLeaseStore, LeaseDriver, Quota } from '../..';
-import type { ServiceDecision, ServiceOptions, LeaseStore } from '../..';
+import { client, createService, SqliteLeaseStore, type ServiceDecision, type ServiceOptions } from 'tiergate/service';
+import { LeaseDriver, Quota, type LeaseStore } from 'tiergate/quota';
 
 const options: ServiceOptions = { port: 0, data: '/tmp/x', adminToken: 'a-token-of-enough-length', logLevel: 'warn' };
 const service = createService(options);
