@@ -27,8 +27,8 @@ test('typed usage files compile with tsc --noEmit --strict', { timeout: 120_000 
 });
 
 // The client example of docs/service.md, as a user copies it into a CommonJS file: checked as
-// JavaScript (--checkJs --strict) against the package's types. `require('tiergate')` is pointed at
-// this checkout; Express ships no types of its own (a one-line shim stands in when @types/express is
+// JavaScript (--checkJs --strict) against the package's types. `require('tiergate/service')` is
+// pointed at this checkout's subpath; Express ships no types of its own (a one-line shim stands in when @types/express is
 // absent). Written next to the typed usage files, so that express and fastify resolve, then removed.
 test('the client example in docs/service.md compiles with tsc --strict --checkJs', { timeout: 120_000 }, (t) => {
   if (!fs.existsSync(tsc)) {
@@ -39,11 +39,11 @@ test('the client example in docs/service.md compiles with tsc --strict --checkJs
   const section = doc.slice(doc.indexOf('## From Node: the client and middleware'));
   const block = /```js\n([\s\S]*?)```/.exec(section);
   assert.ok(block, 'docs/service.md has a js block under "From Node: the client and middleware"');
-  assert.match(block[1], /require\('tiergate'\)/);
+  assert.match(block[1], /require\('tiergate\/service'\)/);
   const tmp = fs.mkdtempSync(path.join(dir, '.doc-'));
   try {
     const file = path.join(tmp, 'service-client.cjs');
-    fs.writeFileSync(file, block[1].replace(/require\('tiergate'\)/g, `require(${JSON.stringify(root)})`));
+    fs.writeFileSync(file, block[1].replace(/require\('tiergate\/service'\)/g, `require(${JSON.stringify(path.join(root, 'lib', 'exports', 'service.js'))})`));
     const files = [file];
     if (!fs.existsSync(path.join(root, 'node_modules', '@types', 'express'))) {
       fs.writeFileSync(path.join(tmp, 'express.d.ts'), "declare module 'express';\n");

@@ -94,7 +94,7 @@ test('node:http with a prefix: the app, the info, and a stream of samples with p
   assert.ok(Array.isArray(s.events[0].data) && s.events[0].data.length >= 1);
   const all = [...s.events[0].data, ...s.events.slice(1).map((e) => e.data)];
   // The 20 requests appear as a rate in the sample whose interval held them.
-  const admittedPerSec = all.map((x) => x.gatekeeper.tiers.background.admitted);
+  const admittedPerSec = all.map((x) => x.gatekeeper.tiers.standard.admitted); // the default tier of gatekeeper()
   assert.ok(admittedPerSec.some((r) => r > 0), `no admitted rate in ${JSON.stringify(admittedPerSec)}`);
   assert.equal(s.events[1].event, 'sample');
   assert.ok(typeof s.events[1].data.loop.elu === 'number');
