@@ -98,8 +98,8 @@ async function warmPool(agent, { host = '127.0.0.1', port, path: reqPath = '/', 
 }
 
 /**
- * Requests sent against a deadline: each ends in its `onEnd(status)` exactly once, with its status,
- * 'error:<code>', or 'timeout' at its deadline. The deadline covers the whole exchange, connect
+ * Requests sent against a deadline: each ends in its `onEnd(status, headers)` exactly once, with its
+ * status and response headers, 'error:<code>', or 'timeout' at its deadline (no headers). The deadline covers the whole exchange, connect
  * included (req.setTimeout would not start before the socket connects, and a SYN dropped by a full
  * accept queue is retried only after 1 s); a sweep every min(50, timeoutMs / 4) ms enforces it.
  */
@@ -117,15 +117,15 @@ function deadlineRequests(timeoutMs) {
     /** Sends `options` (http.request's) with `deadline` (absolute ms, the nowAbs() clock). */
     send(options, deadline, onEnd) {
       let settled = false;
-      const settle = (status) => {
+      const settle = (status, headers) => {
         if (settled) return;
         settled = true;
         inflight.delete(req);
-        onEnd(status);
+        onEnd(status, headers);
       };
       const req = http.request(options, (res) => {
         res.on('error', (err) => settle(`error:${err.code || err.message}`));
-        res.on('end', () => settle(res.statusCode));
+        res.on('end', () => settle(res.statusCode, res.headers));
         res.resume();
       });
       req.deadline = deadline;
@@ -155,7 +155,8 @@ function deadlineRequests(timeoutMs) {
  *   agent (an http.Agent; default a keep-alive agent with maxOutstanding sockets, destroyed at the end),
  *   warm ({ connections, path, headers }: open that many keep-alive connections before the clock starts),
  *   startAt (absolute ms, nowAbs() clock: when the schedule starts; default a few ms from now, after
- *   the warm-up: loads that follow one another without a gap), steadyFromMs (1000: what `steady` counts from).
+ *   the warm-up: loads that follow one another without a gap), steadyFromMs (1000: what `steady` counts from),
+ *   samples (false: true keeps every success's due time and latency in tiers[tier].samples).
  */
 async function openLoop(opts) {
   const host = opts.host || '127.0.0.1';
@@ -310,6 +311,8 @@ async function openLoop(opts) {
       // has settled, apart from the onset of the load.
       steady: { fromMs: steadyFromMs, sent: t.steadySent, ok: steady.length, p50: percentile(steady, 50), p99: percentile(steady, 99), rejections: t.steadyRejections },
       rejections: t.rejections,
+      // opts.samples: every success's due time (ms after the start) and latency, in answer order.
+      samples: opts.samples ? { dueMs: t.okScheduledAt.slice(0, t.ok), latencyMs: t.latencies.slice(0, t.ok) } : undefined,
     };
   }
   const lastBucket = bucketOf(nowAbs());

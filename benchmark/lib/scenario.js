@@ -32,12 +32,13 @@ function calibrateWork(targetMs = 3, workKind = DEFAULT_WORK_KIND) {
  * Starts the test server in a child process. Options: framework ('express' | 'express4' | 'fastify' |
  * 'http'), protection, options (JSON-serialisable options of the protection), workIters, workKind, record
  * (lag timeline + first-rejection time, for overload runs), tiergateDir (load tiergate from that package
- * directory instead of this checkout). Resolves to a handle with `port`,
+ * directory instead of this checkout), script (another server with the same IPC commands, e.g.
+ * downstream-server.js) and extra (more fields of its JSON config). Resolves to a handle with `port`,
  * `windowStart()`, `windowEnd()`, `guardStats()`, `cpuUsage()`, `profileStart()`, `profileStop(file)`, `stop()`.
  */
-function startServer({ framework = 'express', protection = 'none', options = {}, workIters = 0, workKind = DEFAULT_WORK_KIND, record = false, trace = false, backlog = 511, tiergateDir, gate, heldLagMs, outsideApp } = {}) {
-  const child = fork(SERVER, [], {
-    env: { ...process.env, TG_BENCH_SERVER: JSON.stringify({ framework, protection, options, workIters, workKind, record, trace, backlog, tiergateDir, gate, heldLagMs, outsideApp }) },
+function startServer({ framework = 'express', protection = 'none', options = {}, workIters = 0, workKind = DEFAULT_WORK_KIND, record = false, trace = false, backlog = 511, tiergateDir, gate, heldLagMs, outsideApp, script = SERVER, extra = {} } = {}) {
+  const child = fork(script, [], {
+    env: { ...process.env, TG_BENCH_SERVER: JSON.stringify({ ...extra, framework, protection, options, workIters, workKind, record, trace, backlog, tiergateDir, gate, heldLagMs, outsideApp }) },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     execArgv: [],
   });
