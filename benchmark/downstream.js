@@ -52,10 +52,11 @@ const DS_SERVER = path.join(__dirname, 'lib', 'downstream-server.js');
 const SLOW_DOWNSTREAM = path.join(__dirname, 'lib', 'slow-downstream.js');
 const ROUTES = ['pg', 'http', 'mixed'];
 
-/** Phase lengths (ms): the full run, and --quick. */
+/** Phase lengths (ms): the full run, and --quick. stormBase is a multiple of retryLoad's 500 ms
+ * buckets, so that the storm's recovery windows start at the step's end. */
 const PHASES = {
-  full: { warm: 300, unloaded: 1000, light: 600, step: 3000, after: 3000, stormBase: 300, stormStep: 1500, stormAfter: 2500 },
-  quick: { warm: 300, unloaded: 1000, light: 500, step: 2000, after: 2500, stormBase: 300, stormStep: 1500, stormAfter: 2500 },
+  full: { warm: 300, unloaded: 1000, light: 600, step: 3000, after: 3000, stormBase: 500, stormStep: 1500, stormAfter: 2500 },
+  quick: { warm: 300, unloaded: 1000, light: 500, step: 2000, after: 2500, stormBase: 500, stormStep: 1500, stormAfter: 2500 },
 };
 
 /**
