@@ -449,8 +449,10 @@ class Gatekeeper {
     else if (verdict === 0 && !this.#observe && !decisionChannel.hasSubscribers) out = null;
     else out = this.#settle(verdict, req, res, given, key);
     const q = this.#queue;
-    if (out === null && q !== null && (q.active || !q.calm(r[R.PRESSURE], r[R.LAG_MS], r[R.INLINE_RUN_MS]))) {
-      // A shed from the turn queue gives its slot back (#queueShed); one without a slot waits for none.
+    // A request that waits for a slot waits there only: the limit binds while the loop is not the
+    // bottleneck, so the turn queue has nothing to do for it.
+    if (out === null && slot !== SLOT.WAIT && q !== null && (q.active || !q.calm(r[R.PRESSURE], r[R.LAG_MS], r[R.INLINE_RUN_MS]))) {
+      // A shed from the turn queue gives its slot back (#queueShed).
       return q.admit(req, res, r[R.TIER], r[R.PRESSURE], r[R.LAG_MS], r[R.INLINE_RUN_MS], given !== null ? given : SOURCES[r[R.SOURCE]], key);
     }
     if (slot === SLOT.NONE) return out;

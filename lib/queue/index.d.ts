@@ -172,7 +172,7 @@ export declare class AdaptiveLimit {
   /** Records one latency sample; true when the limit changed. */
   sample(rttMs: number, inFlight: number, nowMs: number): boolean;
   /** The estimator's figures (the last interval's median latency as `typicalMs`). */
-  stats(): { limit: number; estimate: number; baselineMs: number; typicalMs: number; throughput: number; queueing: boolean; intervals: number };
+  stats(): { limit: number; estimate: number; baselineMs: number; typicalMs: number; throughput: number; queueing: boolean; intervals: number; probes: number };
 }
 
 // `fastify.register(concurrencyGatePlugin, options)` decorates the instance with the guard (harmless

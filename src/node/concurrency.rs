@@ -24,6 +24,7 @@ pub struct ConcurrencyLimitStats {
     pub throughput: f64,
     pub queueing: bool,
     pub intervals: f64,
+    pub probes: f64,
 }
 
 #[napi]
@@ -75,6 +76,7 @@ impl ConcurrencyLimitHandle {
             throughput: s.throughput,
             queueing: s.queueing,
             intervals: s.intervals as f64,
+            probes: s.probes as f64,
         }
     }
 }

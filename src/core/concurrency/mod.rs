@@ -6,15 +6,14 @@
 //! Every interval (at least `INTERVAL_NS`, four baselines, and `MIN_SAMPLES` finished requests):
 //! - `typical`: the interval's median latency (robust to a downstream's own jitter and tail, which
 //!   a mean or a minimum would take for a queue);
-//! - `baseline`: the lowest `typical` of the last `BASELINE_INTERVALS` intervals: the service's
-//!   latency without a queue. A short horizon, so a downstream that became slower for good is the
-//!   new baseline within seconds.
-//! - `queueing`: `typical` above `TOLERANCE × baseline` or above `QUEUED` (3) × the fastest request
-//!   of the horizon (so a process that starts under overload, with no unqueued median yet, sees its
-//!   queue too), or a user signal above 0 (requests waiting downstream over the downstream's size: a
-//!   pool's `waitingCount / max`) — while at least `IN_USE` (80%) of the limit was in use: a
-//!   downstream slow for reasons of its own is no reason to hold back a load below the limit.
-//! - queueing: the limit moves to the knee (down at once, up half-way per interval), `throughput × baseline` (the
+//! - `baseline`: the service's latency without a queue: the median of the last probe (below), and
+//!   before the first one the lowest `typical` of the last `BASELINE_INTERVALS` intervals.
+//! - `queueing`: `typical` above `TOLERANCE × baseline` while the limit was reached (a downstream
+//!   slow for reasons of its own is no reason to hold back a load below the limit), or a user signal
+//!   above 0 (requests waiting downstream over the downstream's size: a pool's `waitingCount / max`).
+//! - queueing: the limit moves to the knee (down at once, up half-way per interval), and under it by
+//!   the gradient `TOLERANCE × baseline ÷ typical` (0.5..1) while the median stays over the
+//!   tolerance; the knee is `throughput × baseline` (the
 //!   concurrency the downstream serves without a queue: a pool of 4 at 20 ms makes 200/s × 20 ms =
 //!   4), plus a headroom of `HEADROOM` of it and at least one request, so the downstream never idles
 //!   for want of work. With a signal `v`, at most the most requests in flight ÷ (1 + v) (the share
@@ -51,11 +50,10 @@ pub const MIN_SAMPLES: u32 = 10;
 pub const BASELINE_INTERVALS: usize = 30;
 /// A median latency above this multiple of the baseline is a queue downstream.
 pub const TOLERANCE: f64 = 1.2;
-/// A median latency above this multiple of the fastest request is a queue downstream, whatever the
-/// downstream's own jitter.
-pub const QUEUED: f64 = 3.0;
-/// The limit is only cut while this share of it was in use during the interval.
-pub const IN_USE: f64 = 0.8;
+/// A probe waits at most this many intervals for the queue it found to drain.
+pub const MAX_DRAIN: u32 = 20;
+/// An interval is at most this long (ns), whatever the baseline.
+pub const MAX_INTERVAL_NS: u64 = 1_000_000_000;
 /// Headroom above the knee, as a share of it (at least one request).
 pub const HEADROOM: f64 = 0.1;
 /// Growth per interval while the limit is reached without queueing, as a share of it (at least
@@ -64,6 +62,12 @@ pub const GROWTH: f64 = 0.02;
 /// A limit in use is probed this often (ns): two intervals at a low concurrency, the second's median
 /// the baseline.
 pub const PROBE_EVERY_NS: u64 = 5_000_000_000;
+/// A probe holds the limit at this share of it (rounded up).
+pub const PROBE_FACTOR: f64 = 0.5;
+/// A probe whose median is under this share of the baseline before it is followed by another
+/// after `PROBE_SOON_NS`.
+pub const PROBE_AGAIN_BELOW: f64 = 0.8;
+pub const PROBE_SOON_NS: u64 = 500_000_000;
 /// Latencies kept per interval for its median.
 pub const MAX_SAMPLES: usize = 1024;
 /// The weight of a higher target (the limit rises this share of the way per interval).
@@ -156,14 +160,17 @@ pub struct Concurrency {
     count: u32,
     /// The interval's latencies (at most `MAX_SAMPLES`: the median of the first ones).
     samples: Vec<u64>,
-    /// The fastest request of the interval.
-    fastest_ns: u64,
+    /// The interval's latencies added up (its mean: Little's law counts means).
+    sum_ns: f64,
+    /// When the interval's earliest-admitted request was admitted.
+    earliest_admit_ns: u64,
     /// The most requests in flight during the interval.
     peak: u32,
     medians: [u64; BASELINE_INTERVALS],
-    fastest: [u64; BASELINE_INTERVALS],
-    /// `INTERVAL_NS`, or `INTERVAL_BASELINES` × the fastest request when longer: an interval's throughput
-    /// then counts several rounds of requests, not one wave of a slow downstream.
+    means: [u64; BASELINE_INTERVALS],
+    /// `INTERVAL_NS`, or `INTERVAL_BASELINES` × the baseline when longer (at most `MAX_INTERVAL_NS`):
+    /// an interval's throughput then counts several rounds of requests, not one wave of a slow
+    /// downstream.
     interval_ns: u64,
     next: usize,
     signal: f64,
@@ -172,10 +179,11 @@ pub struct Concurrency {
     /// The latest epoch seen.
     epoch: u64,
     probe: Probe,
-    /// The limit while probing.
+    /// The limit while probing, and when the probe began.
     probe_limit: f64,
-    /// The median latency the last probe measured (`u64::MAX`: none yet).
-    probed_ns: u64,
+    probe_started_ns: u64,
+    /// The median and the mean latency the last probe measured (`u64::MAX`: none yet).
+    probed: (u64, u64),
     next_probe_ns: u64,
     stats: ConcurrencyStats,
 }
@@ -185,8 +193,8 @@ pub struct Concurrency {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Probe {
     Off,
-    /// One interval at the probe's limit, for the queue downstream to drain.
-    Drain,
+    /// Intervals at the probe's limit (their count) while the queue downstream drains.
+    Drain(u32),
     /// One more, whose median is the baseline.
     Measure,
 }
@@ -201,10 +209,11 @@ impl Concurrency {
             start_ns: 0,
             count: 0,
             samples: Vec::with_capacity(MAX_SAMPLES),
-            fastest_ns: u64::MAX,
+            sum_ns: 0.0,
+            earliest_admit_ns: u64::MAX,
             peak: 0,
             medians: [u64::MAX; BASELINE_INTERVALS],
-            fastest: [u64::MAX; BASELINE_INTERVALS],
+            means: [u64::MAX; BASELINE_INTERVALS],
             interval_ns: INTERVAL_NS,
             next: 0,
             signal: 0.0,
@@ -212,7 +221,8 @@ impl Concurrency {
             epoch: 0,
             probe: Probe::Off,
             probe_limit: 0.0,
-            probed_ns: u64::MAX,
+            probe_started_ns: 0,
+            probed: (u64::MAX, u64::MAX),
             next_probe_ns: 0,
             stats: ConcurrencyStats::default(),
         }
@@ -333,7 +343,8 @@ impl Concurrency {
             self.start_ns = now_ns;
         }
         self.count += 1;
-        self.fastest_ns = self.fastest_ns.min(latency_ns);
+        self.sum_ns += latency_ns as f64;
+        self.earliest_admit_ns = self.earliest_admit_ns.min(now_ns.saturating_sub(latency_ns));
         if self.samples.len() < MAX_SAMPLES {
             self.samples.push(latency_ns);
         }
@@ -367,39 +378,48 @@ impl Concurrency {
         let mid = self.samples.len() / 2;
         let typical = *self.samples.select_nth_unstable(mid).1;
         match self.probe {
-            Probe::Drain => {
-                self.probe = Probe::Measure;
+            Probe::Drain(n) => {
+                // Until every request of the interval was admitted after the probe began: those
+                // admitted above its limit have finished, their queue downstream with them (at most
+                // `MAX_DRAIN` intervals).
+                let drained = self.earliest_admit_ns >= self.probe_started_ns || n + 1 >= MAX_DRAIN;
+                self.probe = if drained { Probe::Measure } else { Probe::Drain(n + 1) };
                 return self.next_interval(now_ns);
             }
             Probe::Measure => {
-                self.probed_ns = typical;
+                // A probe that found a much lower baseline may have met a queue still: probe again
+                // soon (a process that started under overload converges in a few), else in 5 s.
+                let before = self.baseline().0;
+                let lower = (typical as f64) < PROBE_AGAIN_BELOW * before as f64;
+                self.probed = (typical, (self.sum_ns / f64::from(self.count)) as u64);
                 self.probe = Probe::Off;
-                self.next_probe_ns = now_ns.saturating_add(PROBE_EVERY_NS);
+                self.next_probe_ns = now_ns.saturating_add(if lower { PROBE_SOON_NS } else { PROBE_EVERY_NS });
                 self.stats.probes += 1;
                 return self.next_interval(now_ns);
             }
             Probe::Off => {}
         }
+        let mean = (self.sum_ns / f64::from(self.count)) as u64;
         self.medians[self.next] = typical;
-        self.fastest[self.next] = self.fastest_ns;
+        self.means[self.next] = mean;
         self.next = (self.next + 1) % BASELINE_INTERVALS;
-        let baseline_ns = (*self.medians.iter().min().unwrap()).min(self.probed_ns) as f64;
-        let fastest_ns = *self.fastest.iter().min().unwrap() as f64;
+        let (baseline, baseline_mean) = self.baseline();
+        let (baseline_ns, baseline_mean_ns) = (baseline as f64, baseline_mean as f64);
         let typical_ns = typical as f64;
         let throughput = f64::from(self.count) / elapsed_s;
-        // A median `QUEUED` times the fastest request is a queue whatever the downstream's jitter
-        // (a process that starts under overload has no unqueued median to compare with).
-        let queued = typical_ns > QUEUED * fastest_ns;
-        let inflated = queued || typical_ns > TOLERANCE * baseline_ns;
         let (min, max) = (f64::from(self.cfg.min_limit), f64::from(self.cfg.max_limit));
         let peak = f64::from(self.peak);
-        // Only a limit in use is cut: a downstream slow for reasons of its own, or the jitter of a
-        // median, is no reason to hold back a load that is not near the limit.
-        let in_use = peak >= IN_USE * self.limit;
-        let queueing = (inflated && in_use) || self.signal > 0.0;
+        let reached = peak >= self.limit.floor();
+        let queueing = (typical_ns > TOLERANCE * baseline_ns && reached) || self.signal > 0.0;
         if queueing {
-            let knee = throughput * if queued { fastest_ns } else { baseline_ns } / 1e9;
-            let mut target = if inflated { knee + (HEADROOM * knee).max(1.0) } else { self.limit };
+            // Little's law counts means: what the downstream serves at once without a queue.
+            let knee = throughput * baseline_mean_ns / 1e9;
+            let inflated = typical_ns > TOLERANCE * baseline_ns && reached;
+            // The knee bounds it; the gradient (how far the median is over the tolerance) brings
+            // it under: requests of a protected tier come on top of the limit, and the knee's
+            // own headroom may be a queue already.
+            let gradient = (TOLERANCE * baseline_ns / typical_ns).clamp(0.5, 1.0);
+            let mut target = if inflated { (knee + (HEADROOM * knee).max(1.0)).min(self.limit * gradient) } else { self.limit };
             // A queue `signal` times the downstream's size waits there: of the requests in flight,
             // the downstream serves one in (1 + signal).
             if self.signal > 0.0 {
@@ -408,7 +428,7 @@ impl Concurrency {
             // Down at once (each interval over the knee is a queue to drain), up half-way.
             let next = if target < self.limit { target } else { self.limit + (target - self.limit) * SMOOTHING };
             self.limit = next.clamp(min, max);
-        } else if peak >= self.limit.floor() {
+        } else if reached {
             self.limit = (self.limit + (self.limit * GROWTH).max(1.0)).clamp(min, max);
         } else {
             // Unused headroom is no evidence: keep room for a burst of twice the use, no more, so
@@ -416,29 +436,41 @@ impl Concurrency {
             // nothing has tested.
             self.limit = self.limit.min(SPARE_FACTOR * peak + SPARE_MIN).clamp(min, max);
         }
-        self.interval_ns = INTERVAL_NS.max((INTERVAL_BASELINES * fastest_ns) as u64);
+        self.interval_ns = ((INTERVAL_BASELINES * baseline_ns) as u64).clamp(INTERVAL_NS, MAX_INTERVAL_NS);
         self.stats.baseline_ms = baseline_ns / 1e6;
         self.stats.typical_ms = typical_ns / 1e6;
         self.stats.throughput = throughput;
         self.stats.queueing = queueing;
         self.stats.intervals += 1;
-        // A limit in use whose median is above its fastest request (a queue, or the downstream's own
-        // spread: the probe tells which) is probed every `PROBE_EVERY_NS`, the first time at once:
-        // at half of it, or lower, at the concurrency the fastest request says the downstream serves
-        // without a queue.
-        if in_use && now_ns >= self.next_probe_ns && typical_ns > TOLERANCE * fastest_ns {
-            let low = throughput * fastest_ns / 1e9 + 1.0;
-            self.probe_limit = (self.limit / 2.0).min(low).clamp(min, max);
-            self.probe = Probe::Drain;
+        // A limit reached is probed every `PROBE_EVERY_NS` (the first time at once), at
+        // `PROBE_FACTOR` of it: under a standing queue every request waits, and no interval's median
+        // is the service's own latency.
+        if reached && now_ns >= self.next_probe_ns {
+            self.probe_limit = (self.limit * PROBE_FACTOR).ceil().clamp(min, max);
+            self.probe_started_ns = now_ns;
+            self.probe = Probe::Drain(0);
         }
         self.next_interval(now_ns);
+    }
+
+    /// The service without a queue, median and mean: the last probe's; before any probe, the lowest
+    /// interval median (and mean) of the horizon. A probe's, once there is one, because an interval's
+    /// requests are whatever mix of routes came then: a burst of fast ones would pass for the
+    /// service's own latency for the whole horizon.
+    fn baseline(&self) -> (u64, u64) {
+        if self.probed.0 != u64::MAX {
+            self.probed
+        } else {
+            (*self.medians.iter().min().unwrap(), *self.means.iter().min().unwrap())
+        }
     }
 
     fn next_interval(&mut self, now_ns: u64) {
         self.start_ns = now_ns;
         self.count = 0;
         self.samples.clear();
-        self.fastest_ns = u64::MAX;
+        self.sum_ns = 0.0;
+        self.earliest_admit_ns = u64::MAX;
         self.peak = self.in_flight;
     }
 
