@@ -198,7 +198,7 @@ function stepRows(raw, tiers) {
   return [...rows.values()].sort((a, b) => a.t - b.t).map((o) => ({ ...o, critLatency: o.critLatency || null }));
 }
 
-function writeSvgs(results, outDir, { routes, probes, tiers, load }) {
+function writeSvgs(results, outDir, { routes, tiers, load }) {
   fs.mkdirSync(outDir, { recursive: true });
   for (const route of routes) {
     const parts = [];

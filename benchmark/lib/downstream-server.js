@@ -150,7 +150,9 @@ function learnedLimit() {
     const c = statsSource?.stats()?.concurrency;
     if (c && typeof c.limit === 'number') return c.limit;
     if (gateSource) return gateSource.stats().limit;
-  } catch {}
+  } catch {
+    // a stats() that throws (a protection closing) has no limit to plot
+  }
   return null;
 }
 
@@ -206,7 +208,7 @@ async function main() {
         bulkhead: bh ? bh.stats() : null,
       });
     } else if (msg.cmd === 'guard-stats') {
-      let stats = null;
+      let stats;
       try {
         stats = { gatekeeper: statsSource ? statsSource.stats() : null, gate: gateSource ? gateSource.stats() : null, bulkhead: bh ? bh.stats() : null };
       } catch (err) {
