@@ -106,7 +106,8 @@ test('AdaptiveLimit: an app-limited service does not grow the limit', () => {
 test('AdaptiveLimit: latency inflation shrinks the limit, never below min; recovery raises it again', () => {
   const l = new AdaptiveLimit({ min: 3, max: 100, initial: 50 });
   let t = 0;
-  for (let i = 0; i < 200; i++) l.sample(10, l.limit, (t += 1)); // baseline 10 ms
+  // Baseline 10 ms, long enough for the estimator's first probe (a reached limit is probed at once) to end.
+  for (let i = 0; i < 1000; i++) l.sample(10, l.limit, (t += 1));
   const before = l.limit;
   let lowest = before;
   for (let i = 0; i < 1000; i++) {

@@ -78,9 +78,11 @@ async function hungInstance(pg, Client, faultMs) {
     await newClient(a.url, 'chaos-hot');
     await newClient(a.url, 'chaos-cold');
     // 16 checks of the hot client in flight at A; stop A until it is caught holding the row's lock.
-    const load = Array.from({ length: 16 }, async () => { while (loading && onA.length < LIMIT / 2) onA.push(await timedCheck(a.url, 'chaos-hot')); });
+    // A refused check locks the row as an admitted one does, so the load runs until A is caught (on
+    // a loaded machine that can take many tries: each stop lands between two batches or in one).
+    const load = Array.from({ length: 16 }, async () => { while (loading) onA.push(await timedCheck(a.url, 'chaos-hot')); });
     let locked = false;
-    for (let attempt = 0; attempt < 40 && !locked; attempt++) {
+    for (let attempt = 0; attempt < 300 && !locked; attempt++) {
       await sleep(15 + (attempt % 5) * 7);
       a.child.kill('SIGSTOP');
       stopped = true;
