@@ -110,8 +110,26 @@ class Slots {
   }
 
   #release(epoch, latencyMs) {
-    const n = this.#handle.releaseSlot(epoch, latencyMs, this.#count);
-    if (n > 0) this.#start(n);
+    const n = this.#handle.releaseSlot(epoch, latencyMs, this.#count - this.#handed);
+    if (n > 0) this.#startLater(n);
+  }
+
+  // Waiters start at the end of this loop turn (one check-phase callback for every slot of the
+  // turn), not inside the callback of the response that freed their slot: the loop reads its
+  // sockets in between, so a protected request arriving meanwhile is not queued behind a run of
+  // handlers started back to back.
+  #handed = 0;
+  #startScheduled = false;
+  #startLater(n) {
+    this.#handed += n;
+    if (this.#startScheduled) return;
+    this.#startScheduled = true;
+    setImmediate(() => {
+      this.#startScheduled = false;
+      const k = this.#handed;
+      this.#handed = 0;
+      this.#start(k);
+    });
   }
 
   /** A request of `tier` found every slot in use: a thenable settled with null (run) or a rejection. */
@@ -176,9 +194,9 @@ class Slots {
         w.settle(this.#shed(w, now - w.t0, 'wait'));
       }
     }
-    if (this.#count > 0) {
-      const n = this.#handle.handOverSlots(this.#count);
-      if (n > 0) this.#start(n);
+    if (this.#count > this.#handed) {
+      const n = this.#handle.handOverSlots(this.#count - this.#handed);
+      if (n > 0) this.#startLater(n);
     }
     if (this.#count === 0) this.#stopTick();
   }

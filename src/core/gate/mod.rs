@@ -67,6 +67,8 @@ use std::sync::Arc;
 const BUSY_TAU_MS: f64 = 100.0;
 /// Above this short-window utilisation the loop is the bottleneck: the concurrency limit does not bind.
 pub const LOOP_BOUND_BUSY: f64 = 0.75;
+/// ... and from this share of the shed controller's target lag (the turn queue starts there too).
+pub const LOOP_BOUND_LAG_SHARE: f64 = 0.25;
 /// Leads every client-IP key in the ledger, so IP keys and given keys (user ids) are separate
 /// namespaces: `x-user-id: 127.0.0.1` must not share the bucket of the client at 127.0.0.1. Given
 /// keys come from JS strings as UTF-8, which never contains the byte 0xFF.
@@ -452,7 +454,9 @@ impl Gate {
         st.levels[tier] = if key.is_none() { o.remaining } else { f64::NAN };
         d.outcome = o;
         if o.allowed {
-            let loop_bound = st.busy > LOOP_BOUND_BUSY || d.pressure > 0.0;
+            // The loop is the bottleneck: busy, in a lag episode, or lagging a quarter of the way to
+            // the target already (an overload's onset, before the utilisation's average shows it).
+            let loop_bound = st.busy > LOOP_BOUND_BUSY || d.pressure > 0.0 || st.input.lag_ms >= LOOP_BOUND_LAG_SHARE * st.ctl.thresholds_ms().0;
             d.slot = st.conc.try_acquire(self.protected[tier], loop_bound, now_ns);
             d.epoch = st.conc.epoch();
         }
