@@ -65,8 +65,6 @@ class LeaseDriver {
   #o;
   /** Request id -> { id, limit, key, size, ttlMs, done }: sent, not yet answered (or timed out). */
   #inflight = new Map();
-  /** (limit, key) -> the id of its request in flight. */
-  #inflightByKey = new Map();
   /** (limit, key) -> spends waiting for that key's answer. */
   #waiters = new Map();
   #counts = new Float64Array(CODE_NAMES.length);
@@ -251,7 +249,6 @@ class LeaseDriver {
     for (const r of chunk) {
       r.done = false;
       this.#inflight.set(r.id, r);
-      this.#inflightByKey.set(wkey(r.limit, r.key), r.id);
     }
     this.#s.batches++;
     this.#s.requestsSent += chunk.length;
@@ -315,8 +312,6 @@ class LeaseDriver {
     if (!r.done) {
       r.done = true;
       this.#inflight.delete(r.id);
-      const k = wkey(r.limit, r.key);
-      if (this.#inflightByKey.get(k) === r.id) this.#inflightByKey.delete(k);
     }
   }
 

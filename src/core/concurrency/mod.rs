@@ -249,10 +249,6 @@ impl Concurrency {
         self.epoch
     }
 
-    pub fn enabled(&self) -> bool {
-        self.cfg.enabled
-    }
-
     /// The limit now (whole requests): the probe's while it measures the baseline.
     pub fn limit(&self) -> u32 {
         if self.probe == Probe::Off {
