@@ -8,21 +8,24 @@
 //!   a mean or a minimum would take for a queue);
 //! - `baseline`: the service's latency without a queue: the median of the last probe (below), and
 //!   before the first one the lowest `typical` of the last `BASELINE_INTERVALS` intervals.
-//! - `queueing`: `typical` above `TOLERANCE × baseline` while the limit was reached (a downstream
-//!   slow for reasons of its own is no reason to hold back a load below the limit), or a user signal
-//!   above 0 (requests waiting downstream over the downstream's size: a pool's `waitingCount / max`).
-//! - queueing: the limit moves to the knee (down at once, up half-way per interval), and under it by
-//!   the gradient `TOLERANCE × baseline ÷ typical` (0.5..1) while the median stays over the
-//!   tolerance; the knee is `throughput × baseline` (the
-//!   concurrency the downstream serves without a queue: a pool of 4 at 20 ms makes 200/s × 20 ms =
-//!   4), plus a headroom of `HEADROOM` of it and at least one request, so the downstream never idles
-//!   for want of work. With a signal `v`, at most the most requests in flight ÷ (1 + v) (the share
-//!   the downstream serves, the rest waits there), plus one.
+//! - `knee`: `throughput × baseline mean`, the requests the downstream serves at once without a
+//!   queue (Little's law: a pool of 4 at 20 ms makes 200/s × 20 ms = 4), and `queued`:
+//!   `throughput × (mean − baseline mean)`, the requests that waited there on average.
+//! - `queueing`: the limit was reached and more than `QUEUE_SHARE` of the knee (at least
+//!   `QUEUE_MIN`) waited downstream, or a user signal above 0 (requests waiting downstream over the
+//!   downstream's size: a pool's `waitingCount / max`). A downstream slow for reasons of its own is
+//!   no reason to hold back a load below the limit.
+//! - queueing: the limit moves to the knee plus a headroom of `HEADROOM` of it and at least one
+//!   request (down at once, up half-way per interval), so the downstream never idles while the next
+//!   request is on its way to it and holds a queue of about one. With a signal `v`, at most the
+//!   most requests in flight ÷ (1 + v) (the share the downstream serves, the rest waits there), plus
+//!   one. Means, not medians: a queue of fewer requests than the pool has servers leaves the median
+//!   untouched, and each of them is a wait for the protected tier.
 //! - no queueing while the limit was reached: it may carry more; the limit grows by `GROWTH` (2%, at
 //!   least one request) per interval.
-//! - otherwise (the limit was not reached): it keeps room for a burst of twice the requests in
-//!   flight (`SPARE_FACTOR`, `SPARE_MIN`) and no more, so an overload's onset does not first fill
-//!   the downstream's queue up to a limit nothing has tested.
+//! - otherwise (the limit was not reached): it keeps room for a burst of the square root of the
+//!   most requests in flight (at least `SPARE_MIN`) more than them and no more, so an overload's onset does not first fill the
+//!   downstream's queue up to a limit nothing has tested (the protected tier would wait behind it).
 //!
 //! A request of a protected tier always gets a slot (it is counted in flight, so the others have
 //! fewer); one of another tier gets one while fewer than the limit are in flight, else it waits (the
@@ -38,6 +41,8 @@
 //! Anchors: Netflix concurrency-limits (Gradient2, Vegas), Envoy's adaptive concurrency filter
 //! (a measured minimum latency, a gradient), BBR's bottleneck bandwidth × min RTT.
 #[cfg(test)]
+mod sim;
+#[cfg(test)]
 mod tests;
 
 /// An interval is at least this long (ns)...
@@ -48,22 +53,28 @@ pub const INTERVAL_BASELINES: f64 = 4.0;
 pub const MIN_SAMPLES: u32 = 10;
 /// The baseline is the lowest interval median over this many intervals.
 pub const BASELINE_INTERVALS: usize = 30;
-/// A median latency above this multiple of the baseline is a queue downstream.
-pub const TOLERANCE: f64 = 1.2;
 /// A probe waits at most this many intervals for the queue it found to drain.
 pub const MAX_DRAIN: u32 = 20;
 /// An interval is at most this long (ns), whatever the baseline.
 pub const MAX_INTERVAL_NS: u64 = 1_000_000_000;
 /// Headroom above the knee, as a share of it (at least one request).
 pub const HEADROOM: f64 = 0.1;
+/// A queue downstream: on average more requests waiting there than this share of the knee...
+pub const QUEUE_SHARE: f64 = 0.1;
+/// ... and than this many.
+pub const QUEUE_MIN: f64 = 0.5;
 /// Growth per interval while the limit is reached without queueing, as a share of it (at least
 /// one request): additive, so the limit probes above the knee by little at a time.
 pub const GROWTH: f64 = 0.02;
 /// A limit in use is probed this often (ns): two intervals at a low concurrency, the second's median
 /// the baseline.
 pub const PROBE_EVERY_NS: u64 = 5_000_000_000;
-/// A probe holds the limit at this share of it (rounded up).
-pub const PROBE_FACTOR: f64 = 0.5;
+/// A probe holds the limit at this share of it (rounded up): enough to drain the queue of about one
+/// the knee's headroom keeps...
+pub const PROBE_FACTOR: f64 = 0.75;
+/// ... and at this share while it searches (the first probe, and one after a probe that found a
+/// much lower baseline: a limit far above the knee, as in a process that started under overload).
+pub const PROBE_SEARCH_FACTOR: f64 = 0.5;
 /// A probe whose median is under this share of the baseline before it is followed by another
 /// after `PROBE_SOON_NS`.
 pub const PROBE_AGAIN_BELOW: f64 = 0.8;
@@ -77,10 +88,9 @@ pub const EPOCH_NS: u64 = 1_000_000_000;
 /// ... over this many epochs: a request in flight longer (a stream, a long poll, a response that
 /// never finishes) stops counting, and says nothing of the service's latency.
 pub const EPOCHS: usize = 10;
-/// A limit that was not reached falls to this multiple of the most requests in flight...
-pub const SPARE_FACTOR: f64 = 2.0;
-/// ... plus this many.
-pub const SPARE_MIN: f64 = 4.0;
+/// A limit that was not reached falls to the most requests in flight plus their square root (a
+/// load's own fluctuation), at least this many.
+pub const SPARE_MIN: f64 = 2.0;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct ConcurrencyConfig {
@@ -185,6 +195,9 @@ pub struct Concurrency {
     /// The median and the mean latency the last probe measured (`u64::MAX`: none yet).
     probed: (u64, u64),
     next_probe_ns: u64,
+    /// No load under the limit measured the baseline before the first probe, or the last probe found
+    /// a much lower one: the next probe holds the limit lower.
+    searching: bool,
     stats: ConcurrencyStats,
 }
 
@@ -224,6 +237,7 @@ impl Concurrency {
             probe_started_ns: 0,
             probed: (u64::MAX, u64::MAX),
             next_probe_ns: 0,
+            searching: true,
             stats: ConcurrencyStats::default(),
         }
     }
@@ -390,6 +404,7 @@ impl Concurrency {
                 self.probed = (typical, (self.sum_ns / f64::from(self.count)) as u64);
                 self.probe = Probe::Off;
                 self.next_probe_ns = now_ns.saturating_add(if lower { PROBE_SOON_NS } else { PROBE_EVERY_NS });
+                self.searching = lower;
                 self.stats.probes += 1;
                 return self.next_interval(now_ns);
             }
@@ -406,16 +421,16 @@ impl Concurrency {
         let (min, max) = (f64::from(self.cfg.min_limit), f64::from(self.cfg.max_limit));
         let peak = f64::from(self.peak);
         let reached = peak >= self.limit.floor();
-        let queueing = (typical_ns > TOLERANCE * baseline_ns && reached) || self.signal > 0.0;
+        // Little's law counts means: the requests the downstream serves at once without a queue
+        // (the knee), and those that waited there on average.
+        let knee = throughput * baseline_mean_ns / 1e9;
+        let queued = throughput * (mean as f64 - baseline_mean_ns).max(0.0) / 1e9;
+        let measured = reached && queued > (QUEUE_SHARE * knee).max(QUEUE_MIN);
+        let queueing = measured || self.signal > 0.0;
         if queueing {
-            // Little's law counts means: what the downstream serves at once without a queue.
-            let knee = throughput * baseline_mean_ns / 1e9;
-            let inflated = typical_ns > TOLERANCE * baseline_ns && reached;
-            // The knee bounds it; the gradient (how far the median is over the tolerance) brings
-            // it under: requests of a protected tier come on top of the limit, and the knee's
-            // own headroom may be a queue already.
-            let gradient = (TOLERANCE * baseline_ns / typical_ns).clamp(0.5, 1.0);
-            let mut target = if inflated { (knee + (HEADROOM * knee).max(1.0)).min(self.limit * gradient) } else { self.limit };
+            // The knee and a headroom, so the downstream never idles while the next request is on
+            // its way to it; the rest of the queue goes (requests of a protected tier come on top).
+            let mut target = if measured { knee + (HEADROOM * knee).max(1.0) } else { self.limit };
             // A queue `signal` times the downstream's size waits there: of the requests in flight,
             // the downstream serves one in (1 + signal).
             if self.signal > 0.0 {
@@ -427,10 +442,18 @@ impl Concurrency {
         } else if reached {
             self.limit = (self.limit + (self.limit * GROWTH).max(1.0)).clamp(min, max);
         } else {
-            // Unused headroom is no evidence: keep room for a burst of twice the use, no more, so
-            // that an overload's onset does not first fill the downstream's queue up to a limit
+            // Unused headroom is no evidence: keep room for a burst of a few more than the use, no
+            // more, so an overload's onset does not first fill the downstream's queue up to a limit
             // nothing has tested.
-            self.limit = self.limit.min(SPARE_FACTOR * peak + SPARE_MIN).clamp(min, max);
+            self.limit = self.limit.min(peak + peak.sqrt().max(SPARE_MIN)).clamp(min, max);
+            // Before the first probe the baseline is the lowest interval median: one of a load under
+            // the limit is the service's own latency, so the first probe can wait (a process that
+            // starts under overload has no such interval, and probes at once).
+            // (Not the first interval: the initial limit is no test of anything.)
+            if self.probed.0 == u64::MAX && self.stats.intervals > 0 {
+                self.next_probe_ns = now_ns.saturating_add(PROBE_EVERY_NS);
+                self.searching = false;
+            }
         }
         self.interval_ns = ((INTERVAL_BASELINES * baseline_ns) as u64).clamp(INTERVAL_NS, MAX_INTERVAL_NS);
         self.stats.baseline_ms = baseline_ns / 1e6;
@@ -438,11 +461,13 @@ impl Concurrency {
         self.stats.throughput = throughput;
         self.stats.queueing = queueing;
         self.stats.intervals += 1;
-        // A limit reached is probed every `PROBE_EVERY_NS` (the first time at once), at
+        // A limit reached is probed every `PROBE_EVERY_NS` (the first time at once, unless a load
+        // under the limit measured the baseline less than that ago), at
         // `PROBE_FACTOR` of it: under a standing queue every request waits, and no interval's median
         // is the service's own latency.
         if reached && now_ns >= self.next_probe_ns {
-            self.probe_limit = (self.limit * PROBE_FACTOR).ceil().clamp(min, max);
+            let factor = if self.searching { PROBE_SEARCH_FACTOR } else { PROBE_FACTOR };
+            self.probe_limit = (self.limit * factor).ceil().clamp(min, max);
             self.probe_started_ns = now_ns;
             self.probe = Probe::Drain(0);
         }

@@ -1,0 +1,265 @@
+//! The estimator in the gatekeeper's loop, simulated: open-loop arrivals of three tiers (one in ten
+//! protected), the gate's waiters (per tier, highest first, shed after `MAX_WAIT_NS`), the delays
+//! between a slot coming back and its waiter's call reaching the downstream (the response's finish
+//! event, the next check phase, the handler), and a pool of `k` servers whose service time jitters.
+//! What bench:downstream measures, without the machine's noise: how busy the pool is kept under a
+//! 3x step, and what the protected tier waits.
+use super::*;
+use crate::core::defense::rng::SplitMix64;
+use std::collections::VecDeque;
+
+const MS: u64 = 1_000_000;
+const TICK_NS: u64 = 50_000;
+/// Waiters are shed after this long (the gatekeeper's `concurrency.maxWaitMs`).
+const MAX_WAIT_NS: u64 = 500 * MS;
+
+/// Delays (ns) of the Node side around the downstream call.
+#[derive(Clone, Copy)]
+pub struct Delays {
+    /// From a handler's start (admission, or a waiter's start) to its call reaching the pool.
+    pub to_pool: u64,
+    /// From the downstream's answer to the response's finish (the slot's release).
+    pub to_finish: u64,
+    /// From a release that hands slots over to the waiters' start (the next check phase).
+    pub to_start: u64,
+}
+
+pub struct Pool {
+    k: usize,
+    service_ns: u64,
+    jitter_ns: u64,
+    rng: SplitMix64,
+    /// Serving: (done at, request id).
+    busy: Vec<(u64, usize)>,
+    queue: VecDeque<usize>,
+    busy_ns: u64,
+}
+
+impl Pool {
+    pub fn new(k: usize, service_ns: u64, jitter_ns: u64, seed: u64) -> Pool {
+        Pool { k, service_ns, jitter_ns, rng: SplitMix64::new(seed), busy: Vec::new(), queue: VecDeque::new(), busy_ns: 0 }
+    }
+
+    fn service(&mut self) -> u64 {
+        // Mostly a small jitter; one in twenty a tail of up to three times it.
+        let j = self.rng.below(self.jitter_ns + 1);
+        self.service_ns + if self.rng.below(20) == 0 { 3 * j } else { j }
+    }
+
+    fn submit(&mut self, now: u64, id: usize) {
+        if self.busy.len() < self.k {
+            let s = self.service();
+            self.busy_ns += s;
+            self.busy.push((now + s, id));
+        } else {
+            self.queue.push_back(id);
+        }
+    }
+
+    fn done(&mut self, now: u64) -> Vec<usize> {
+        let mut out = Vec::new();
+        while let Some(i) = self.busy.iter().position(|&(f, _)| f <= now) {
+            let (f, id) = self.busy.swap_remove(i);
+            out.push(id);
+            if let Some(q) = self.queue.pop_front() {
+                let s = self.service();
+                self.busy_ns += s;
+                self.busy.push((f + s, q));
+            }
+        }
+        out
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Req {
+    tier: usize,
+    /// The phase it arrived in (answers are counted there).
+    phase: usize,
+    arrived: u64,
+    started: u64,
+    epoch: u64,
+}
+
+/// A phase of the load: `rate` requests per second for `ms`.
+pub struct Phase {
+    pub rate: u64,
+    pub ms: u64,
+}
+
+#[derive(Default, Debug)]
+pub struct Figures {
+    /// Per phase: the pool's busy share, and answered / offered per tier.
+    pub busy: Vec<f64>,
+    pub answered: Vec<[u64; 3]>,
+    pub offered: Vec<[u64; 3]>,
+    /// Per phase, latencies (arrival to finish, ns) of the protected tier's answered requests.
+    pub critical: Vec<Vec<u64>>,
+    pub limits: Vec<u32>,
+}
+
+pub fn p99(v: &[u64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_unstable();
+    v[((v.len() as f64 * 0.99) as usize).min(v.len() - 1)] as f64 / 1e6
+}
+
+/// Runs `phases` through the estimator `c` (the gatekeeper's slots) into `pool`.
+pub fn simulate(c: &mut Concurrency, pool: &mut Pool, d: Delays, phases: &[Phase]) -> Figures {
+    let mut f = Figures::default();
+    let mut reqs: Vec<Req> = Vec::new();
+    let mut waiting: [VecDeque<usize>; 3] = Default::default();
+    // (at, id): calls reaching the pool; answers finishing; waiters' starts (count).
+    let mut to_pool: VecDeque<(u64, usize)> = VecDeque::new();
+    let mut to_finish: VecDeque<(u64, usize)> = VecDeque::new();
+    let mut starts: VecDeque<(u64, u32)> = VecDeque::new();
+    let mut handed = 0u32;
+    let mut t = 0u64;
+    for (p, phase) in phases.iter().enumerate() {
+        f.answered.push([0; 3]);
+        f.offered.push([0; 3]);
+        f.critical.push(Vec::new());
+        let busy0 = pool.busy_ns;
+        let end = t + phase.ms * MS;
+        let step = 1_000_000_000 / phase.rate.max(1);
+        let mut next_arrival = t;
+        let mut i = 0u64;
+        while t < end {
+            for id in pool.done(t) {
+                to_finish.push_back((t + d.to_finish, id));
+            }
+            while to_finish.front().is_some_and(|&(at, _)| at <= t) {
+                let (_, id) = to_finish.pop_front().unwrap();
+                let r = reqs[id];
+                c.release(r.epoch, Some(t - r.started), t);
+                f.answered[r.phase][r.tier] += 1;
+                if r.tier == 0 {
+                    f.critical[r.phase].push(t - r.arrived);
+                }
+                let want = waiting.iter().map(|q| q.len() as u32).sum::<u32>() - handed;
+                let n = c.hand_over(want, t);
+                if n > 0 {
+                    handed += n;
+                    starts.push_back((t + d.to_start, n));
+                }
+            }
+            while starts.front().is_some_and(|&(at, _)| at <= t) {
+                let (_, n) = starts.pop_front().unwrap();
+                handed -= n;
+                let mut n = n;
+                for q in waiting.iter_mut() {
+                    while n > 0 {
+                        let Some(id) = q.pop_front() else { break };
+                        n -= 1;
+                        reqs[id].started = t;
+                        reqs[id].epoch = c.epoch();
+                        to_pool.push_back((t + d.to_pool, id));
+                    }
+                }
+                for _ in 0..n {
+                    c.release(c.epoch(), None, t);
+                }
+            }
+            while to_pool.front().is_some_and(|&(at, _)| at <= t) {
+                let (_, id) = to_pool.pop_front().unwrap();
+                pool.submit(t, id);
+            }
+            while next_arrival <= t {
+                let tier = match i % 10 {
+                    0 => 0,
+                    1..=3 => 1,
+                    _ => 2,
+                };
+                i += 1;
+                next_arrival += step;
+                f.offered[p][tier] += 1;
+                let id = reqs.len();
+                reqs.push(Req { tier, phase: p, arrived: t, started: t, epoch: 0 });
+                // A slot is asked for only when nobody waits in a tier at least as high (FIFO per tier).
+                let queued_above = waiting[..=tier].iter().any(|q| !q.is_empty());
+                if queued_above && tier > 0 {
+                    waiting[tier].push_back(id);
+                    continue;
+                }
+                match c.try_acquire(tier == 0, false, t) {
+                    Slot::Held | Slot::Shadow => {
+                        reqs[id].epoch = c.epoch();
+                        to_pool.push_back((t + d.to_pool, id));
+                    }
+                    Slot::Wait => waiting[tier].push_back(id),
+                    Slot::None => unreachable!(),
+                }
+            }
+            if (t / TICK_NS).is_multiple_of(200) {
+                // The 10 ms tick: shed the overstayed, hand spare slots over.
+                for q in waiting.iter_mut() {
+                    while q.front().is_some_and(|&id| t - reqs[id].arrived >= MAX_WAIT_NS) {
+                        q.pop_front();
+                    }
+                }
+                let want = waiting.iter().map(|q| q.len() as u32).sum::<u32>().saturating_sub(handed);
+                let n = c.hand_over(want, t);
+                if n > 0 {
+                    handed += n;
+                    starts.push_back((t + d.to_start, n));
+                }
+                if (t / TICK_NS).is_multiple_of(2000) {
+                    f.limits.push(c.limit());
+                }
+            }
+            t += TICK_NS;
+        }
+        f.busy.push((pool.busy_ns - busy0) as f64 / (pool.k as f64 * (phase.ms * MS) as f64));
+    }
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DELAYS: Delays = Delays { to_pool: 200_000, to_finish: 200_000, to_start: 300_000 };
+
+    #[test]
+    fn a_pool_kept_busy_at_a_3x_step_with_the_protected_tier_served_near_its_unloaded_latency() {
+        for (k, service_ms, jitter_ms) in [(4u64, 20u64, 2u64), (16, 20, 4), (4, 5, 1), (32, 50, 5)] {
+            for seed in 1..=3 {
+                let cap = k * 1000 / (service_ms + jitter_ms / 2);
+                let mut c = Concurrency::new(ConcurrencyConfig::default());
+                let mut pool = Pool::new(k as usize, service_ms * MS, jitter_ms * MS, seed);
+                let phases = [
+                    Phase { rate: cap / 2, ms: 3000 },
+                    Phase { rate: cap * 8 / 10, ms: 2000 },
+                    Phase { rate: 3 * cap, ms: 3000 },
+                    Phase { rate: cap * 8 / 10, ms: 3000 },
+                ];
+                let f = simulate(&mut c, &mut pool, DELAYS, &phases);
+                let (unloaded, step) = (p99(&f.critical[0]), p99(&f.critical[2]));
+                let busy = f.busy[2];
+                eprintln!(
+                    "k {k} service {service_ms}±{jitter_ms} seed {seed}: busy {:?}; critical p99 unloaded {unloaded:.1} ms, step {step:.1} ms ({:.2}x); answered {:?} of {:?}",
+                    f.busy.iter().map(|b| (b * 100.0).round()).collect::<Vec<_>>(),
+                    step / unloaded,
+                    f.answered[2],
+                    f.offered[2],
+                );
+                if std::env::var("SIM_LIMITS").is_ok() {
+                    eprintln!("  limits every 100 ms: {:?}; stats {:?}", f.limits, c.stats());
+                }
+                // The pool busy through the step (what goodput measures), the protected tier all
+                // answered and waiting about one request of the pool's, standard before background.
+                assert!(busy >= 0.95, "k {k} seed {seed}: busy {busy}");
+                assert!(step <= 1.7 * unloaded, "k {k} seed {seed}: critical p99 {step} ms vs {unloaded} ms unloaded");
+                assert_eq!(f.answered[2][0], f.offered[2][0], "k {k} seed {seed}: every protected request answered");
+                assert!(f.answered[2][1] > 2 * f.answered[2][2], "k {k} seed {seed}: standard before background");
+                // At 0.8x before the step, nothing waits long enough to be shed.
+                assert!(
+                    f.answered[1].iter().sum::<u64>() + 2 * k >= f.offered[1].iter().sum::<u64>(),
+                    "k {k} seed {seed}: {:?} of {:?}",
+                    f.answered[1],
+                    f.offered[1]
+                );
+            }
+        }
+    }
+}
