@@ -13,6 +13,7 @@ const native = require('../native');
 const { Ledger, ledgerHandle } = require('../ledger');
 const { MAX_TICKS_PER_WINDOW } = require('../lag'); // also registers this thread's heap source for the native sampler
 const { expressMiddleware, httpHandler, fastifyPlugin } = require('../adapters');
+const { koaMiddleware } = require('../adapters/koa');
 const { compileRoutes, compileRouteConfig, matchRoute } = require('../adapters/route-rules');
 const { checkTrustProxy, clientIp, headersTruncated } = require('../adapters/client');
 const { compileKey, usableKey } = require('./key');
@@ -802,6 +803,12 @@ function gatekeeper(options) {
 gatekeeper.http = function http(options, handler) {
   const gk = new Gatekeeper(options);
   return expose(httpHandler(gk, handler), gk);
+};
+
+/** Koa 2/3: `app.use(gatekeeper.koa(options))`. */
+gatekeeper.koa = function koa(options) {
+  const gk = new Gatekeeper(options, DIALECTS.koa);
+  return expose(koaMiddleware(gk), gk);
 };
 
 /** Fastify 5: `fastify.register(tiergatePlugin, options)`; the gate is `fastify.tiergate`. */

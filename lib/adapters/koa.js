@@ -1,0 +1,28 @@
+'use strict';
+// The guard contract (./index.js) as Koa 2/3 middleware: `app.use(koaMiddleware(guard))`.
+//
+// What a guard holds (a concurrency slot, a queue place, a lease) it releases on the response's
+// 'finish' or 'close', as under every other framework: Koa writes the response after the middleware
+// chain settles, an error thrown downstream is answered by Koa's own error handler (its response
+// finishes), and a client that goes away closes the response. So the middleware only awaits next().
+
+/**
+ * Koa middleware from a guard. Refusals are answered through ctx (status, headers, body) so Koa's own
+ * response logic (HEAD, content-length) applies, with the same status, headers and body as elsewhere.
+ */
+function koaMiddleware(guard) {
+  return async function tiergate(ctx, next) {
+    const req = ctx.req;
+    // Route rules match the path the application routes: under koa-mount, req.url has lost the mount
+    // prefix, as under Express's app.use(prefix), so the guard reads req.originalUrl as it does there.
+    if (req.originalUrl === undefined) req.originalUrl = ctx.originalUrl;
+    let verdict = guard.admit(req, ctx.res);
+    if (verdict !== null && typeof verdict.then === 'function') verdict = await verdict;
+    if (verdict === null) return next();
+    ctx.status = verdict.status;
+    ctx.set(verdict.headers); // before the body: a string body would otherwise set text/plain
+    ctx.body = verdict.body;
+  };
+}
+
+module.exports = { koaMiddleware };
