@@ -42,6 +42,11 @@ function createConcurrencyGate(options, routing = DIALECTS.http) {
     compileRoute: (value, at) => compileRouteConfig(value, gate.tierIds, at),
     stats: () => gate.stats(),
     waits: (boundsMs) => gate.waits(boundsMs),
+    /** Calls `fn(tierName, waitedMs)` for each admitted request; returns the function that stops it. */
+    observeWaits: (fn) => {
+      gate.waitListeners.add(fn);
+      return () => gate.waitListeners.delete(fn);
+    },
     tierInfo: () => gate.tierInfo(),
     resetStats: () => gate.resetStats(),
     close: () => gate.close(),
