@@ -267,3 +267,19 @@ for (const [name, start] of Object.entries(MOUNTED)) {
     assert.deepEqual(tiers, ['critical', 'background', 'standard']);
   });
 }
+
+test('Koa answers a custom respond() as node:http does, a byte body as its bytes', async (t) => {
+  const options = { shed: { turnBudgetMs: 0 }, respond: () => ({ status: 418, headers: { 'x-why': 'tea' }, body: new Uint8Array([104, 105]) }) };
+  const koaGate = gatekeeper.koa(options);
+  const httpGate = gatekeeper.http(options, reply);
+  const answers = [];
+  for (const [gate, handler] of [[httpGate, httpGate], [koaGate, new Koa().use(koaGate).callback()]]) {
+    const server = http.createServer(handler);
+    const port = await listen(server);
+    t.after(() => close(server));
+    gate.injectHealth({ stalled: true });
+    const r = await request(port, { path: '/x' });
+    answers.push([r.status, r.headers['x-why'], r.body]);
+  }
+  assert.deepEqual(answers, [[418, 'tea', 'hi'], [418, 'tea', 'hi']]);
+});

@@ -21,7 +21,10 @@ function koaMiddleware(guard) {
     if (verdict === null) return next();
     ctx.status = verdict.status;
     ctx.set(verdict.headers); // before the body: a string body would otherwise set text/plain
-    ctx.body = verdict.body;
+    // Koa sends strings and Buffers as they are but would JSON-encode another Uint8Array (a custom
+    // `respond` may give one), which res.end() sends as bytes under the other adapters.
+    const body = verdict.body;
+    ctx.body = body instanceof Uint8Array && !Buffer.isBuffer(body) ? Buffer.from(body.buffer, body.byteOffset, body.byteLength) : body;
   };
 }
 
