@@ -1,5 +1,5 @@
 'use strict';
-// One scenario table, run against Express 4, Express 5, Fastify 5, Koa 2 and node:http: every adapter must
+// One scenario table, run against Express 4, Express 5, Fastify 5, Koa 2, Koa 3 and node:http: every adapter must
 // give the same statuses, headers and bodies, and the gate the same counts.
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -8,6 +8,7 @@ const express4 = require('express4');
 const express5 = require('express');
 const fastify = require('fastify');
 const Koa = require('koa');
+const Koa3 = require('koa3');
 const KoaRouter = require('@koa/router');
 const koaMount = require('koa-mount');
 const { gatekeeper, tiergatePlugin, concurrencyGatePlugin, mintTierToken } = require('..');
@@ -99,6 +100,16 @@ function koaRoutes(router) {
   return router.get('/hello', json).post('/checkout', json).get('/reports/:id', json);
 }
 
+/** The same app on either Koa major (`Koa`: the package's class). */
+async function koaApp(Koa) {
+  const app = new Koa();
+  const gate = gatekeeper.koa(OPTIONS);
+  app.use(gate);
+  app.use(koaRoutes(new KoaRouter()).routes());
+  const server = http.createServer(app.callback());
+  return { gate, server, port: await listen(server), stop: () => close(server) };
+}
+
 /** The same app on either Express major (`express` is the package's factory). */
 async function expressApp(express) {
   const app = express();
@@ -137,14 +148,8 @@ const FRAMEWORKS = {
     await app.listen({ port: 0, host: '127.0.0.1' });
     return { gate: app.tiergate, port: app.server.address().port, stop: () => app.close() };
   },
-  async 'koa 2'() {
-    const app = new Koa();
-    const gate = gatekeeper.koa(OPTIONS);
-    app.use(gate);
-    app.use(koaRoutes(new KoaRouter()).routes());
-    const server = http.createServer(app.callback());
-    return { gate, server, port: await listen(server), stop: () => close(server) };
-  },
+  'koa 2': () => koaApp(Koa),
+  'koa 3': () => koaApp(Koa3),
   async 'node:http'() {
     const gate = gatekeeper.http(OPTIONS, (req, res) => {
       const path = req.url.split('?')[0];

@@ -81,8 +81,8 @@ async function routingServer(kind, onDecision) {
     return { port: fastify.server.address().port, close: () => fastify.close() };
   }
   let server;
-  if (kind === 'koa') {
-    const app = new (require('koa'))();
+  if (kind === 'koa' || kind === 'koa3') {
+    const app = new (require(kind))();
     app.use(gatekeeper.koa(options));
     const router = new (require('@koa/router'))();
     router.get('/payments/:id', (ctx) => {
@@ -116,7 +116,7 @@ async function routingServer(kind, onDecision) {
   return { port, close: () => close(server) };
 }
 
-for (const kind of ['express', 'express4', 'fastify', 'koa', 'http']) {
+for (const kind of ['express', 'express4', 'fastify', 'koa', 'koa3', 'http']) {
   test(`${kind}: route rules classify the path the router serves, however the target is spelled`, async () => {
     let tier;
     const srv = await routingServer(kind, (info) => {
