@@ -11,21 +11,36 @@
  * response logic (HEAD, content-length) applies, with the same status, headers and body as elsewhere.
  */
 function koaMiddleware(guard) {
-  return async function tiergate(ctx, next) {
+  return function tiergate(ctx, next) {
     const req = ctx.req;
     // Route rules match the path the application routes: under koa-mount, req.url has lost the mount
     // prefix, as under Express's app.use(prefix), so the guard reads req.originalUrl as it does there.
     if (req.originalUrl === undefined) req.originalUrl = ctx.originalUrl;
-    let verdict = guard.admit(req, ctx.res);
-    if (verdict !== null && typeof verdict.then === 'function') verdict = await verdict;
+    const verdict = guard.admit(req, ctx.res); // a throw rejects the middleware: Koa answers 500
     if (verdict === null) return next();
-    ctx.status = verdict.status;
-    ctx.set(verdict.headers); // before the body: a string body would otherwise set text/plain
-    // Koa sends strings and Buffers as they are but would JSON-encode another Uint8Array (a custom
-    // `respond` may give one), which res.end() sends as bytes under the other adapters.
-    const body = verdict.body;
-    ctx.body = body instanceof Uint8Array && !Buffer.isBuffer(body) ? Buffer.from(body.buffer, body.byteOffset, body.byteLength) : body;
+    if (typeof verdict.then !== 'function') return refuse(ctx, verdict);
+    // then() now, not `await`: a queued request must start inside the queue's own turn (its
+    // synchronous cost is timed there, lib/gatekeeper/turn-queue.js), not a microtask later.
+    return new Promise((resolve, reject) => {
+      verdict.then((v) => {
+        try {
+          resolve(v === null ? next() : refuse(ctx, v));
+        } catch (err) {
+          reject(err); // a rejection Koa cannot set (a custom respond's bad header): Koa answers 500
+        }
+      }, reject);
+    });
   };
+}
+
+function refuse(ctx, rejection) {
+  ctx.status = rejection.status;
+  ctx.set(rejection.headers); // before the body: a string body would otherwise set text/plain
+  // Koa sends strings and Buffers as they are but would JSON-encode another Uint8Array (a custom
+  // `respond` may give one), which res.end() sends as bytes under the other adapters.
+  const body = rejection.body;
+  ctx.body = body instanceof Uint8Array && !Buffer.isBuffer(body) ? Buffer.from(body.buffer, body.byteOffset, body.byteLength) : body;
+  return undefined;
 }
 
 module.exports = { koaMiddleware };
