@@ -11,7 +11,8 @@ const { BasicTracerProvider, SimpleSpanProcessor, InMemorySpanExporter } = requi
 const { AsyncLocalStorageContextManager } = require('@opentelemetry/context-async-hooks');
 const prom = require('prom-client');
 const { gatekeeper, concurrencyGate, metrics, otel } = require('..');
-const { listen, close, request } = require('./helpers/http');
+const { listen, close, request, serveTiers } = require('./helpers/http');
+const { UNLIMITED_TIERS } = require('./helpers/tiers');
 
 const OPTIONS = {
   tiers: [
@@ -56,6 +57,19 @@ async function startApp(t, wrap = (req, res, next) => next()) {
   const port = await listen(server);
   t.after(() => close(server));
   return { gate, queue, port };
+}
+
+/** An in-memory span exporter behind the global TracerProvider, with AsyncLocalStorage contexts, for test `t`. */
+function tracing(t) {
+  const exporter = new InMemorySpanExporter();
+  const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+  api.context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  api.trace.setGlobalTracerProvider(provider);
+  t.after(() => {
+    api.trace.disable();
+    api.context.disable();
+  });
+  return { exporter, provider, tracer: api.trace.getTracer('test') };
 }
 
 async function traffic(app) {
@@ -105,24 +119,16 @@ test('a MetricReader collects the decision counters and the wait histogram after
   assert.deepEqual([...binding.names], [...metrics({ gatekeeper: app.gate, queue: app.queue, registry }).names]);
 
   binding.unregister();
-  assert.equal((await request(app.port, { path: '/hello' })).status, 200);
+  assert.equal((await request(app.port, { method: 'POST', path: '/checkout', headers: { 'content-length': '0' } })).status, 200);
   const after = await collect(reader);
   // The SDK keeps reporting a cumulative point it stopped hearing about; it no longer moves.
-  const standardAdmitted = point(decisions, { tier: 'standard', verdict: 'admit' });
-  assert.equal(app.gate.stats().tiers.standard.admitted, standardAdmitted + 1);
-  assert.equal(point(after.get('tiergate_decisions_total'), { tier: 'standard', verdict: 'admit' }), standardAdmitted, 'unregistered: no longer observed');
+  const criticalAdmitted = point(decisions, { tier: 'critical', verdict: 'admit' });
+  assert.equal(app.gate.stats().tiers.critical.admitted, criticalAdmitted + 1);
+  assert.equal(point(after.get('tiergate_decisions_total'), { tier: 'critical', verdict: 'admit' }), criticalAdmitted, 'unregistered: no longer observed');
 });
 
 test('each refused request adds a tiergate.refused event (tier, outcome, cause) to the active span; admitted ones add none', async (t) => {
-  const exporter = new InMemorySpanExporter();
-  const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
-  api.context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
-  api.trace.setGlobalTracerProvider(provider);
-  t.after(() => {
-    api.trace.disable();
-    api.context.disable();
-  });
-  const tracer = api.trace.getTracer('test');
+  const { exporter, provider, tracer } = tracing(t);
   // What an HTTP instrumentation does: the request runs inside its server span, ended with the response.
   const app = await startApp(t, (req, res, next) => tracer.startActiveSpan(`${req.method} ${req.url}`, (span) => {
     res.on('finish', () => span.end());
@@ -149,6 +155,34 @@ test('each refused request adds a tiergate.refused event (tier, outcome, cause) 
   assert.equal((await request(app.port, { path: '/hello' })).status, 503);
   await provider.forceFlush();
   assert.deepEqual(exporter.getFinishedSpans()[0].events, [], 'unregistered: no more events');
+});
+
+test('a waiter the turn queue sheds gets its event on its own span, not on the span of the request that displaced it', async (t) => {
+  // The turn queue sheds a waiter from another request's admit (displaced by a higher tier) or from
+  // its own loop turn: the refusal is reported in the waiter's async context, so on its span.
+  const { exporter, provider, tracer } = tracing(t);
+  const busy = (ms) => {
+    for (const end = performance.now() + ms; performance.now() < end;);
+  };
+  const shed = { targetLagMs: 50, criticalLagMs: 150, holdMs: 0, recoveryMs: 0, hysteresisMs: 10, integralMs: 0, confirmMs: 0, turnBudgetMs: 5, queueMaxLength: 1 };
+  const gate = gatekeeper.http({ tiers: UNLIMITED_TIERS, trustTierHeader: true, shed }, (req, res) => res.end('ok'));
+  const binding = otel({ gatekeeper: gate, meter: new MeterProvider().getMeter('unused') });
+  t.after(() => binding.unregister());
+  const { get } = await serveTiers(t, (req, res) => tracer.startActiveSpan(req.url, (span) => {
+    res.on('finish', () => span.end());
+    gate(req, res);
+  }), 4);
+  await Promise.all(Array.from({ length: 4 }, () => get('/warm', 'critical')));
+  gate.injectHealth({ lagMs: 60 }); // an episode that sheds nothing by its scales: only the queue refuses
+  await get('/warm', 'critical');
+  // Read in one turn: /a waits, /b (a higher tier) takes its place in the full queue.
+  const both = Promise.all([get('/a', 'background'), get('/b', 'standard')]);
+  busy(30);
+  assert.deepEqual(await both, [503, 200]);
+  assert.equal(gate.stats().tiers.background.queueShed, 1);
+  await provider.forceFlush();
+  const events = Object.fromEntries(exporter.getFinishedSpans().filter((s) => s.name === '/a' || s.name === '/b').map((s) => [s.name, s.events.map((e) => e.attributes)]));
+  assert.deepEqual(events, { '/a': [{ 'tiergate.tier': 'background', 'tiergate.outcome': 'shed', 'tiergate.cause': 'queue' }], '/b': [] });
 });
 
 test('otel() options: unknown, wrong meter, non-boolean spans are refused with their code', () => {

@@ -516,7 +516,10 @@ class Gatekeeper {
     };
     if (more !== undefined) more(info, s);
     if (o.respond !== null) rejection = this.#respond(info, w.req, rejection);
-    this.#emit(info, w.req, o.onShed);
+    // In the waiter's own async context (that of its then()), not that of the turn or the request
+    // that shed it: hooks and channel subscribers (a tracer's active span) see this request's.
+    if (w.context !== null) w.context.runInAsyncScope(this.#emit, this, info, w.req, o.onShed);
+    else this.#emit(info, w.req, o.onShed);
     return rejection;
   }
 
