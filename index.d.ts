@@ -6,7 +6,7 @@ export { BAN_CHANNEL } from './lib/defense';
 export { concurrencyGate, concurrencyGatePlugin } from './lib/queue';
 export { Ledger, LEDGER_RESULT } from './lib/ledger';
 export { LagMonitor } from './lib/lag';
-export { metrics, statusRoute } from './lib/metrics';
+export { metrics, statusRoute, otel } from './lib/metrics';
 export { dashboard } from './lib/dashboard';
 export { cluster } from './lib/cluster';
 
@@ -16,7 +16,7 @@ export type { LagMonitorOptions, LagStats, LoopSample, LoopObserver } from './li
 export type {
   RouteRule, ShedOptions, Verdict, TierSource, DecisionInfo, Rejection, RespondResult, GatekeeperOptions, ConcurrencyOptions,
   ConcurrencyStats, TierStats, GatekeeperStats, TurnQueueStats, InjectedHealth, GateControls, GatekeeperMiddleware,
-  GatekeeperHttpHandler, GatekeeperFactory,
+  GatekeeperHttpHandler, GatekeeperFactory, KoaContextLike, GatekeeperKoaMiddleware,
 } from './lib/gatekeeper';
 export type {
   LimitRoute, DefenseVerdict, LimitAlgorithm, LimitBy, LimitOptions, ClusterLimitOptions, StrikeRule, BanOptions, ChallengeInfo,
@@ -25,10 +25,11 @@ export type {
 export type {
   QueueTier, AdaptiveLimitOptions, CodelOptions, QueueRejectReason, ConcurrencyGateOptions, WaitSummary, QueueTierStats,
   ConcurrencyGateStats, QueueRejection, ConcurrencyGate, ConcurrencyGateControls, ConcurrencyGateMiddleware,
-  ConcurrencyGateHttpHandler, ConcurrencyGateFunction,
+  ConcurrencyGateHttpHandler, ConcurrencyGateKoaMiddleware, ConcurrencyGateFunction,
 } from './lib/queue';
 export type {
   ObservedComponents, PromRegistry, MetricsOptions, TiergateMetrics, StatusRouteOptions, HealthReport, StatsReport, StatusRoute,
+  OtelMeter, OtelOptions, TiergateOtel,
 } from './lib/metrics';
 export type { DashboardOptions, Dashboard } from './lib/dashboard';
 // What cluster() takes and returns (Cluster: a type here; the class is 'tiergate/cluster').

@@ -7,6 +7,7 @@ const { concurrencyGate, concurrencyGatePlugin } = require('./lib/queue');
 const { Ledger, LEDGER_RESULT } = require('./lib/ledger');
 const { LagMonitor } = require('./lib/lag');
 const { metrics, statusRoute } = require('./lib/metrics');
+const { otel } = require('./lib/metrics/otel');
 const { dashboard } = require('./lib/dashboard');
 const { cluster } = require('./lib/cluster');
 
@@ -15,7 +16,7 @@ module.exports = {
   concurrencyGate, concurrencyGatePlugin,
   Ledger, LEDGER_RESULT,
   LagMonitor,
-  metrics, statusRoute,
+  metrics, statusRoute, otel,
   dashboard,
   cluster,
 };

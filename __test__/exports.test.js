@@ -11,7 +11,7 @@ const manifest = require('../package.json');
 const API = {
   tiergate: [
     'BAN_CHANNEL', 'DECISION_CHANNEL', 'Gatekeeper', 'LEDGER_RESULT', 'LagMonitor', 'Ledger', 'cluster', 'concurrencyGate',
-    'concurrencyGatePlugin', 'dashboard', 'gatekeeper', 'metrics', 'mintTierToken', 'statusRoute', 'tiergatePlugin',
+    'concurrencyGatePlugin', 'dashboard', 'gatekeeper', 'metrics', 'mintTierToken', 'otel', 'statusRoute', 'tiergatePlugin',
   ],
   'tiergate/cluster': ['BanChannel', 'Cluster', 'RedisStore', 'cluster'],
   'tiergate/quota': ['LeaseDriver', 'MemoryStore', 'QUOTA_CODE', 'QUOTA_RETURN_REASONS', 'Quota'],

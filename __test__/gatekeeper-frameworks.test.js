@@ -1,5 +1,5 @@
 'use strict';
-// One scenario table, run against Express 4, Express 5, Fastify 5 and node:http: every adapter must
+// One scenario table, run against Express 4, Express 5, Fastify 5, Koa 2, Koa 3 and node:http: every adapter must
 // give the same statuses, headers and bodies, and the gate the same counts.
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -7,6 +7,10 @@ const http = require('node:http');
 const express4 = require('express4');
 const express5 = require('express');
 const fastify = require('fastify');
+const Koa = require('koa');
+const Koa3 = require('koa3');
+const KoaRouter = require('@koa/router');
+const koaMount = require('koa-mount');
 const { gatekeeper, tiergatePlugin, concurrencyGatePlugin, mintTierToken } = require('..');
 const { listen, close, request } = require('./helpers/http');
 
@@ -88,6 +92,24 @@ function expressRoutes(app) {
   app.get('/reports/:id', (req, res) => res.json({ ok: true }));
 }
 
+/** The scenario table's routes on a Koa router. */
+function koaRoutes(router) {
+  const json = (ctx) => {
+    ctx.body = { ok: true };
+  };
+  return router.get('/hello', json).post('/checkout', json).get('/reports/:id', json);
+}
+
+/** The same app on either Koa major (`Koa`: the package's class). */
+async function koaApp(Koa) {
+  const app = new Koa();
+  const gate = gatekeeper.koa(OPTIONS);
+  app.use(gate);
+  app.use(koaRoutes(new KoaRouter()).routes());
+  const server = http.createServer(app.callback());
+  return { gate, server, port: await listen(server), stop: () => close(server) };
+}
+
 /** The same app on either Express major (`express` is the package's factory). */
 async function expressApp(express) {
   const app = express();
@@ -126,6 +148,8 @@ const FRAMEWORKS = {
     await app.listen({ port: 0, host: '127.0.0.1' });
     return { gate: app.tiergate, port: app.server.address().port, stop: () => app.close() };
   },
+  'koa 2': () => koaApp(Koa),
+  'koa 3': () => koaApp(Koa3),
   async 'node:http'() {
     const gate = gatekeeper.http(OPTIONS, (req, res) => {
       const path = req.url.split('?')[0];
@@ -207,4 +231,60 @@ test('Fastify: a route sets its own tier, or opts out, in its config; a bad one 
   await bad.register(tiergatePlugin, { shed: false });
   assert.throws(() => bad.get('/x', { config: { tiergate: { tier: 'gold' } } }, async () => 'x'), (err) => err.code === 'ERR_TIERGATE_INVALID_OPTION' && /GET \/x: config\.tiergate\.tier must be one of the tiers/.test(err.message));
   await bad.close();
+});
+
+// Mounted under a prefix, the app below sees the path without it (Express: req.url; koa-mount:
+// ctx.path); route rules are written for the full path the client asked for, under either framework.
+const MOUNTED = {
+  async 'express 5 app.use(prefix)'(options) {
+    const inner = express5();
+    inner.use(gatekeeper(options));
+    expressRoutes(inner);
+    const app = express5();
+    app.use('/api', inner);
+    const server = http.createServer(app);
+    return { port: await listen(server), stop: () => close(server) };
+  },
+  async 'koa 2 koa-mount(prefix)'(options) {
+    const inner = new Koa();
+    inner.use(gatekeeper.koa(options));
+    inner.use(koaRoutes(new KoaRouter()).routes());
+    const app = new Koa();
+    app.use(koaMount('/api', inner));
+    const server = http.createServer(app.callback());
+    return { port: await listen(server), stop: () => close(server) };
+  },
+};
+
+for (const [name, start] of Object.entries(MOUNTED)) {
+  test(`${name}: a gate in a mounted app matches route rules on the full path`, async (t) => {
+    const tiers = [];
+    const app = await start({
+      routes: [{ method: 'POST', path: '/api/checkout', tier: 'critical' }, { path: '/api/reports/', tier: 'background' }],
+      defaultTier: 'standard',
+      shed: false,
+      onDecision: (info) => tiers.push(info.tier),
+    });
+    t.after(() => app.stop());
+    assert.equal((await request(app.port, { method: 'POST', path: '/api/checkout', headers: { 'content-length': '0' } })).status, 200);
+    assert.equal((await request(app.port, { path: '/api/reports/q1' })).status, 200);
+    assert.equal((await request(app.port, { path: '/api/hello' })).status, 200);
+    assert.deepEqual(tiers, ['critical', 'background', 'standard']);
+  });
+}
+
+test('Koa answers a custom respond() as node:http does, a byte body as its bytes', async (t) => {
+  const options = { shed: { turnBudgetMs: 0 }, respond: () => ({ status: 418, headers: { 'x-why': 'tea' }, body: new Uint8Array([104, 105]) }) };
+  const koaGate = gatekeeper.koa(options);
+  const httpGate = gatekeeper.http(options, reply);
+  const answers = [];
+  for (const [gate, handler] of [[httpGate, httpGate], [koaGate, new Koa().use(koaGate).callback()]]) {
+    const server = http.createServer(handler);
+    const port = await listen(server);
+    t.after(() => close(server));
+    gate.injectHealth({ stalled: true });
+    const r = await request(port, { path: '/x' });
+    answers.push([r.status, r.headers['x-why'], r.body]);
+  }
+  assert.deepEqual(answers, [[418, 'tea', 'hi'], [418, 'tea', 'hi']]);
 });

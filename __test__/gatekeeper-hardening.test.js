@@ -81,7 +81,19 @@ async function routingServer(kind, onDecision) {
     return { port: fastify.server.address().port, close: () => fastify.close() };
   }
   let server;
-  if (kind === 'http') {
+  if (kind === 'koa' || kind === 'koa3') {
+    const app = new (require(kind))();
+    app.use(gatekeeper.koa(options));
+    const router = new (require('@koa/router'))();
+    router.get('/payments/:id', (ctx) => {
+      ctx.body = 'PAY';
+    });
+    router.get('/reports/:id', (ctx) => {
+      ctx.body = 'REP';
+    });
+    app.use(router.routes());
+    server = http.createServer(app.callback());
+  } else if (kind === 'http') {
     // An application routing on the WHATWG URL's decoded path: the node:http dialect must classify
     // at least everything such a router serves.
     server = http.createServer(gatekeeper.http(options, (req, res) => {
@@ -104,7 +116,7 @@ async function routingServer(kind, onDecision) {
   return { port, close: () => close(server) };
 }
 
-for (const kind of ['express', 'express4', 'fastify', 'http']) {
+for (const kind of ['express', 'express4', 'fastify', 'koa', 'koa3', 'http']) {
   test(`${kind}: route rules classify the path the router serves, however the target is spelled`, async () => {
     let tier;
     const srv = await routingServer(kind, (info) => {

@@ -288,3 +288,38 @@ test('with turnBudgetMs 0 or shed off there is no queue', () => {
     assert.equal(gk.stats().queue, null);
   }
 });
+
+test('Koa: a queued request starts inside the queue\'s turn, so the turn budget holds between waiters', async (t) => {
+  const Koa = require('koa');
+  let turn = 0;
+  let ticking = true;
+  const tick = () => {
+    turn++;
+    if (ticking) setImmediate(tick);
+  };
+  setImmediate(tick); // one increment per loop iteration
+  t.after(() => {
+    ticking = false;
+  });
+  const started = [];
+  const gate = gatekeeper.koa({ tiers: TIERS, trustTierHeader: true, shed: SHED });
+  const app = new Koa();
+  app.use(gate);
+  app.use((ctx) => {
+    started.push([ctx.path, turn]);
+    busy(Number(ctx.query.ms || 0));
+    ctx.body = 'ok';
+  });
+  const { get } = await serveTiers(t, app.callback(), 4);
+  await Promise.all(['/w1', '/w2', '/w3', '/w4'].map((p) => get(p, 'critical')));
+  startEpisode(gate);
+  await get('/seen', 'critical');
+  started.length = 0;
+  const all = Promise.all([get('/a?ms=10', 'background'), get('/b?ms=10', 'background')]);
+  busy(30);
+  assert.deepEqual(await all, [200, 200]);
+  assert.equal(gate.stats().tiers.background.deferred, 2);
+  // /a's 10 ms spent the 5 ms turn budget: /b waits for the next turn, not a microtask after /a's.
+  assert.deepEqual(started.map(([path]) => path), ['/a', '/b']);
+  assert.ok(started[1][1] > started[0][1], `both started in turn ${started[0][1]}`);
+});

@@ -1,12 +1,12 @@
 'use strict';
 // Shared by the queue test files: one real server per framework (node:http, Express 5, Express 4,
-// Fastify 5) with the concurrency gate in front of a handler written once in node:http shape.
+// Fastify 5, Koa 2, Koa 3) with the concurrency gate in front of a handler written once in node:http shape.
 const http = require('node:http');
 const { performance } = require('node:perf_hooks');
 const { setTimeout: sleep } = require('node:timers/promises');
 const { concurrencyGate, concurrencyGatePlugin } = require('..');
 
-const FRAMEWORKS = ['http', 'express', 'express4', 'fastify'];
+const FRAMEWORKS = ['http', 'express', 'express4', 'fastify', 'koa', 'koa3'];
 
 /**
  * Starts a server on 127.0.0.1:0. `handler(req, res)` may return a promise; errors it throws become a
@@ -45,6 +45,19 @@ async function startServer(kind, options, handler) {
         reply.hijack();
       },
     });
+  } else if (kind === 'koa' || kind === 'koa3') {
+    const Koa = require(kind);
+    const app = new Koa();
+    app.silent = true; // Koa's default error handler would log every expected 500
+    const mw = concurrencyGate.koa(options);
+    gate = mw.gate;
+    app.use(mw);
+    app.use((ctx) => {
+      ctx.respond = false; // the handler writes the response; its throw or rejection reaches Koa's error handler (500)
+      ctx.res.statusCode = 200; // node's default, which Koa sets to 404 until a body is given
+      return handler(ctx.req, ctx.res);
+    });
+    server = http.createServer(app.callback());
   } else {
     throw new Error(`unknown framework ${kind}`);
   }

@@ -1,5 +1,5 @@
 'use strict';
-// The concurrency gate against real servers: node:http, Express 5, Express 4 and Fastify 5.
+// The concurrency gate against real servers: node:http, Express 5, Express 4, Fastify 5 and Koa 2.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const http = require('node:http');
@@ -220,7 +220,7 @@ test('displace: false rejects the higher tier instead', async () => {
   }
 });
 
-for (const [kind, status] of [['http', undefined], ['express', 503], ['express4', 408], ['fastify', 503], ['http', 504]]) {
+for (const [kind, status] of [['http', undefined], ['express', 503], ['express4', 408], ['fastify', 503], ['koa', 503], ['http', 504]]) {
   test(`${kind}: a request queued longer than queueTimeoutMs gets ${status ?? 'the default 408'} and never runs`, async () => {
     const held = heldHandler();
     const opts = { maxConcurrent: 1, maxQueue: 5, queueTimeoutMs: 80 };

@@ -227,6 +227,9 @@ test('installed from the tarballs offline with no cargo: the install script take
   const serve = run(bin, ['serve', '--port', '0', '--data', path.join(dir, 'data')], dir, { TIERGATE_ADMIN_TOKEN: 'a-token-of-enough-length' });
   assert.equal(serve.status, 1, serve.stdout + serve.stderr);
   assert.match(serve.stderr, /ERR_TIERGATE_MISSING_DEPENDENCY: tiergate: the embedded store of `tiergate serve` needs the package "better-sqlite3": npm install better-sqlite3/);
+  // The optional OpenTelemetry API is not installed either: otel() names it.
+  const otelRun = run(process.execPath, ['-e', "const t = require('tiergate'); try { t.otel({ gatekeeper: t.gatekeeper() }); } catch (e) { console.log(e.code, e.message); process.exit(0); }"], dir);
+  assert.match(otelRun.stdout, /ERR_TIERGATE_MISSING_DEPENDENCY tiergate: otel\(\) needs the package "@opentelemetry\/api": npm install @opentelemetry\/api/);
 
   if (!fs.existsSync(tsc)) {
     t.diagnostic('typescript is not installed: types not checked');

@@ -9,7 +9,7 @@ import * as service from 'tiergate/service';
 const rootNames: Record<keyof typeof root, true> = {
   BAN_CHANNEL: true, DECISION_CHANNEL: true, Gatekeeper: true, LEDGER_RESULT: true, LagMonitor: true, Ledger: true,
   cluster: true, concurrencyGate: true, concurrencyGatePlugin: true, dashboard: true, gatekeeper: true, metrics: true,
-  mintTierToken: true, statusRoute: true, tiergatePlugin: true,
+  mintTierToken: true, otel: true, statusRoute: true, tiergatePlugin: true,
 };
 // @ts-expect-error LoopObserver is a type at the root, not a value
 void root.LoopObserver;

@@ -53,3 +53,10 @@ const token: string = mintTierToken('a-current-secret-of-32-bytes!!!!', 'critica
 const token2: string = mintTierToken(Buffer.alloc(32), 'critical', { expiresAt: 2_000_000_000 });
 const channel: 'tiergate:decision' = DECISION_CHANNEL;
 void [admitted, status, token, token2, channel, tiergatePlugin];
+
+// Koa 2/3: middleware over the context's req/res; the controls as on the other adapters.
+const koaGate = gatekeeper.koa({ shed: false });
+const ctx = { req: {} as import('node:http').IncomingMessage, res: {} as import('node:http').ServerResponse, originalUrl: '/', status: 404, body: undefined as unknown, set(_f: { [name: string]: string }) {} };
+const koaDone: Promise<unknown> = koaGate(ctx, async () => {});
+const koaTiers: readonly string[] = koaGate.tiers;
+void koaDone; void koaTiers;

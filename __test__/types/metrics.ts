@@ -1,6 +1,6 @@
 // Typed usage of metrics(), statusRoute() and dashboard() (checked with tsc --noEmit).
 import * as http from 'node:http';
-import { gatekeeper, concurrencyGate, LagMonitor, metrics, statusRoute, dashboard, type HealthReport } from 'tiergate';
+import { gatekeeper, concurrencyGate, LagMonitor, metrics, statusRoute, dashboard, otel, type HealthReport, type OtelMeter } from 'tiergate';
 import { Quota, LeaseDriver, MemoryStore } from 'tiergate/quota';
 
 const gate = gatekeeper();
@@ -28,3 +28,18 @@ const server = http.createServer((req, res) => {
 const ok: 'ok' | 'unavailable' = report.status;
 dashboard({ token: Buffer.from('0123456789abcdef0123'), service: { apiBase: '/api/v1' } }).close();
 void names; void server; void ok;
+
+// otel(): a Meter is anything with the instrument factories (here a stand-in for @opentelemetry/api's).
+const meter: OtelMeter = {
+  createObservableCounter: () => ({}),
+  createObservableGauge: () => ({}),
+  createHistogram: () => ({ record() {} }),
+  addBatchObservableCallback() {},
+  removeBatchObservableCallback() {},
+};
+const o = otel({ gatekeeper: gate, queue, meter, spans: true, waitBuckets: [0.01, 0.1, 1] });
+const otelNames: readonly string[] = o.names;
+o.unregister();
+const stopWaits: () => void = queue.gate.observeWaits((tier: string, ms: number) => void [tier, ms]);
+stopWaits();
+void otelNames;

@@ -51,3 +51,7 @@ void changed;
 concurrencyGate({ maxQueue: 3 });
 // @ts-expect-error 'fast' is not a limit
 concurrencyGate({ maxConcurrent: 'fast' });
+
+// Koa 2/3 middleware with the same controls.
+const koaQueue = concurrencyGate.koa({ maxConcurrent: 4 });
+koaQueue.resetStats();

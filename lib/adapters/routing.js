@@ -11,6 +11,8 @@
 // - Fastify (find-my-way): percent-escapes are decoded as decodeURI does ('%72eports' is 'reports';
 //   '%2F', '%3F', '%23' and '%25' stay as they are); case-sensitive unless `caseSensitive: false`;
 //   duplicate slashes collapse with `ignoreDuplicateSlashes`;
+// - Koa 2/3: ctx.path is parseurl's, as Express's; @koa/router matches it case-insensitively by
+//   default, without percent-decoding: Express's dialect;
 // - node:http, where the application's own routing is unknown: the most a router might normalise —
 //   '\' is '/', every ASCII escape but '%25' decoded (as decodeURIComponent would), dot segments
 //   removed (as WHATWG URL does, %2e included). A rule then catches every spelling a router could
@@ -22,6 +24,7 @@ const MAX_PATH_LEN = 2048;
 const DIALECTS = Object.freeze({
   express: Object.freeze({ backslash: 'absolute', decode: null, dotSegments: false, collapseSlashes: false, caseSensitive: false }),
   fastify: Object.freeze({ backslash: 'never', decode: 'uri', dotSegments: false, collapseSlashes: false, caseSensitive: true }),
+  koa: Object.freeze({ backslash: 'absolute', decode: null, dotSegments: false, collapseSlashes: false, caseSensitive: false }),
   http: Object.freeze({ backslash: 'always', decode: 'component', dotSegments: true, collapseSlashes: false, caseSensitive: false }),
 });
 

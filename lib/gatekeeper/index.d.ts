@@ -328,11 +328,24 @@ export interface GateControls {
 export type GatekeeperMiddleware = ((req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void) & GateControls;
 export type GatekeeperHttpHandler = ((req: IncomingMessage, res: ServerResponse) => void) & GateControls;
 
+/** The part of a Koa 2/3 context the Koa middleware uses (no dependency on Koa's own types). */
+export interface KoaContextLike {
+  req: IncomingMessage;
+  res: ServerResponse;
+  originalUrl: string;
+  status: number;
+  body: unknown;
+  set(fields: { [name: string]: string }): void;
+}
+export type GatekeeperKoaMiddleware = ((ctx: KoaContextLike, next: () => Promise<unknown>) => Promise<unknown>) & GateControls;
+
 export interface GatekeeperFactory {
   /** Express 4/5 middleware. */
   (options?: GatekeeperOptions): GatekeeperMiddleware;
   /** Wraps a node:http request handler. */
   http(options: GatekeeperOptions | undefined, handler: (req: IncomingMessage, res: ServerResponse) => void): GatekeeperHttpHandler;
+  /** Koa 2/3 middleware: `app.use(gatekeeper.koa(options))`. */
+  koa(options?: GatekeeperOptions): GatekeeperKoaMiddleware;
 }
 
 export declare const gatekeeper: GatekeeperFactory;

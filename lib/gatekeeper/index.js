@@ -13,6 +13,7 @@ const native = require('../native');
 const { Ledger, ledgerHandle } = require('../ledger');
 const { MAX_TICKS_PER_WINDOW } = require('../lag'); // also registers this thread's heap source for the native sampler
 const { expressMiddleware, httpHandler, fastifyPlugin } = require('../adapters');
+const { koaMiddleware } = require('../adapters/koa');
 const { compileRoutes, compileRouteConfig, matchRoute } = require('../adapters/route-rules');
 const { checkTrustProxy, clientIp, headersTruncated } = require('../adapters/client');
 const { compileKey, usableKey } = require('./key');
@@ -515,7 +516,10 @@ class Gatekeeper {
     };
     if (more !== undefined) more(info, s);
     if (o.respond !== null) rejection = this.#respond(info, w.req, rejection);
-    this.#emit(info, w.req, o.onShed);
+    // In the waiter's own async context (that of its then()), not that of the turn or the request
+    // that shed it: hooks and channel subscribers (a tracer's active span) see this request's.
+    if (w.context !== null) w.context.runInAsyncScope(this.#emit, this, info, w.req, o.onShed);
+    else this.#emit(info, w.req, o.onShed);
     return rejection;
   }
 
@@ -802,6 +806,12 @@ function gatekeeper(options) {
 gatekeeper.http = function http(options, handler) {
   const gk = new Gatekeeper(options);
   return expose(httpHandler(gk, handler), gk);
+};
+
+/** Koa 2/3: `app.use(gatekeeper.koa(options))`. */
+gatekeeper.koa = function koa(options) {
+  const gk = new Gatekeeper(options, DIALECTS.koa);
+  return expose(koaMiddleware(gk), gk);
 };
 
 /** Fastify 5: `fastify.register(tiergatePlugin, options)`; the gate is `fastify.tiergate`. */

@@ -48,6 +48,37 @@ export interface TiergateMetrics {
 
 /** Registers tiergate's Prometheus families on the registry; values are read at scrape time. */
 export declare function metrics(options: MetricsOptions): TiergateMetrics;
+/** The part of an OpenTelemetry Meter otel() uses (any @opentelemetry/api >= 1.3 Meter has it). */
+export interface OtelMeter {
+  createObservableCounter(name: string, options?: { description?: string; unit?: string }): any;
+  createObservableGauge(name: string, options?: { description?: string; unit?: string }): any;
+  createHistogram(name: string, options?: { description?: string; unit?: string; advice?: { explicitBucketBoundaries?: number[] } }): any;
+  addBatchObservableCallback(callback: (result: any) => void, observables: any[]): void;
+  removeBatchObservableCallback(callback: (result: any) => void, observables: any[]): void;
+}
+
+export interface OtelOptions extends ObservedComponents {
+  leases?: LeaseDriver;
+  cluster?: import('../cluster').Cluster;
+  /** Default: the global MeterProvider's meter 'tiergate' (@opentelemetry/api must then be installed). */
+  meter?: OtelMeter;
+  /** A `tiergate.refused` event (tier, outcome, cause) on the active span per refused request. Default: true with a gatekeeper. */
+  spans?: boolean;
+  /** Bounds of tiergate_queue_wait_seconds, seconds, ascending. Default WAIT_BUCKETS. */
+  waitBuckets?: number[];
+}
+
+export interface TiergateOtel {
+  readonly meter: OtelMeter;
+  /** The instrument names: metrics()'s family names. */
+  readonly names: readonly string[];
+  /** Stops the observable callbacks, the wait histogram's recording and this binding's span events. */
+  unregister(): void;
+}
+
+/** metrics()'s families through OpenTelemetry: observable instruments read at collection, the wait histogram, span events. */
+export declare function otel(options: OtelOptions): TiergateOtel;
+
 /** Default bounds of tiergate_queue_wait_seconds, seconds. */
 export declare const WAIT_BUCKETS: readonly number[];
 

@@ -34,6 +34,11 @@ const SOURCES = [
   (c) => (c.cluster ? clusterFamilies(oncePerScrape(() => c.cluster.stats())) : []),
 ];
 
+/** Every family of the components `c` (what components() returns), with options `o` ({ waitBuckets }). */
+function familiesOf(c, o) {
+  return SOURCES.flatMap((source) => source(c, o));
+}
+
 function waitBuckets(v) {
   if (v === undefined) return WAIT_BUCKETS;
   if (!Array.isArray(v) || v.length === 0) throw new TypeError(`metrics: options.waitBuckets must be a non-empty array of seconds, got ${typeName(v)}`);
@@ -64,7 +69,7 @@ function metrics(options) {
     const comps = components(options, 'metrics: options', METRICS_FIELDS);
     return { c: comps, o: { waitBuckets: waitBuckets(options.waitBuckets) }, registry: registryOption(options.registry) };
   });
-  const families = SOURCES.flatMap((source) => source(c, o));
+  const families = familiesOf(c, o);
   // All or none: a name already taken (metrics() called twice on one registry) leaves nothing half-registered.
   const taken = families.find((f) => registry.getSingleMetric && registry.getSingleMetric(f.name) !== undefined);
   if (taken !== undefined) throw new Error(`metrics: ${taken.name} is already registered on this registry (call unregister() on the earlier metrics() first)`);
@@ -91,4 +96,4 @@ function metrics(options) {
   };
 }
 
-module.exports = { metrics, statusRoute, WAIT_BUCKETS };
+module.exports = { metrics, statusRoute, WAIT_BUCKETS, familiesOf, waitBuckets };

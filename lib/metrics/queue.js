@@ -5,6 +5,8 @@ const { familyMaker, Family, histogramRows } = require('./family');
 
 /** Wait-time histogram bounds, seconds. */
 const WAIT_BUCKETS = Object.freeze([0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]);
+/** The wait-time histogram's name (lib/metrics/otel.js records it per request). */
+const WAIT_FAMILY = 'tiergate_queue_wait_seconds';
 const REJECT_REASONS = [['queue-full', 'rejected'], ['displaced', 'displaced'], ['time-out', 'timedOut'], ['cancelled', 'abandoned']];
 
 function perTier(s, field) {
@@ -28,13 +30,13 @@ function queueFamilies(guard, snapshot, buckets = WAIT_BUCKETS) {
       return rows;
     }),
     new Family({
-      name: 'tiergate_queue_wait_seconds',
+      name: WAIT_FAMILY,
       type: 'histogram',
       help: 'Time admitted requests waited for a slot (0 for immediate admission), by tier.',
       snapshot: () => guard.waits(boundsMs),
-      read: (waits) => Object.entries(waits).flatMap(([tier, w]) => histogramRows('tiergate_queue_wait_seconds', { tier }, buckets, w.cumulative, w.count, w.sumMs / 1000)),
+      read: (waits) => Object.entries(waits).flatMap(([tier, w]) => histogramRows(WAIT_FAMILY, { tier }, buckets, w.cumulative, w.count, w.sumMs / 1000)),
     }),
   ];
 }
 
-module.exports = { queueFamilies, WAIT_BUCKETS };
+module.exports = { queueFamilies, WAIT_BUCKETS, WAIT_FAMILY };

@@ -86,6 +86,12 @@ class ConcurrencyGate {
       gate.dropGone(this); // the client of a queued request went away
     };
     this.releaseSlots = () => this.releaseBatch();
+    this.waitListeners = new Set(); // (tierName, waitedMs) per admitted request: OpenTelemetry's histogram (lib/metrics/otel.js)
+  }
+
+  recordWait(tier, ms) {
+    tier.wait.record(ms);
+    if (this.waitListeners.size !== 0) for (const fn of this.waitListeners) fn(tier.name, ms);
   }
 
   // ---- rejections
@@ -208,7 +214,7 @@ class ConcurrencyGate {
       if (fromTail) this.lifoDequeues++;
       this.unlink(node);
       tier.admitted++;
-      tier.wait.record(waited);
+      this.recordWait(tier, waited);
       this.admittedFromQueue++;
       this.takeSlot(node.res, t);
       node.resolve(null);
@@ -258,7 +264,7 @@ class ConcurrencyGate {
     if (queues.size > 0 && this.inFlight < this.limit) this.drain(t); // only after a limit change or stale waiters
     if (this.inFlight < this.limit && queues.size === 0) {
       tier.admitted++;
-      tier.wait.record(0);
+      this.recordWait(tier, 0);
       this.admittedImmediately++;
       this.takeSlot(res, t);
       return null;

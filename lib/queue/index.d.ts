@@ -129,6 +129,8 @@ export interface ConcurrencyGate {
   resetStats(): void;
   /** Rejects every queued request (503) and stops the timer. */
   close(): void;
+  /** Calls `fn(tier, waitedMs)` for each admitted request (otel()'s wait histogram); returns the function that stops it. */
+  observeWaits(fn: (tier: string, waitedMs: number) => void): () => void;
   readonly limit: number;
   readonly inFlight: number;
   readonly queued: number;
@@ -143,12 +145,15 @@ export interface ConcurrencyGateControls {
 
 export type ConcurrencyGateMiddleware = ((req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void) & ConcurrencyGateControls;
 export type ConcurrencyGateHttpHandler = ((req: IncomingMessage, res: ServerResponse) => void) & ConcurrencyGateControls;
+export type ConcurrencyGateKoaMiddleware = ((ctx: import('../gatekeeper').KoaContextLike, next: () => Promise<unknown>) => Promise<unknown>) & ConcurrencyGateControls;
 
 export interface ConcurrencyGateFunction {
   /** Express 4/5 middleware. */
   (options: ConcurrencyGateOptions): ConcurrencyGateMiddleware;
   /** Wraps a node:http handler; handler errors answer 500 and release the slot. */
   http(options: ConcurrencyGateOptions, handler: (req: IncomingMessage, res: ServerResponse) => unknown): ConcurrencyGateHttpHandler;
+  /** Koa 2/3 middleware: `app.use(concurrencyGate.koa(options))`. */
+  koa(options: ConcurrencyGateOptions): ConcurrencyGateKoaMiddleware;
 }
 
 export declare const concurrencyGate: ConcurrencyGateFunction;

@@ -5,6 +5,7 @@
 // ./connections.js, ./adaptive-limit.js.
 const { performance } = require('node:perf_hooks');
 const { expressMiddleware, httpHandler, fastifyPlugin } = require('../adapters');
+const { koaMiddleware } = require('../adapters/koa');
 const { DIALECTS } = require('../adapters/routing');
 const { CODES, withCode } = require('../errors');
 const { AdaptiveLimit } = require('./adaptive-limit');
@@ -41,6 +42,11 @@ function createConcurrencyGate(options, routing = DIALECTS.http) {
     compileRoute: (value, at) => compileRouteConfig(value, gate.tierIds, at),
     stats: () => gate.stats(),
     waits: (boundsMs) => gate.waits(boundsMs),
+    /** Calls `fn(tierName, waitedMs)` for each admitted request; returns the function that stops it. */
+    observeWaits: (fn) => {
+      gate.waitListeners.add(fn);
+      return () => gate.waitListeners.delete(fn);
+    },
     tierInfo: () => gate.tierInfo(),
     resetStats: () => gate.resetStats(),
     close: () => gate.close(),
@@ -74,6 +80,12 @@ function concurrencyGate(options) {
 concurrencyGate.http = function http(options, handler) {
   const gate = createConcurrencyGate(options);
   return attach(httpHandler(gate, handler), gate);
+};
+
+/** Koa 2/3 middleware: `app.use(concurrencyGate.koa(options))`. */
+concurrencyGate.koa = function koa(options) {
+  const gate = createConcurrencyGate(options, DIALECTS.koa);
+  return attach(koaMiddleware(gate), gate);
 };
 
 /** Fastify 5 plugin: `fastify.register(concurrencyGatePlugin, options)`; `fastify.concurrencyGate.stats()`. */
