@@ -291,7 +291,11 @@ class Gatekeeper {
     });
     this.#observe = o.onDecision !== null || o.rateLimitHeadersOnSuccess;
     if (o.concurrency !== null) {
-      this.#slots = new Slots(this.#handle, o.names.length, o.concurrency, (w, waitedMs, why) => this.#slotShed(w, waitedMs, why), (name, err) => this.#warnHook(name, err));
+      this.#slots = new Slots(this.#handle, o.names.length, o.concurrency, {
+        shed: (w, waitedMs, why) => this.#slotShed(w, waitedMs, why),
+        run: (w) => this.#runWaiter(w),
+        warn: (name, err) => this.#warnHook(name, err),
+      });
     }
     if (s.enabled && s.turnBudgetMs > 0) {
       const prot = this.#handle.stats().tiers.map((t) => t.protected);
@@ -474,6 +478,18 @@ class Gatekeeper {
       if (v !== null) sl.giveBack(res);
       return v;
     });
+  }
+
+  // A request that waited for a slot has one now. While the loop is busy it takes its turn in the
+  // turn queue as a newcomer would: started outside it, a run of them would take the turns the turn
+  // budget keeps for the protected tier.
+  #runWaiter(w) {
+    const q = this.#queue;
+    const r = this.#result;
+    if (q === null || (!q.active && q.calm(r[R.PRESSURE], r[R.LAG_MS], r[R.INLINE_RUN_MS]))) return w.settle(null);
+    const out = q.admit(w.req, w.res, w.tier, r[R.PRESSURE], r[R.LAG_MS], r[R.INLINE_RUN_MS], w.source, w.key);
+    if (out !== null && typeof out.then === 'function') out.then((v) => w.settle(v));
+    else w.settle(out);
   }
 
   // A request waiting for a slot of the concurrency limit was shed (./slots.js): it waited

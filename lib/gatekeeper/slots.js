@@ -48,6 +48,7 @@ class Slots {
   #handle;
   #o;
   #shed;
+  #run;
   #warn;
   /** Per tier, the requests waiting for a slot, oldest first. */
   #waiting;
@@ -60,12 +61,14 @@ class Slots {
 
   /**
    * `shed(w, waitedMs, cause)`: a waiter shed ('wait': its wait bound; 'full': the queue was full);
-   * returns the rejection to send. `warn(name, err)`: a signal that threw.
+   * returns the rejection to send. `run(w)`: a waiter whose slot is taken (settles it). `warn(name,
+   * err)`: a signal that threw.
    */
-  constructor(handle, tierCount, o, shed, warn) {
+  constructor(handle, tierCount, o, { shed, run, warn }) {
     this.#handle = handle;
     this.#o = o;
     this.#shed = shed;
+    this.#run = run;
     this.#warn = warn;
     this.#waiting = Array.from({ length: tierCount }, () => []);
     const end = (res) => this.#end(res);
@@ -174,7 +177,7 @@ class Slots {
         const waited = performance.now() - w.t0;
         if (waited > this.#s.maxWaitMs) this.#s.maxWaitMs = waited;
         this.track(w.res, epoch);
-        w.settle(null);
+        this.#run(w);
       }
     }
     // Slots taken for waiters that were gone go back.

@@ -454,9 +454,7 @@ impl Gate {
         st.levels[tier] = if key.is_none() { o.remaining } else { f64::NAN };
         d.outcome = o;
         if o.allowed {
-            // The loop is the bottleneck: busy, in a lag episode, or lagging a quarter of the way to
-            // the target already (an overload's onset, before the utilisation's average shows it).
-            let loop_bound = st.busy > LOOP_BOUND_BUSY || d.pressure > 0.0 || st.input.lag_ms >= LOOP_BOUND_LAG_SHARE * st.ctl.thresholds_ms().0;
+            let loop_bound = Self::loop_bound(&st);
             d.slot = st.conc.try_acquire(self.protected[tier], loop_bound, now_ns);
             d.epoch = st.conc.epoch();
         }
@@ -512,12 +510,22 @@ impl Gate {
     /// or abandoned after taking it, which says nothing of the service). `waiting`: requests waiting
     /// for a slot; returns how many of them may start now (their slots are taken).
     /// Their slots are taken in the epoch `slot_epoch` says.
+    /// While the loop is the bottleneck a request's latency is the loop's queue, not the
+    /// downstream's: no sample (the limit would learn the loop's knee, and hold it after the loop's
+    /// overload ends).
     pub fn release(&self, epoch: u64, latency_ns: Option<u64>, waiting: u32, now_ns: u64) -> u32 {
         let mut st = self.state.lock();
+        let latency_ns = if Self::loop_bound(&st) { None } else { latency_ns };
         st.conc.release(epoch, latency_ns, now_ns);
         let n = st.conc.hand_over(waiting, now_ns);
         st.waiting = waiting - n;
         n
+    }
+
+    /// Whether the loop is the bottleneck: busy, in a lag episode, or lagging a quarter of the way to
+    /// the target already (an overload's onset, before the utilisation's average shows it).
+    fn loop_bound(st: &State) -> bool {
+        st.busy > LOOP_BOUND_BUSY || st.ctl.pressure() > 0.0 || st.input.lag_ms >= LOOP_BOUND_LAG_SHARE * st.ctl.thresholds_ms().0
     }
 
     /// Slots for up to `waiting` requests waiting for one, without a release (the limit rose).

@@ -442,3 +442,20 @@ fn a_ranked_decision_refuses_a_heavy_client_before_the_pool_runs_dry_and_debits_
     let (g2, _) = gate();
     assert_eq!((0..101).filter(|_| decide(&g2, Some(1), None, 0).verdict == Verdict::Admit).count(), 100);
 }
+
+#[test]
+fn while_the_loop_is_the_bottleneck_finished_requests_teach_the_concurrency_limit_nothing() {
+    // An idle loop (idle time keeps pace with the clock); then one lagging past a quarter of the
+    // 50 ms target: its requests' latencies are the loop's queue, not the downstream's.
+    for (lag_ms, learns) in [(0.0, true), (20.0, false)] {
+        let (g, _) = gate();
+        g.inject_health(&HealthSample { latest_lag_ms: lag_ms, ewma_lag_ms: lag_ms, p99_lag_ms: lag_ms, ..Default::default() });
+        for i in 0..40u64 {
+            let now = i * 10 * MS;
+            let d = g.decide(Some(1), None, None, now, || now, || 0.0, || 1_000);
+            assert_eq!((d.verdict, d.slot), (Verdict::Admit, Slot::Held), "lag {lag_ms} ms, request {i}");
+            g.release(d.epoch, Some(5 * MS), 0, now + 5 * MS);
+        }
+        assert_eq!(g.stats().concurrency.intervals > 0, learns, "lag {lag_ms} ms: {:?}", g.stats().concurrency);
+    }
+}
