@@ -5,14 +5,22 @@
 //! (`Full`), never evicts: an operator's decision does not vanish because another was made. An
 //! override keeps the key's counted state: raising 5 to 100 after 5 were used leaves 95.
 //!
-//! The hot path pays one relaxed load while no override exists, and a read lock and one hash lookup on
-//! the limits that have some.
+//! A limit given as a function of the request (`limit: (req) => n`) sets its key's limit before each
+//! decision (`set_per_request`): a second table, below the operators' (an operator's override wins),
+//! capped at `MAX_PER_REQUEST` entries per limit; a new key in a full table replaces an arbitrary
+//! entry, which loses nothing (the next request of that key sets it again before its decision).
+//!
+//! The hot path pays one relaxed load while neither table holds anything, and a read lock and one
+//! hash lookup per table on the limits that have some.
 use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Overrides a limit set holds at most, over all its limits.
 pub const MAX_OVERRIDES: usize = 10_000;
+
+/// Per-request limits a limit's table holds at most (`limit` as a function of the request).
+pub const MAX_PER_REQUEST: usize = 100_000;
 
 /// The set already holds `MAX_OVERRIDES` overrides.
 #[derive(Debug, PartialEq, Eq)]
@@ -21,11 +29,15 @@ pub struct Full;
 pub struct Overrides {
     per_limit: Vec<RwLock<HashMap<Box<[u8]>, u32>>>,
     count: AtomicUsize,
+    per_request: Vec<RwLock<HashMap<Box<[u8]>, u32>>>,
+    /// Entries in `per_request`, over the limits (for the hot path's skip).
+    per_request_count: AtomicUsize,
 }
 
 impl Overrides {
     pub fn new(limits: usize) -> Overrides {
-        Overrides { per_limit: (0..limits).map(|_| RwLock::new(HashMap::new())).collect(), count: AtomicUsize::new(0) }
+        let maps = || (0..limits).map(|_| RwLock::new(HashMap::new())).collect();
+        Overrides { per_limit: maps(), count: AtomicUsize::new(0), per_request: maps(), per_request_count: AtomicUsize::new(0) }
     }
 
     pub fn len(&self) -> usize {
@@ -36,17 +48,63 @@ impl Overrides {
         self.len() == 0
     }
 
-    /// Limit `i`'s override for `key`, if any.
+    /// Limit `i`'s limit for `key` when it is not the configured one: the operator's override, else
+    /// the request's (`set_per_request`).
     #[inline]
     pub fn get(&self, i: usize, key: &[u8]) -> Option<u32> {
+        if !self.is_empty() {
+            let m = self.per_limit[i].read();
+            if let Some(&l) = m.get(key) {
+                return Some(l);
+            }
+        }
+        if self.per_request_count.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        self.per_request[i].read().get(key).copied()
+    }
+
+    /// The operator's override alone.
+    pub fn operator(&self, i: usize, key: &[u8]) -> Option<u32> {
         if self.is_empty() {
             return None;
         }
-        let m = self.per_limit[i].read();
-        if m.is_empty() {
-            return None;
+        self.per_limit[i].read().get(key).copied()
+    }
+
+    /// Limit `i`'s limit for `key` as this request's function gave it; `None`: the configured one.
+    pub fn set_per_request(&self, i: usize, key: &[u8], limit: Option<u32>) {
+        let mut m = self.per_request[i].write();
+        let before = m.len();
+        match limit {
+            None => {
+                m.remove(key);
+            }
+            Some(l) => {
+                if let Some(v) = m.get_mut(key) {
+                    *v = l;
+                } else {
+                    if m.len() >= MAX_PER_REQUEST {
+                        let victim = m.keys().next().cloned();
+                        if let Some(k) = victim {
+                            m.remove(&k);
+                        }
+                    }
+                    m.insert(key.into(), l);
+                }
+            }
         }
-        m.get(key).copied()
+        let after = m.len();
+        if after > before {
+            self.per_request_count.fetch_add(after - before, Ordering::AcqRel);
+        } else if before > after {
+            self.per_request_count.fetch_sub(before - after, Ordering::AcqRel);
+        }
+    }
+
+    /// Entries the per-request tables hold.
+    pub fn per_request_len(&self) -> usize {
+        self.per_request_count.load(Ordering::Relaxed)
     }
 
     /// Sets (or replaces) limit `i`'s override for `key`; `Full` when a new one would pass the cap.
@@ -101,5 +159,22 @@ mod tests {
         assert!(o.clear(0, b"k") && !o.clear(0, b"k"));
         o.set(1, b"one-more", 1).unwrap();
         assert_eq!(o.list().len(), MAX_OVERRIDES);
+    }
+
+    #[test]
+    fn per_request_limits_sit_below_the_operators_and_stay_bounded() {
+        let o = Overrides::new(1);
+        o.set_per_request(0, b"k", Some(50));
+        assert_eq!((o.get(0, b"k"), o.operator(0, b"k")), (Some(50), None));
+        o.set(0, b"k", 9).unwrap();
+        assert_eq!(o.get(0, b"k"), Some(9), "the operator's wins");
+        assert!(o.clear(0, b"k"));
+        o.set_per_request(0, b"k", None);
+        assert_eq!((o.get(0, b"k"), o.per_request_len()), (None, 0));
+        for i in 0..MAX_PER_REQUEST + 10 {
+            o.set_per_request(0, format!("u{i}").as_bytes(), Some(2));
+        }
+        assert_eq!(o.per_request_len(), MAX_PER_REQUEST);
+        assert_eq!(o.get(0, format!("u{}", MAX_PER_REQUEST + 9).as_bytes()), Some(2), "the newest is there");
     }
 }

@@ -178,7 +178,7 @@ impl LimitSet {
             Some(l) => self.limits[i].limit.policy_as(l).quota,
             None => self.policy(i).quota,
         };
-        KeyState { limit, remaining: c.remaining, reset_ns: c.reset_ns, overridden: own.is_some() }
+        KeyState { limit, remaining: c.remaining, reset_ns: c.reset_ns, overridden: self.overrides.operator(i, key).is_some() }
     }
 
     /// Gives back `units` that an admission at `at_ns` counted (see `Algorithm::refund`).
@@ -202,6 +202,11 @@ impl LimitSet {
 
     pub fn clear_override(&self, i: usize, key: &[u8]) -> bool {
         self.overrides.clear(i, key)
+    }
+
+    /// Key `key` of limit `i` is limited to `limit` from this request on (`None`: the configured limit).
+    pub fn set_per_request(&self, i: usize, key: &[u8], limit: Option<u32>) {
+        self.overrides.set_per_request(i, key, limit)
     }
 }
 
