@@ -119,6 +119,11 @@ for (const [fw, start] of Object.entries(FRAMEWORKS)) {
       const pro = [];
       for (let i = 0; i < 7; i++) pro.push(await hello('bob', 'pro'));
       assert.deepEqual(pro, [200, 200, 200, 200, 200, 429, 429]);
+      // The RateLimit fields carry this request's limit.
+      const refused = await request(app.port, { path: '/hello', headers: { 'x-user': 'ann' } });
+      assert.equal(refused.headers['ratelimit-policy'], '"per-plan";q=2;w=60');
+      const proRefused = await request(app.port, { path: '/hello', headers: { 'x-user': 'bob', 'x-plan': 'pro' } });
+      assert.equal(proRefused.headers['ratelimit-policy'], '"per-plan";q=5;w=60');
       assert.equal(app.gate.limits.get('per-plan', 'bob').limit, 5);
       // Each call reserves 1 (the cost) and reports its tokens: 3 calls of 30 leave 100 - 93 = 7.
       for (let i = 0; i < 3; i++) assert.equal((await request(app.port, { path: '/llm?tokens=30' })).status, 200);

@@ -42,6 +42,8 @@ class LimitsAdmin {
     this.#outcome = outcome;
     this.#trustProxy = trustProxy;
     this.#warn = warn;
+    /** Per limit, this request's limit where it is a function of the request (0 elsewhere); null without such limits. */
+    this.requestLimits = limits.some((l) => l.limitFn !== null) ? new Float64Array(limits.length) : null;
   }
 
   // The limit's index; a clear error for a cluster limit or an unknown name.
@@ -151,9 +153,11 @@ class LimitsAdmin {
   /** Sets this request's limit of every limit given as a function (`limit: (req) => n`). */
   perRequest(req, keys, keyAt, ip) {
     const limits = this.#limits;
+    const out = this.requestLimits;
     for (let i = 0; i < limits.length; i++) {
       const l = limits[i];
       const k = keys[keyAt + i];
+      out[i] = 0;
       if (l.limitFn === null || k === undefined) continue;
       let v;
       try {
@@ -168,6 +172,7 @@ class LimitsAdmin {
         }
         v = 1;
       }
+      out[i] = v;
       this.#handle.limitPerRequest(i, k === true ? ip : k, k === true, v);
     }
   }

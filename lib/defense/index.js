@@ -397,14 +397,20 @@ class Defense {
 
   #remainingOf = (i) => this.#r[R.LIMITS + 2 * i];
 
+  // Limit i's limit for this request: a function limit's value, else the configured one.
+  #quotaOf(i) {
+    const q = this.limits.requestLimits;
+    return q !== null && q[i] > 0 ? q[i] : this.policies[i].quota;
+  }
+
   #resetOf = (i) => this.#r[R.LIMITS + 2 * i + 1];
 
   #admitted(req, res, evaluated) {
     const t = this.#tightest(evaluated);
     const p = this.policies[t];
-    req.rateLimit = new RateLimitInfo(p.name, p.quota, this.#remainingOf(t), this.#resetOf(t));
+    req.rateLimit = new RateLimitInfo(p.name, this.#quotaOf(t), this.#remainingOf(t), this.#resetOf(t));
     if (this.headersOnSuccess && !res.headersSent) {
-      const h = this.#headers.write({}, evaluated, t, this.#remainingOf, this.#resetOf);
+      const h = this.#headers.write({}, evaluated, t, this.#remainingOf, this.#resetOf, this.limits.requestLimits);
       for (const name in h) res.setHeader(name, h[name]);
     }
   }
@@ -438,12 +444,12 @@ class Defense {
       const t = this.#tightest(evaluated);
       this.#limitRefused[t]++;
       info.limitName = this.policies[t].name;
-      info.limit = this.policies[t].quota;
+      info.limit = this.#quotaOf(t);
       info.retryAfterMs = r[R.RETRY_AFTER_MS];
       info.remaining = this.#remainingOf(t);
       info.resetMs = this.#resetOf(t);
       rejection = this.#responder.rateLimited(t, info.retryAfterMs);
-      this.#headers.write(rejection.headers, evaluated, t, this.#remainingOf, this.#resetOf);
+      this.#headers.write(rejection.headers, evaluated, t, this.#remainingOf, this.#resetOf, this.limits.requestLimits);
     } else {
       this.#refused.challenged++;
       rejection = this.#challenged(req, info);
