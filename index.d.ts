@@ -20,7 +20,7 @@ export type {
 } from './lib/gatekeeper';
 export type {
   LimitRoute, DefenseVerdict, LimitAlgorithm, LimitBy, LimitOptions, ClusterLimitOptions, StrikeRule, BanOptions, ChallengeInfo,
-  ChallengeOptions, Ban, BanEvent, DefenseOptions, FairShareOptions, Bans, DefenseStats, Defense, RateLimitInfo,
+  ChallengeOptions, Ban, BanEvent, DefenseOptions, FairShareOptions, Bans, DefenseStats, Defense, RateLimitInfo, Limits, LimitKeyState,
 } from './lib/defense';
 export type {
   QueueTier, AdaptiveLimitOptions, CodelOptions, QueueRejectReason, ConcurrencyGateOptions, WaitSummary, QueueTierStats,

@@ -18,6 +18,8 @@ const CODES = Object.freeze({
   MISSING_DEPENDENCY: 'ERR_TIERGATE_MISSING_DEPENDENCY',
   /** The decision service was asked to start its admin API without an admin token. */
   ADMIN_TOKEN_REQUIRED: 'ERR_TIERGATE_ADMIN_TOKEN_REQUIRED',
+  /** limits.override: the overrides in force are at their cap (10,000): clear some first. */
+  OVERRIDES_FULL: 'ERR_TIERGATE_OVERRIDES_FULL',
   /** The decision service client got no usable answer (network error, timeout, 5xx) and fails closed. */
   SERVICE_UNAVAILABLE: 'ERR_TIERGATE_SERVICE_UNAVAILABLE',
 });

@@ -41,7 +41,7 @@ test('limits: shapes and types are checked in JS', () => {
   throwsWith({ limits: [{ ...ok, name: '' }] }, INVALID, /limits\[0\]\.name must be a non-empty string/);
   throwsWith({ limits: [{ ...ok, name: 'a"b' }] }, INVALID, /limits\[0\]\.name must be 1-64 printable ASCII/);
   throwsWith({ limits: [{ ...ok, algorithm: 'leaky' }] }, INVALID, /limits\[0\]\.algorithm must be one of 'token-bucket'/, RangeError);
-  throwsWith({ limits: [{ ...ok, limit: '10' }] }, INVALID, /limits\[0\]\.limit must be a number, got string/, TypeError);
+  throwsWith({ limits: [{ ...ok, limit: '10' }] }, INVALID, /limits\[0\]\.limit must be a number or a function \(req\) => number, got string/, TypeError);
   throwsWith({ limits: [{ ...ok, by: 'user' }] }, INVALID, /limits\[0\]\.by must be 'ip', \{ prefix/);
   throwsWith({ limits: [{ ...ok, by: { prefix: { v4: 33 } } }] }, INVALID, /limits\[0\]\.by\.prefix\.v4 must be an integer >= 0 and <= 32, got 33/, RangeError);
   throwsWith({ limits: [{ ...ok, by: { prefix: { v6: NaN } } }] }, INVALID, /by\.prefix\.v6/);

@@ -2,7 +2,7 @@
 /// <reference types="node" />
 import * as http from 'node:http';
 import { gatekeeper, BAN_CHANNEL } from 'tiergate';
-import type { GatekeeperOptions, Ban, BanEvent, Defense, DefenseStats, LimitOptions } from 'tiergate';
+import type { GatekeeperOptions, Ban, BanEvent, Defense, DefenseStats, LimitOptions, Limits, LimitKeyState } from 'tiergate';
 
 const limits: LimitOptions[] = [
   { name: 'per-ip', algorithm: 'sliding-window', limit: 100, windowMs: 60_000 },
@@ -11,6 +11,8 @@ const limits: LimitOptions[] = [
   { name: 'per-user', by: { header: 'x-user-id' }, algorithm: 'token-bucket', limit: 20, windowMs: 1000, burst: 40, tiers: ['standard'] },
   { name: 'by-fn', by: (req) => req.headers['x-api-key'] as string | undefined, cost: (req) => (req.method === 'POST' ? 2 : 1), limit: 10, windowMs: 1000 },
   { name: 'smooth', algorithm: 'gcra', limit: 50, windowMs: 1000, burst: 1, maxDelayMs: 500, maxQueued: 100 },
+  { name: 'failed-logins', routes: ['/login'], limit: 5, windowMs: 900_000, skipSuccessfulRequests: true, requestWasSuccessful: (req, res) => res.statusCode < 400 },
+  { name: 'per-plan', by: { header: 'x-user' }, limit: (req) => (req.headers['x-plan'] === 'pro' ? 1000 : 100), windowMs: 60_000, skipFailedRequests: true },
 ];
 
 const options: GatekeeperOptions = {
@@ -59,6 +61,13 @@ if (d !== null) {
   void fairRefused;
   void [lists.deny.length, s.bans, d.clientKey('2001:db8::1'), d.policies[0].quota];
 }
+const lim: Limits | null = mw.limits;
+if (lim !== null) {
+  const st: LimitKeyState = lim.get('per-ip', '203.0.113.7');
+  void [st.remaining, st.resetMs, st.overridden, lim.reset('per-ip', '203.0.113.7'), lim.refund('per-ip', '203.0.113.7', 2)];
+  lim.override('per-user', 'alice', { limit: 500 });
+  void [lim.overrides()[0]?.limit, lim.clearOverride('per-user', 'alice')];
+}
 const channel: 'tiergate:ban' = BAN_CHANNEL;
 void channel;
 
@@ -66,4 +75,5 @@ http.createServer(gatekeeper.http(options, (req, res) => {
   const rl = req.rateLimit;
   res.end(rl ? `${rl.name} ${rl.remaining}/${rl.limit} ${rl.resetTime?.toISOString()}` : 'no limit');
   if (req.url === '/solved') void mw.defense?.mintPass(req, { ttlSec: 600 });
+  mw.limits?.charge(req, 'per-plan', 42);
 }));

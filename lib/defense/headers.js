@@ -45,10 +45,19 @@ class LimitHeaders {
   /**
    * Writes the fields into `headers` for the limits in `evaluated` (a bit per limit), with each
    * limit's remaining units and reset at `remainingOf(i)`, `resetMsOf(i)`; `tightest` is its index.
+   * `quotas` (optional): per limit, this request's limit where it is not the configured one (a limit
+   * given as a function of the request), 0 elsewhere.
    */
-  write(headers, evaluated, tightest, remainingOf, resetMsOf) {
+  write(headers, evaluated, tightest, remainingOf, resetMsOf, quotas = null) {
     if (evaluated === 0 || (this.mode === false && !this.legacy)) return headers;
-    const P = this.policies;
+    let P = this.policies;
+    if (quotas !== null) {
+      P = P.map((p, i) => {
+        if (!(quotas[i] > 0)) return p;
+        const q = sfInteger(quotas[i]);
+        return { ...p, quota: quotas[i], q, named: `"${p.name}";q=${q};w=${p.w}` };
+      });
+    }
     const t = P[tightest];
     const tr = sfInteger(remainingOf(tightest));
     const tt = resetSeconds(resetMsOf(tightest));

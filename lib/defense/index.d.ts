@@ -21,8 +21,11 @@ export interface LimitOptions {
   name: string;
   /** Default 'fixed-window'. */
   algorithm?: LimitAlgorithm;
-  /** Units per window (a whole number >= 1). */
-  limit: number;
+  /**
+   * Units per window (a whole number >= 1), or a function of the request (a plan's limit; not with
+   * 'sliding-window', and it sets the burst too). See docs/defense.md "Live limits".
+   */
+  limit: number | ((req: IncomingMessage) => number);
   windowMs: number;
   /** Token bucket and GCRA: units admissible at once (default `limit`). */
   burst?: number;
@@ -41,6 +44,12 @@ export interface LimitOptions {
   /** A shaper's waiting requests at most. Default 1000. */
   maxQueued?: number;
   cluster?: false;
+  /** Give a successful request's units back when its response closes (express-rate-limit's name). */
+  skipSuccessfulRequests?: boolean;
+  /** Give a failed request's units back (a response closed before it finished is a failure). */
+  skipFailedRequests?: boolean;
+  /** What a success is. Default: `res.statusCode < 400`. */
+  requestWasSuccessful?: (req: IncomingMessage, res: import('node:http').ServerResponse) => boolean;
 }
 
 /**
@@ -182,8 +191,10 @@ export interface DefenseStats {
   expired: number;
   evicted: number;
   refused: number;
-  /** Per limit: keys held, its bound, and the requests it refused (429). */
-  limits: Array<{ name: string; keys: number; maxKeys: number; refused: number }>;
+  /** Per limit: keys held, its bound, the requests it refused (429), and operators' overrides in force. */
+  limits: Array<{ name: string; keys: number; maxKeys: number; refused: number; overrides: number }>;
+  /** Operators' overrides (count, cap) and per-request limits held (a limit given as a function). */
+  overrides: { count: number; max: number; perRequest: number; maxPerRequest: number };
   /** Requests refused by the deny list, by a ban, answered with a challenge, refused by a full shaper. */
   refusals: { denyListed: number; banned: number; challenged: number; shaperFull: number };
   /** Per cluster limit (`cluster: true`): the requests the cluster refused (429). */
@@ -193,9 +204,41 @@ export interface DefenseStats {
   fairShareRefused: number;
 }
 
+/** One key of one named limit as it stands (`gate.limits.get`). */
+export interface LimitKeyState {
+  name: string;
+  key: string;
+  /** The key's limit: an operator's override, its last request's (a function limit), else the configured one. */
+  limit: number;
+  remaining: number;
+  /** Milliseconds until one more unit comes back (0: full). */
+  resetMs: number;
+  /** An operator's override is in force. */
+  overridden: boolean;
+}
+
+/**
+ * `gate.limits`: one key of one local named limit. `key` is what the limit counts by: the client
+ * address (as text) for `by: 'ip'` or a prefix, else the header's value or the function's result.
+ */
+export interface Limits {
+  get(name: string, key: string): LimitKeyState;
+  /** Forgets what the key has counted (an override stays). */
+  reset(name: string, key: string): boolean;
+  /** Gives `units` (default 1) back. */
+  refund(name: string, key: string, units?: number): boolean;
+  /** Counts a weight known after the fact (an LLM call's tokens), up to what the key has left. */
+  charge(req: IncomingMessage, name: string, units: number): void;
+  /** The key's limit from now on; at most 10,000 overrides (ERR_TIERGATE_OVERRIDES_FULL past them). */
+  override(name: string, key: string, options: { limit: number }): void;
+  clearOverride(name: string, key: string): boolean;
+  overrides(): Array<{ name: string; key: string; limit: number }>;
+}
+
 /** `gate.defense`: the operator's side of the abuse defense. */
 export interface Defense {
   readonly bans: Bans;
+  readonly limits: Limits;
   readonly policies: ReadonlyArray<{ name: string; quota: number; windowMs: number }>;
   readonly challenge: { header: string | null; cookie: string | null; ttlSec: number; afterStrikes: number } | null;
   lists(): { allow: string[]; deny: string[] };

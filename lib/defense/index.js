@@ -17,6 +17,9 @@ const { LimitHeaders } = require('./headers');
 const { DefenseResponder } = require('./respond');
 const { Shaper } = require('./shaper');
 const { Bans, BanEvents, BAN_CHANNEL, listsArg, call } = require('./bans');
+const { Outcome } = require('./outcome');
+const { LimitsAdmin } = require('./admin');
+const { performance } = require('node:perf_hooks');
 const { compileDefense, DEFENSE_OPTIONS } = require('./options');
 const { clientIp } = require('../adapters/client');
 const { CODES, codedError } = require('../errors');
@@ -102,6 +105,10 @@ class Defense {
   #limitRefused;
   #clusterLimits;
   #clusterRefused;
+  #outcome;
+  // Some limit counts by outcome / is a function of the request: check() does their part.
+  #watching;
+  #perRequest;
   /**
    * The cluster limits' part of the request check() passed (lib/cluster `gate` spends it after the
    * gate admits): per cluster limit its engine id, and this request's key (undefined: it does not
@@ -162,6 +169,11 @@ class Defense {
     /** Some limit is scoped to tiers: the gatekeeper resolves the tier before calling check(). */
     this.needsTier = o.limits.some((l) => l.tiers !== null) || o.clusterLimits.some((l) => l.tiers !== null);
     this.bans = new Bans(this.#handle, this.#events);
+    this.#outcome = new Outcome(this.#handle, o.limits, ctx.warn);
+    this.#watching = this.#outcome.watched.length > 0;
+    this.#perRequest = o.limits.some((l) => l.limitFn !== null);
+    /** `gate.limits`: one key of one named limit (./admin.js). */
+    this.limits = new LimitsAdmin(this.#handle, o.limits, o.clusterLimits, this.#outcome, ctx.trustProxy, ctx.warn);
   }
 
   /**
@@ -224,6 +236,9 @@ class Defense {
     args[4] = ip;
     args[5] = this.#challenge === null ? undefined : this.#passOf(req);
     args[6] = costs === null ? 1 : costs;
+    if (this.#perRequest) this.limits.perRequest(req, args, GATE_ARGS + ARGS, ip);
+    // Before the decision: a settlement's age is then never short of the reservation's (./outcome.js).
+    const t0 = this.#watching ? performance.now() : 0;
     let verdict;
     if (this.#both !== null && sel !== undefined) {
       args[0] = sel;
@@ -240,6 +255,7 @@ class Defense {
     if (r[R.EVENTS] > 0) this.#events.publish(this.#handle.takeEvents());
     if (this.clusterStep !== null) this.#clusterKeys(req, tier, ip, verdict === V.PASS);
     if (verdict === V.PASS) {
+      if (this.#watching) this.#outcome.reserve(req, res, args, GATE_ARGS + ARGS, costs, ip, t0);
       // (A response that is not an emitter, as a harness may pass, is not watched.)
       if (this.probeStatuses !== null && typeof res.on === 'function') {
         res[PROBE_DEFENSE] = this;
@@ -381,14 +397,20 @@ class Defense {
 
   #remainingOf = (i) => this.#r[R.LIMITS + 2 * i];
 
+  // Limit i's limit for this request: a function limit's value, else the configured one.
+  #quotaOf(i) {
+    const q = this.limits.requestLimits;
+    return q !== null && q[i] > 0 ? q[i] : this.policies[i].quota;
+  }
+
   #resetOf = (i) => this.#r[R.LIMITS + 2 * i + 1];
 
   #admitted(req, res, evaluated) {
     const t = this.#tightest(evaluated);
     const p = this.policies[t];
-    req.rateLimit = new RateLimitInfo(p.name, p.quota, this.#remainingOf(t), this.#resetOf(t));
+    req.rateLimit = new RateLimitInfo(p.name, this.#quotaOf(t), this.#remainingOf(t), this.#resetOf(t));
     if (this.headersOnSuccess && !res.headersSent) {
-      const h = this.#headers.write({}, evaluated, t, this.#remainingOf, this.#resetOf);
+      const h = this.#headers.write({}, evaluated, t, this.#remainingOf, this.#resetOf, this.limits.requestLimits);
       for (const name in h) res.setHeader(name, h[name]);
     }
   }
@@ -422,12 +444,12 @@ class Defense {
       const t = this.#tightest(evaluated);
       this.#limitRefused[t]++;
       info.limitName = this.policies[t].name;
-      info.limit = this.policies[t].quota;
+      info.limit = this.#quotaOf(t);
       info.retryAfterMs = r[R.RETRY_AFTER_MS];
       info.remaining = this.#remainingOf(t);
       info.resetMs = this.#resetOf(t);
       rejection = this.#responder.rateLimited(t, info.retryAfterMs);
-      this.#headers.write(rejection.headers, evaluated, t, this.#remainingOf, this.#resetOf);
+      this.#headers.write(rejection.headers, evaluated, t, this.#remainingOf, this.#resetOf, this.limits.requestLimits);
     } else {
       this.#refused.challenged++;
       rejection = this.#challenged(req, info);
@@ -552,7 +574,10 @@ class Defense {
     const s = this.#handle.stats();
     for (let i = 0; i < s.limits.length; i++) s.limits[i].refused = this.#limitRefused[i];
     const clusterLimits = this.#clusterLimits.map((l, i) => ({ name: l.name, refused: this.#clusterRefused[i] }));
-    return { ...s, clusterLimits, refusals: { ...this.#refused }, shaperWaiting: this.#shaper === null ? 0 : this.#shaper.size };
+    const o = this.limits.stats();
+    for (const l of s.limits) l.overrides = o.byName[l.name] || 0;
+    const overrides = { count: o.overrides, max: o.maxOverrides, perRequest: o.perRequest, maxPerRequest: o.maxPerRequest };
+    return { ...s, clusterLimits, overrides, refusals: { ...this.#refused }, shaperWaiting: this.#shaper === null ? 0 : this.#shaper.size };
   }
 }
 

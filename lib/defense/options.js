@@ -9,6 +9,7 @@ const native = require('../native');
 const { typeName, isObject, onlyKnown, finite, optionalFn, boolean } = require('../options');
 const { compileScope, compileMethods } = require('../adapters/route-rules');
 const { compileBy } = require('./keys');
+const { compileOutcome } = require('./outcome');
 const { secretBuffer } = require('../gatekeeper/tier-header');
 
 const { banDefaults: BAN_DEFAULTS, fairShareDefaults: FAIR_DEFAULTS, algorithms: ALGORITHMS, strikeKinds: STRIKE_KINDS, maxLimits: MAX_LIMITS } = native.defenseConstants();
@@ -16,7 +17,12 @@ const { banDefaults: BAN_DEFAULTS, fairShareDefaults: FAIR_DEFAULTS, algorithms:
 /** The gatekeeper options this file reads. */
 const DEFENSE_OPTIONS = ['limits', 'allow', 'deny', 'bans', 'challenge', 'skip', 'onBan', 'exemptSkipsShedding', 'fairShare'];
 
-const LIMIT_FIELDS = new Set(['name', 'algorithm', 'limit', 'windowMs', 'burst', 'maxDelayMs', 'maxKeys', 'by', 'routes', 'methods', 'tiers', 'cost', 'maxQueued', 'cluster']);
+const LIMIT_FIELDS = new Set([
+  'name', 'algorithm', 'limit', 'windowMs', 'burst', 'maxDelayMs', 'maxKeys', 'by', 'routes', 'methods', 'tiers', 'cost', 'maxQueued', 'cluster',
+  'skipSuccessfulRequests', 'skipFailedRequests', 'requestWasSuccessful',
+]);
+/** The native limit a `limit: (req) => n` is built on: every request sets its key's own limit first. */
+const FN_LIMIT_BASE = 1;
 /** What a cluster-wide limit takes from the gatekeeper: where it applies and what it counts; its numbers are the cluster's. */
 const NUMBER_FIELDS = ['algorithm', 'limit', 'windowMs', 'burst', 'maxDelayMs', 'maxKeys', 'maxQueued'];
 const BAN_FIELDS = new Set(['rules', 'escalation', 'maxBans', 'maxTracked', 'probeStatuses']);
@@ -78,7 +84,7 @@ function scopeOf(l, at, tierIds) {
  * address (the gatekeeper's prefixes), a header or a function; not by a custom prefix.
  */
 function compileClusterLimit(l, at, tierIds, ipPrefixes) {
-  for (const k of NUMBER_FIELDS) {
+  for (const k of [...NUMBER_FIELDS, 'skipSuccessfulRequests', 'skipFailedRequests', 'requestWasSuccessful']) {
     if (l[k] !== undefined) throw new TypeError(`${at}.${k}: a cluster limit takes its algorithm and numbers from options.cluster's limit "${l.name}"; leave ${k} out`);
   }
   const by = compileBy(l.by, `${at}.by`, ipPrefixes);
@@ -101,9 +107,11 @@ function compileLimit(l, i, tierIds, ipPrefixes) {
   }
   const algorithm = l.algorithm === undefined ? 'fixed-window' : l.algorithm;
   if (!ALGORITHMS.includes(algorithm)) throw new RangeError(`${at}.algorithm must be one of ${ALGORITHMS.map((a) => `'${a}'`).join(', ')}, got ${JSON.stringify(algorithm)}`);
-  for (const k of ['limit', 'windowMs']) {
-    if (typeof l[k] !== 'number') throw new TypeError(`${at}.${k} must be a number, got ${typeName(l[k])}`);
-  }
+  const limitFn = typeof l.limit === 'function' ? l.limit : null;
+  if (limitFn !== null && algorithm === 'sliding-window') throw new TypeError(`${at}.limit: a function limit is not available with 'sliding-window' (its memory is sized by the limit); use 'sliding-counter'`);
+  if (limitFn !== null && l.burst !== undefined) throw new TypeError(`${at}.burst: a function limit sets the burst too (it is the limit); leave burst out`);
+  if (limitFn === null && typeof l.limit !== 'number') throw new TypeError(`${at}.limit must be a number or a function (req) => number, got ${typeName(l.limit)}`);
+  if (typeof l.windowMs !== 'number') throw new TypeError(`${at}.windowMs must be a number, got ${typeName(l.windowMs)}`);
   for (const k of ['burst', 'maxDelayMs', 'maxKeys']) {
     if (l[k] !== undefined && typeof l[k] !== 'number') throw new TypeError(`${at}.${k} must be a number, got ${typeName(l[k])}`);
   }
@@ -116,7 +124,7 @@ function compileLimit(l, i, tierIds, ipPrefixes) {
     native: {
       name: l.name,
       algorithm,
-      limit: l.limit,
+      limit: limitFn === null ? l.limit : FN_LIMIT_BASE,
       windowMs: l.windowMs,
       burst: l.burst,
       maxDelayMs: l.maxDelayMs,
@@ -129,6 +137,8 @@ function compileLimit(l, i, tierIds, ipPrefixes) {
     ...scope,
     shaper,
     maxQueued,
+    limitFn,
+    ...compileOutcome(l, at),
   };
 }
 

@@ -1,5 +1,5 @@
 /// <reference types="node" />
-import type { Defense, DefenseOptions, DefenseVerdict } from '../defense';
+import type { Defense, DefenseOptions, DefenseVerdict, Limits } from '../defense';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Ledger, PerKeyOptions, TierOptions } from '../ledger';
 import type { Cluster } from '../cluster';
@@ -298,6 +298,8 @@ export declare class Gatekeeper {
   readonly ledger: Ledger;
   /** The abuse defense, or null without any of its options. */
   readonly defense: Defense | null;
+  /** One key of one named limit (get, reset, refund, charge, overrides); null without the defense. */
+  readonly limits: Limits | null;
   /** The cluster mode it was given (options.cluster), or null. */
   readonly cluster: Cluster | null;
   /** The guard contract: null to proceed, or the rejection to send (a promise of either while a shaper
@@ -315,6 +317,8 @@ export declare class Gatekeeper {
 export interface GateControls {
   readonly gatekeeper: Gatekeeper;
   readonly defense: Defense | null;
+  /** One key of one named limit (get, reset, refund, charge, overrides); null without the defense. */
+  readonly limits: Limits | null;
   readonly cluster: Cluster | null;
   readonly ledger: Ledger;
   readonly tiers: readonly string[];

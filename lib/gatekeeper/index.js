@@ -324,6 +324,11 @@ class Gatekeeper {
     this.#needKey = o.perKeyByTier.some(Boolean) || o.onDecision !== null || (o.cluster !== null && o.cluster.needsKey);
   }
 
+  /** One key of one named limit: get, reset, refund, charge, overrides (lib/defense/admin.js); null without limits. */
+  get limits() {
+    return this.#defense === null ? null : this.#defense.limits;
+  }
+
   /** The abuse defense (limits, lists, bans, challenge passes), or null without any of its options. */
   get defense() {
     return this.#defense;
@@ -808,6 +813,7 @@ function expose(target, gk) {
   Object.defineProperty(target, 'ledger', { get: () => gk.ledger });
   Object.defineProperty(target, 'tiers', { get: () => gk.tiers });
   Object.defineProperty(target, 'defense', { get: () => gk.defense });
+  Object.defineProperty(target, 'limits', { get: () => gk.limits });
   Object.defineProperty(target, 'cluster', { get: () => gk.cluster });
   return target;
 }

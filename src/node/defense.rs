@@ -208,13 +208,13 @@ struct Lists {
     deny: Vec<String>,
 }
 
-struct Shared {
-    defense: Defense,
+pub(crate) struct Shared {
+    pub(crate) defense: Defense,
     /// Replaced whole by `setLists`; a decision reads whichever it locked (core/defense/lists.rs).
     lists: RwLock<Arc<Lists>>,
     signer: Option<PassSigner>,
     /// Per limit, the prefixes its address keys are masked to.
-    ip_cfgs: Vec<IpKeyConfig>,
+    pub(crate) ip_cfgs: Vec<IpKeyConfig>,
     ban_ip: IpKeyConfig,
     /// Ban events the hot path produced, for `takeEvents()`.
     pending: Mutex<Vec<BanEvent>>,
@@ -243,7 +243,7 @@ unsafe impl Sync for Bound {}
 
 #[napi]
 pub struct DefenseHandle {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     /// Keeps this thread's lag sampler running for `loop_health`.
     _sampler: Option<SamplerGuard>,
     /// What `bind` gave `defend` (its result buffer is the one JS reads), for `bind_gate`.

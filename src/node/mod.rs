@@ -2,6 +2,7 @@
 //! Off the hot path we use ordinary `#[napi]`; hot-path calls are raw callbacks (see `raw`).
 pub mod concurrency;
 pub mod defense;
+pub mod defense_admin;
 pub mod gate;
 pub mod lag;
 pub mod ledger;

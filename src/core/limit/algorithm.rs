@@ -51,6 +51,28 @@ pub trait Algorithm: Send + Sync + 'static {
 
     fn policy(&self) -> Policy;
 
+    /// Gives back `units` counted by an admission at `at_ns` (an outcome that is not counted, an
+    /// operator's refund): the state as if they had not been counted, as far as they still count at
+    /// `now_ns` (a unit whose window has passed is not given back twice). Never below a fresh state.
+    fn refund(&self, s: &mut Self::State, units: u32, at_ns: u64, now_ns: u64);
+
+    /// The same algorithm with another `limit` (a key's override, a per-request limit); a burst that
+    /// was the limit (the default) follows it, a burst set apart is kept. `limit` >= 1.
+    fn with_limit(&self, limit: u32) -> Self
+    where
+        Self: Sized;
+
+    /// Counts `units` after the fact (a weight the response reported): what is left of them, up to
+    /// the units remaining now, so a key is emptied but not put in debt. Returns the units counted.
+    fn charge(&self, s: &mut Self::State, units: u32, now_ns: u64) -> u32 {
+        let left = self.check(s, 0, now_ns).remaining.min(u64::from(units)) as u32;
+        if left > 0 && self.check(s, left, now_ns).allowed {
+            self.commit(s, left, now_ns);
+            return left;
+        }
+        0
+    }
+
     /// Heap bytes a key's state holds now (the exact window's ring), for memory reports.
     fn heap_bytes(&self, _s: &Self::State) -> usize {
         0

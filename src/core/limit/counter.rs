@@ -117,6 +117,23 @@ impl Algorithm for SlidingCounter {
         *s = CounterState { window: at.window, cur: (at.cur + u64::from(cost)) as u32, prev: at.prev as u32 };
     }
 
+    fn refund(&self, s: &mut CounterState, units: u32, at_ns: u64, now_ns: u64) {
+        let at = self.at(s, now_ns);
+        let (mut cur, mut prev) = (at.cur as u32, at.prev as u32);
+        let counted_in = at_ns / self.window_ns;
+        // The units sit in the window they were counted in: this one or the one before it.
+        if counted_in == at.window {
+            cur = cur.saturating_sub(units);
+        } else if counted_in + 1 == at.window {
+            prev = prev.saturating_sub(units);
+        }
+        *s = CounterState { window: at.window, cur, prev };
+    }
+
+    fn with_limit(&self, limit: u32) -> SlidingCounter {
+        SlidingCounter::new(limit, self.window_ns)
+    }
+
     fn is_idle(&self, s: &CounterState, now_ns: u64) -> bool {
         let at = self.at(s, now_ns);
         at.prev == 0 && at.cur == 0

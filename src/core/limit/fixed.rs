@@ -51,15 +51,27 @@ impl Algorithm for FixedWindow {
         let (w, count) = self.current(s, now_ns);
         let end = (w + 1).saturating_mul(self.window_ns).saturating_sub(now_ns);
         let limit = u64::from(self.limit);
-        let used = u64::from(count);
+        // Above the limit after an override lowered it: nothing left.
+        let used = u64::from(count).min(limit);
         // Within this window, units come back only when it ends.
         counted_check(limit, cost, limit - used, |pending, need| if used + u64::from(pending) + need <= limit { 0 } else { end })
     }
 
     fn commit(&self, s: &mut FixedState, cost: u32, now_ns: u64) {
         let (w, count) = self.current(s, now_ns);
-        debug_assert!(u64::from(count) + u64::from(cost) <= u64::from(self.limit));
         *s = FixedState { window: w, count: count + cost };
+    }
+
+    fn refund(&self, s: &mut FixedState, units: u32, at_ns: u64, now_ns: u64) {
+        let (w, count) = self.current(s, now_ns);
+        // Units counted in a window that has ended are gone already.
+        if at_ns / self.window_ns == w {
+            *s = FixedState { window: w, count: count.saturating_sub(units) };
+        }
+    }
+
+    fn with_limit(&self, limit: u32) -> FixedWindow {
+        FixedWindow::new(limit, self.window_ns)
     }
 
     fn is_idle(&self, s: &FixedState, now_ns: u64) -> bool {

@@ -82,6 +82,17 @@ impl Algorithm for Gcra {
         s.tat = s.tat.max(now) + u128::from(cost) * u128::from(self.window_ns);
     }
 
+    fn refund(&self, s: &mut GcraState, units: u32, _at_ns: u64, now_ns: u64) {
+        // The theoretical arrival time moves back by the units' emission intervals, not before now.
+        let now = u128::from(now_ns) * self.scale();
+        s.tat = s.tat.saturating_sub(u128::from(units) * u128::from(self.window_ns)).max(now.min(s.tat));
+    }
+
+    fn with_limit(&self, limit: u32) -> Gcra {
+        let burst = if self.burst == self.limit { limit } else { self.burst };
+        Gcra::new(limit, self.window_ns, burst, self.max_delay_ns)
+    }
+
     fn is_idle(&self, s: &GcraState, now_ns: u64) -> bool {
         s.tat <= u128::from(now_ns) * self.scale()
     }

@@ -45,8 +45,20 @@ pub trait Keyed: Send + Sync {
     /// check allowed and `inner` returned true. Returns whether it committed, and the check to report:
     /// the check itself, or, when this limit allowed but the decision refused, the state as it stands
     /// (nothing counted).
-    fn nest(&self, key: &[u8], cost: u32, now_ns: u64, inner: &mut dyn FnMut(&Check) -> bool) -> (bool, Check);
+    fn nest(&self, key: &[u8], cost: u32, now_ns: u64, inner: &mut dyn FnMut(&Check) -> bool) -> (bool, Check) {
+        self.nest_as(key, None, cost, now_ns, inner)
+    }
+    /// As `nest`, with `limit` in place of the configured one when given (a key's override).
+    fn nest_as(&self, key: &[u8], limit: Option<u32>, cost: u32, now_ns: u64, inner: &mut dyn FnMut(&Check) -> bool) -> (bool, Check);
     fn check(&self, key: &[u8], cost: u32, now_ns: u64) -> Check;
+    /// `key`'s check at cost 0 under `limit` (or the configured one): what it has left. Changes nothing.
+    fn peek(&self, key: &[u8], limit: Option<u32>, now_ns: u64) -> Check;
+    /// Gives back `units` counted at `at_ns` (see `Algorithm::refund`); false when the key is not held.
+    fn refund(&self, key: &[u8], limit: Option<u32>, units: u32, at_ns: u64, now_ns: u64) -> bool;
+    /// Counts `units` after the fact, up to what is left (see `Algorithm::charge`); the units counted.
+    fn charge(&self, key: &[u8], limit: Option<u32>, units: u32, now_ns: u64) -> u32;
+    /// The policy under `limit` (a key's override).
+    fn policy_as(&self, limit: u32) -> Policy;
     fn policy(&self) -> Policy;
     /// Keys tracked now.
     fn len(&self) -> usize;
@@ -63,8 +75,15 @@ pub trait Keyed: Send + Sync {
 }
 
 impl<A: Algorithm> Keyed for KeyedLimit<A> {
-    fn nest(&self, key: &[u8], cost: u32, now_ns: u64, inner: &mut dyn FnMut(&Check) -> bool) -> (bool, Check) {
-        let algo = &self.algo;
+    fn nest_as(&self, key: &[u8], limit: Option<u32>, cost: u32, now_ns: u64, inner: &mut dyn FnMut(&Check) -> bool) -> (bool, Check) {
+        let own;
+        let algo = match limit {
+            Some(l) => {
+                own = self.algo.with_limit(l);
+                &own
+            }
+            None => &self.algo,
+        };
         self.store.with(
             key,
             now_ns,
@@ -88,6 +107,32 @@ impl<A: Algorithm> Keyed for KeyedLimit<A> {
 
     fn check(&self, key: &[u8], cost: u32, now_ns: u64) -> Check {
         KeyedLimit::check(self, key, cost, now_ns)
+    }
+
+    fn peek(&self, key: &[u8], limit: Option<u32>, now_ns: u64) -> Check {
+        let algo = limit.map(|l| self.algo.with_limit(l));
+        let algo = algo.as_ref().unwrap_or(&self.algo);
+        self.store.get(key, |s| match s {
+            Some(s) => algo.check(s, 0, now_ns),
+            None => algo.check(&algo.fresh(now_ns), 0, now_ns),
+        })
+    }
+
+    fn refund(&self, key: &[u8], limit: Option<u32>, units: u32, at_ns: u64, now_ns: u64) -> bool {
+        let algo = limit.map(|l| self.algo.with_limit(l));
+        let algo = algo.as_ref().unwrap_or(&self.algo);
+        // Not inserted: a key the store forgot (idle, evicted) has nothing counted to give back.
+        self.store.update(key, |s| algo.refund(s, units, at_ns, now_ns))
+    }
+
+    fn charge(&self, key: &[u8], limit: Option<u32>, units: u32, now_ns: u64) -> u32 {
+        let algo = limit.map(|l| self.algo.with_limit(l));
+        let algo = algo.as_ref().unwrap_or(&self.algo);
+        self.store.with(key, now_ns, |s| algo.is_idle(s, now_ns), || algo.fresh(now_ns), |s| algo.charge(s, units, now_ns))
+    }
+
+    fn policy_as(&self, limit: u32) -> Policy {
+        self.algo.with_limit(limit).policy()
     }
 
     fn policy(&self) -> Policy {

@@ -8,13 +8,14 @@
 //! - `token.rs`: token bucket on `core::bucket`'s arithmetic;
 //! - `algorithm.rs`: what they share (`Check`, `Policy`, `Algorithm`: check, then commit);
 //! - `store.rs`: the bounded keyed store (keyed hash, `max_keys`, idle-first eviction);
-//! - `keyed.rs`: one limit over many keys; `spec.rs`: options and validation;
+//! - `keyed.rs`: one limit over many keys; `overrides.rs`: operators' per-key limits; `spec.rs`: options and validation;
 //! - `set.rs`: several named limits decided all or nothing (`LimitSet`, `Decision`).
 mod algorithm;
 mod counter;
 mod fixed;
 mod gcra;
 mod keyed;
+mod overrides;
 mod set;
 mod sliding;
 mod spec;
@@ -26,7 +27,8 @@ pub use counter::{CounterState, SlidingCounter};
 pub use fixed::{FixedState, FixedWindow};
 pub use gcra::{Gcra, GcraState};
 pub use keyed::{Keyed, KeyedLimit};
-pub use set::{Decision, LimitSet, MAX_LIMITS};
+pub use overrides::{Full, Overrides, MAX_OVERRIDES, MAX_PER_REQUEST};
+pub use set::{Decision, KeyState, LimitSet, MAX_LIMITS};
 pub use sliding::{SlidingState, SlidingWindow, MAX_EXACT_LIMIT};
 pub use spec::{AlgorithmKind, LimitSpec, DEFAULT_MAX_KEYS, MAX_EXACT_BYTES, MAX_WINDOW_MS};
 pub use store::Store;
@@ -67,3 +69,6 @@ mod tests {
         assert!(exact >= fixed + 80, "the ring holds 10 timestamps");
     }
 }
+
+#[cfg(test)]
+mod outcome_tests;

@@ -12,6 +12,7 @@
 //! `RateLimit-Policy` headers carry, one policy per limit.
 use super::algorithm::{Check, Policy};
 use super::keyed::Keyed;
+use super::overrides::{Full, Overrides};
 use super::spec::LimitSpec;
 use crate::core::ledger::ConfigError;
 
@@ -53,6 +54,17 @@ struct Named {
 
 pub struct LimitSet {
     limits: Vec<Named>,
+    overrides: Overrides,
+}
+
+/// One key of one limit as it stands (`LimitSet::peek`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyState {
+    /// The key's limit: its override, else the configured one.
+    pub limit: u64,
+    pub remaining: u64,
+    pub reset_ns: u64,
+    pub overridden: bool,
 }
 
 impl LimitSet {
@@ -68,7 +80,8 @@ impl LimitSet {
             }
             limits.push(Named { name: s.name.clone(), limit: s.build(&format!("limits[{i}]"))? });
         }
-        Ok(LimitSet { limits })
+        let overrides = Overrides::new(limits.len());
+        Ok(LimitSet { limits, overrides })
     }
 
     pub fn len(&self) -> usize {
@@ -118,7 +131,7 @@ impl LimitSet {
             for (j, key) in keys.iter().enumerate() {
                 if let (Some(key), true) = (key, out.evaluated & (1 << j) == 0) {
                     // Cost 0: the units left as things stand.
-                    out.checks[j] = Check { delay_ns: 0, ..self.limits[j].limit.check(key, 0, now_ns) };
+                    out.checks[j] = Check { delay_ns: 0, ..self.limits[j].limit.peek(key, self.overrides.get(j, key), now_ns) };
                     out.evaluated |= 1 << j;
                 }
             }
@@ -133,7 +146,8 @@ impl LimitSet {
         };
         let key = keys[i].unwrap_or_default();
         let cost = if costs.len() == 1 { costs[0] } else { costs[i] };
-        let (ok, check) = self.limits[i].limit.nest(key, cost, now_ns, &mut |c| {
+        let own = self.overrides.get(i, key);
+        let (ok, check) = self.limits[i].limit.nest_as(key, own, cost, now_ns, &mut |c| {
             if !c.allowed {
                 out.refused_by = Some(i);
                 out.retry_after_ns = c.retry_after_ns;
@@ -147,6 +161,52 @@ impl LimitSet {
             out.delay_ns = out.delay_ns.max(check.delay_ns);
         }
         ok
+    }
+}
+
+/// The operator's and the outcome's access to one key of one limit (`i` < `len()`), off the hot path.
+impl LimitSet {
+    pub fn overrides(&self) -> &Overrides {
+        &self.overrides
+    }
+
+    /// Key `key` of limit `i` as it stands, without counting anything or inserting the key.
+    pub fn peek(&self, i: usize, key: &[u8], now_ns: u64) -> KeyState {
+        let own = self.overrides.get(i, key);
+        let c = self.limits[i].limit.peek(key, own, now_ns);
+        let limit = match own {
+            Some(l) => self.limits[i].limit.policy_as(l).quota,
+            None => self.policy(i).quota,
+        };
+        KeyState { limit, remaining: c.remaining, reset_ns: c.reset_ns, overridden: self.overrides.operator(i, key).is_some() }
+    }
+
+    /// Gives back `units` that an admission at `at_ns` counted (see `Algorithm::refund`).
+    pub fn refund(&self, i: usize, key: &[u8], units: u32, at_ns: u64, now_ns: u64) -> bool {
+        self.limits[i].limit.refund(key, self.overrides.get(i, key), units, at_ns, now_ns)
+    }
+
+    /// Counts `units` after the fact, up to what is left; the units counted.
+    pub fn charge(&self, i: usize, key: &[u8], units: u32, now_ns: u64) -> u32 {
+        self.limits[i].limit.charge(key, self.overrides.get(i, key), units, now_ns)
+    }
+
+    /// Forgets what key `key` of limit `i` has counted (its override stays); whether it held any.
+    pub fn reset(&self, i: usize, key: &[u8]) -> bool {
+        self.limits[i].limit.remove(key)
+    }
+
+    pub fn set_override(&self, i: usize, key: &[u8], limit: u32) -> Result<(), Full> {
+        self.overrides.set(i, key, limit)
+    }
+
+    pub fn clear_override(&self, i: usize, key: &[u8]) -> bool {
+        self.overrides.clear(i, key)
+    }
+
+    /// Key `key` of limit `i` is limited to `limit` from this request on (`None`: the configured limit).
+    pub fn set_per_request(&self, i: usize, key: &[u8], limit: Option<u32>) {
+        self.overrides.set_per_request(i, key, limit)
     }
 }
 

@@ -85,14 +85,15 @@ impl Algorithm for SlidingWindow {
         let counted = (s.ring.len() - first) as u64;
         let limit = u64::from(self.limit);
         let w = self.window_ns;
-        counted_check(limit, cost, limit - counted, |pending, need| {
+        // Above the limit after an override lowered it: nothing left.
+        counted_check(limit, cost, limit.saturating_sub(counted), |pending, need| {
             // The k oldest of (counted units, then `pending` at now) must leave first.
             let over = counted + u64::from(pending) + need;
             if over <= limit {
                 return 0;
             }
             let k = (over - limit) as usize;
-            if k <= counted as usize {
+            if k >= 1 && k <= counted as usize {
                 s.ring[first + k - 1].saturating_add(w).saturating_sub(now_ns)
             } else {
                 w
@@ -107,9 +108,8 @@ impl Algorithm for SlidingWindow {
         }
         let len = s.ring.len();
         let cost = cost as usize;
-        debug_assert!(len + cost <= self.limit as usize);
         if len + cost > s.ring.capacity() {
-            let want = (s.ring.capacity() * 2).max(len + cost).max(4).min(self.limit as usize);
+            let want = (s.ring.capacity() * 2).max(len + cost).max(4).min(self.limit as usize).max(len + cost);
             s.ring.reserve_exact(want - len);
         }
         // Keep the ring ordered even if this thread's reading is behind the last one stored.
@@ -119,6 +119,24 @@ impl Algorithm for SlidingWindow {
         } else {
             s.ring.extend(std::iter::repeat_n(t, cost));
         }
+    }
+
+    fn refund(&self, s: &mut SlidingState, units: u32, at_ns: u64, now_ns: u64) {
+        // The units stamped at the admission (the first at or after `at_ns`) leave the ring; once its
+        // window has passed they are not counted any more, and later units are not given back instead.
+        if at_ns.saturating_add(self.window_ns) <= now_ns {
+            return;
+        }
+        let first = self.first_live(s, now_ns);
+        let from = s.ring.partition_point(|&t| t < at_ns);
+        let to = (from + units as usize).min(s.ring.len());
+        if to > from.max(first) {
+            s.ring.drain(from.max(first)..to);
+        }
+    }
+
+    fn with_limit(&self, limit: u32) -> SlidingWindow {
+        SlidingWindow::new(limit.min(MAX_EXACT_LIMIT), self.window_ns)
     }
 
     fn is_idle(&self, s: &SlidingState, now_ns: u64) -> bool {

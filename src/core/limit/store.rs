@@ -198,6 +198,19 @@ impl<S> Store<S> {
         f(shard.find(hash, key).map(|i| &shard.entries[i].state))
     }
 
+    /// Runs `f` on `key`'s state if it is held (nothing inserted); whether it was.
+    pub fn update(&self, key: &[u8], f: impl FnOnce(&mut S)) -> bool {
+        let hash = self.hasher.hash_one(key);
+        let mut shard = self.shard(hash).lock();
+        match shard.find(hash, key) {
+            Some(i) => {
+                f(&mut shard.entries[i].state);
+                true
+            }
+            None => false,
+        }
+    }
+
     pub fn remove(&self, key: &[u8]) -> bool {
         let hash = self.hasher.hash_one(key);
         let mut shard = self.shard(hash).lock();

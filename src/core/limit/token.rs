@@ -48,6 +48,17 @@ impl Algorithm for TokenBucket {
         s.tokens -= f64::from(cost);
     }
 
+    fn refund(&self, s: &mut Bucket, units: u32, _at_ns: u64, now_ns: u64) {
+        // Tokens given back, up to a full bucket: what has refilled since is not given twice.
+        s.refill(self.capacity, self.rate_per_sec, now_ns);
+        s.tokens = (s.tokens + f64::from(units)).min(self.capacity);
+    }
+
+    fn with_limit(&self, limit: u32) -> TokenBucket {
+        let burst = if self.capacity == f64::from(self.limit) { limit } else { self.capacity as u32 };
+        TokenBucket::new(limit, self.window_ns, burst)
+    }
+
     fn is_idle(&self, s: &Bucket, now_ns: u64) -> bool {
         s.tokens_at(self.capacity, self.rate_per_sec, now_ns) >= self.capacity
     }
