@@ -14,7 +14,7 @@ function nativeBytes() {
 test('maxKeys holds under 1,000,000 unique keys and memory stays bounded', () => {
   const maxKeys = 10_000;
   const l = new Ledger({
-    tiers: [{ name: 't', capacity: 1e12, refillPerSec: 0, perKey: { capacity: 5, refillPerSec: 1, maxKeys } }],
+    tiers: [{ name: 't', capacity: 1e12, refillPerSec: 0, perKey: { limit: 5, windowMs: 5000, maxKeys } }],
   });
   let before = 0;
   let peakKeys = 0;
@@ -36,7 +36,7 @@ test('maxKeys holds under 1,000,000 unique keys and memory stays bounded', () =>
 
 test('an evicted key comes back with a full bucket; recent keys keep their state', async () => {
   const l = new Ledger({
-    tiers: [{ name: 't', capacity: 1e9, refillPerSec: 0, perKey: { capacity: 2, refillPerSec: 0, maxKeys: 100 } }],
+    tiers: [{ name: 't', limit: 0, windowMs: 1000, burst: 1e9, perKey: { limit: 0, windowMs: 1000, burst: 2, maxKeys: 100 } }],
   });
   assert.ok(l.tryConsume(0, 'old', 2));
   assert.equal(l.tryConsume(0, 'old'), false);

@@ -61,7 +61,7 @@ test('invalid options throw at construction, naming the option', () => {
   // gatekeeper-style tiers (capacity, refillPerSec) are accepted so one tiers array serves both guards
   const gate = createConcurrencyGate({
     maxConcurrent: 2,
-    tiers: [{ name: 'vip', protected: true, capacity: 10, refillPerSec: 10 }, 'free'],
+    tiers: [{ name: 'vip', protected: true, limit: 10, windowMs: 1000 }, 'free'],
   });
   assert.deepEqual(gate.stats().queuedByTier, { vip: 0, free: 0 });
   assert.equal(gate.stats().limit, 2);

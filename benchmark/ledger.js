@@ -19,9 +19,9 @@ const keys = Array.from({ length: KEYS }, (_, i) => `user-${i}`);
 const BIG = 1e15; // capacities so large that every debit succeeds: the hot path, not the refusal path
 
 const TIERS = [
-  { name: 'critical', capacity: BIG, refillPerSec: BIG, protected: true },
-  { name: 'standard', capacity: BIG, refillPerSec: BIG, perKey: { capacity: BIG, refillPerSec: BIG, maxKeys: 100_000 } },
-  { name: 'background', capacity: BIG, refillPerSec: BIG },
+  { name: 'critical', limit: BIG, windowMs: 1000, protected: true },
+  { name: 'standard', limit: BIG, windowMs: 1000, perKey: { limit: BIG, windowMs: 1000, maxKeys: 100_000 } },
+  { name: 'background', limit: BIG, windowMs: 1000 },
 ];
 
 // ---------------------------------------------------------------------------------------------------
@@ -187,7 +187,7 @@ function rss() {
 
 // Bytes per key: RSS growth of the native ledger, heap growth of the JS Map, over N new keys.
 function bytesPerKey(n) {
-  const tiers = [{ name: 't', capacity: BIG, refillPerSec: 0, perKey: { capacity: 10, refillPerSec: 1, maxKeys: n } }];
+  const tiers = [{ name: 't', limit: 0, windowMs: 1000, burst: BIG, perKey: { limit: 10, windowMs: 10000, maxKeys: n } }];
   const names = Array.from({ length: n }, (_, i) => `client-${i}`);
   const l = new Ledger({ tiers });
   const r0 = rss();

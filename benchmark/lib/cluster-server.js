@@ -8,7 +8,7 @@
 const express = require('express');
 const cfg = JSON.parse(process.env.TG_BENCH_CLUSTER);
 
-const TIERS = [{ name: 'api', capacity: 1e9, refillPerSec: 1e9 }];
+const TIERS = [{ name: 'api', limit: 1e9, windowMs: 1000 }];
 const keyOf = (req) => req.headers['x-key'] || 'anonymous';
 let stats = () => null;
 let redis = null;

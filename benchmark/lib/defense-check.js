@@ -12,7 +12,7 @@ const { POLICY } = require('./defense-policy');
 const TIGHT = Object.freeze({
   ...POLICY,
   ip: { limit: 3, windowMs: 1000 },
-  user: { capacity: 5, refillPerSec: 0.001, windowMs: 60_000 },
+  user: { limit: 5, windowMs: 5000000, windowMs: 60_000 },
   bans: { ...POLICY.bans, strikes: 3 },
 });
 

@@ -47,7 +47,7 @@ const POLICY = Object.freeze({
   ip: Object.freeze({ limit: 600, windowMs: 60_000 }),
   // Per user (the `x-user-id` header): a token bucket of `capacity`, refilled at `refillPerSec`;
   // peers without a bucket use a fixed window of `capacity` per `windowMs`.
-  user: Object.freeze({ capacity: 100_000, refillPerSec: 1_000, windowMs: 60_000 }),
+  user: Object.freeze({ limit: 100_000, windowMs: 100000, windowMs: 60_000 }),
   // The user's quota by tier (peers: the per-user limit picks its number by tier).
   tiers: Object.freeze(['critical', 'standard', 'background']),
   tierScale: Object.freeze({ critical: 4, standard: 2, background: 1 }),

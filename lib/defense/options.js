@@ -10,6 +10,7 @@ const { typeName, isObject, onlyKnown, finite, optionalFn, boolean } = require('
 const { compileScope, compileMethods } = require('../adapters/route-rules');
 const { compileBy } = require('./keys');
 const { secretBuffer } = require('../gatekeeper/tier-header');
+const { limitNumbers } = require('../limit-options');
 
 const { banDefaults: BAN_DEFAULTS, fairShareDefaults: FAIR_DEFAULTS, algorithms: ALGORITHMS, strikeKinds: STRIKE_KINDS, maxLimits: MAX_LIMITS } = native.defenseConstants();
 
@@ -100,11 +101,8 @@ function compileLimit(l, i, tierIds, ipPrefixes) {
     return compileClusterLimit(l, at, tierIds, ipPrefixes);
   }
   const algorithm = l.algorithm === undefined ? 'fixed-window' : l.algorithm;
-  if (!ALGORITHMS.includes(algorithm)) throw new RangeError(`${at}.algorithm must be one of ${ALGORITHMS.map((a) => `'${a}'`).join(', ')}, got ${JSON.stringify(algorithm)}`);
-  for (const k of ['limit', 'windowMs']) {
-    if (typeof l[k] !== 'number') throw new TypeError(`${at}.${k} must be a number, got ${typeName(l[k])}`);
-  }
-  for (const k of ['burst', 'maxDelayMs', 'maxKeys']) {
+  limitNumbers(l, at, algorithm, ALGORITHMS); // the one check of limit, windowMs and burst (lib/limit-options.js)
+  for (const k of ['maxDelayMs', 'maxKeys']) {
     if (l[k] !== undefined && typeof l[k] !== 'number') throw new TypeError(`${at}.${k} must be a number, got ${typeName(l[k])}`);
   }
   const by = compileBy(l.by, `${at}.by`, ipPrefixes);
