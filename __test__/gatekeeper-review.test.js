@@ -63,12 +63,14 @@ test('a bad respond() result cannot crash the node:http server', async () => {
   }
 });
 
-test('rate-limit fields carry plain integers for fractional or huge per-key capacities', async () => {
-  for (const [capacity, q, r] of [[2.5, '2', '1'], [1e15, '999999999999999', '999999999999999']]) {
+test('rate-limit fields carry plain integers for fractional remainders or the largest per-key limit', async () => {
+  // A fractional cost leaves a fractional remainder (2.5 of 3); the largest limit is 2^32-1.
+  for (const [limit, cost, q, r] of [[3, 0.5, '3', '2'], [4294967295, 1, '4294967295', '4294967294']]) {
     const handler = gatekeeper.http({
       shed: false,
+      cost,
       tiers: [{ name: 'a', limit: 1e9, windowMs: 1000 }],
-      perKey: { capacity, refillPerSec: 0.001 },
+      perKey: { limit, windowMs: 1e12 },
       rateLimitHeaders: 'both',
       rateLimitHeadersOnSuccess: true,
     }, (req, res) => res.end('ok'));

@@ -53,12 +53,14 @@ test('a /metrics scrape under load parses, and after the load its counters equal
   for (const [tier, s] of Object.entries(q.tiers)) {
     assert.equal(sampleValue(after, 'tiergate_queue_dispatched_total', { tier }), s.admitted, `${tier} dispatched`);
     assert.equal(sampleValue(after, 'tiergate_queue_rejected_total', { tier, reason: 'queue-full' }), s.rejected);
-    assert.equal(sampleValue(after, 'tiergate_queue_rejected_total', { tier, reason: 'time-out' }), s.timedOut);
+    assert.equal(sampleValue(after, 'tiergate_queue_rejected_total', { tier, reason: 'timeout' }), s.timeout);
+    assert.equal(sampleValue(after, 'tiergate_queue_rejected_total', { tier, reason: 'codel' }), s.codel);
+    assert.equal(sampleValue(after, 'tiergate_queue_rejected_total', { tier, reason: 'abandoned' }), s.abandoned);
     assert.equal(sampleValue(after, 'tiergate_queue_wait_seconds_count', { tier }), s.admitted, `${tier} wait count`);
     assert.equal(sampleValue(after, 'tiergate_queued', { tier }), s.queued);
   }
   const dispatched = Object.values(q.tiers).reduce((n, s) => n + s.admitted, 0);
-  const refusedByGate = Object.values(q.tiers).reduce((n, s) => n + s.rejected + s.displaced + s.timedOut + s.abandoned, 0);
+  const refusedByGate = Object.values(q.tiers).reduce((n, s) => n + s.rejected + s.displaced + s.timeout + s.codel + s.abandoned, 0);
   assert.equal(dispatched + refusedByGate + q.queued, admitted, 'every request the gatekeeper admitted reached the gate');
 });
 

@@ -224,7 +224,7 @@ test('a queue timeout beyond setTimeout range neither fires early nor spins', as
     gate.admit(req, res());
     await new Promise((resolve) => setTimeout(resolve, 40));
     assert.equal(gate.stats().queued, 1);
-    assert.equal(gate.stats().timedOut, 0);
+    assert.equal(gate.stats().timeout, 0);
     assert.deepEqual(warnings, []);
   } finally {
     process.off('warning', onWarning);

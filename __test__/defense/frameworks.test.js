@@ -166,7 +166,7 @@ for (const [fw, start] of Object.entries(FRAMEWORKS)) {
       challenge: {
         secret: SECRET,
         afterStrikes: 2,
-        respond: (req, info) => ({ status: 401, headers: { 'content-type': 'text/html' }, body: `<form>solve me (${info.verdict})</form>` }),
+        respond: (info) => ({ status: 401, headers: { 'content-type': 'text/html' }, body: `<form>solve me (${info.verdict})</form>` }),
       },
     });
     try {

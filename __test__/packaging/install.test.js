@@ -135,8 +135,8 @@ const options: GatekeeperOptions = { tiers: [{ name: 'standard', limit: 10, wind
 const gate = gatekeeper(options);
 http.createServer((req, res) => gate(req, res, () => res.end('admitted')));
 new Ledger({ tiers: [{ name: 'standard', limit: 1, windowMs: 1000 }] });
-// @ts-expect-error capacity is a number: proves the installed types were found (not any)
-gatekeeper({ tiers: [{ name: 'standard', capacity: '10', refillPerSec: 10 }] });
+// @ts-expect-error limit is a number: proves the installed types were found (not any)
+gatekeeper({ tiers: [{ name: 'standard', limit: '10', windowMs: 1000 }] });
 const store: LeaseStore = new RedisStore({ redis: 'redis://127.0.0.1:6379' });
 new Quota({ limits: [{ name: 'api', algorithm: 'token-bucket', limit: 1, windowMs: 1000 }] });
 void [store, createService, client];

@@ -31,7 +31,7 @@ const options: GatekeeperOptions = {
     ttlSec: 600,
     header: 'x-tiergate-pass',
     cookie: false,
-    respond: (req, info) => ({ status: 302, headers: { location: `/challenge?back=${encodeURIComponent(req.url || '/')}&why=${info.pass || ''}` } }),
+    respond: (info, req) => ({ status: 302, headers: { location: `/challenge?back=${encodeURIComponent(req.url || '/')}&why=${info.pass || ''}` } }),
   },
   skip: (req) => req.url === '/healthz',
   onBan: (e: BanEvent) => void e.ban.target.length,

@@ -38,8 +38,8 @@ const sym: symbol = LEDGER_HANDLE;
 ledger.tryConsume(0, 42);
 // @ts-expect-error options need tiers
 new Ledger({});
-// @ts-expect-error a tier needs refillPerSec
-new Ledger({ tiers: [{ name: 'a', capacity: 1 }] });
+// @ts-expect-error a tier needs windowMs
+new Ledger({ tiers: [{ name: 'a', limit: 1 }] });
 // @ts-expect-error tiers are read-only
 ledger.tiers.push('x');
 

@@ -185,7 +185,7 @@ function gateFigures() {
   return {
     inFlight: s.inFlight, queued: s.queued, peakInFlight: s.peakInFlight, peakQueued: s.peakQueued,
     admitted: s.admitted, admittedFromQueue: s.admittedFromQueue, released: s.released, rejected: s.rejected,
-    displaced: s.displaced, timedOut: s.timedOut, abandoned: s.abandoned,
+    displaced: s.displaced, timeout: s.timeout, codel: s.codel, abandoned: s.abandoned,
   };
 }
 
