@@ -9,7 +9,7 @@ const root = args.includes('--root') ? path.resolve(args[args.indexOf('--root') 
 const { Ledger } = require(root);
 const { median } = require('./lib/stats');
 
-const BIG = 1e15;
+const BIG = 4e9;
 let sink = 0;
 function time(run, n) {
   run(Math.min(n, 300_000));

@@ -57,8 +57,8 @@ function tiergateOptions(cap, shed) {
     // lag-driven shed controller, not from a tier running out of tokens.
     tiers: [
       { name: 'critical', protected: true, limit: 4 * c, windowMs: 1000 },
-      { name: 'standard', capacity: Math.max(10, Math.ceil(0.05 * c)), refillPerSec: 2 * c },
-      { name: 'background', capacity: Math.max(10, Math.ceil(0.05 * c)), refillPerSec: 2 * c },
+      { name: 'standard', limit: 2 * c, windowMs: 1000, burst: Math.max(10, Math.ceil(0.05 * c)) },
+      { name: 'background', limit: 2 * c, windowMs: 1000, burst: Math.max(10, Math.ceil(0.05 * c)) },
     ],
     tierHeader: 'x-user-tier',
     trustTierHeader: true, // the benchmark plays the authenticating gateway

@@ -50,7 +50,7 @@ async function run({ log = console.log } = {}) {
 
   // 4. The state of every tier.
   for (const t of ledger.snapshot()) {
-    log(`  ${t.name.padEnd(10)} tokens ${t.tokens.toFixed(1).padStart(6)} / ${t.capacity}  refill ${t.refillPerSec}/s x ${t.refillScale}  keys ${t.keys}`);
+    log(`  ${t.name.padEnd(10)} tokens ${t.tokens.toFixed(1).padStart(6)} / ${t.burst}  refill ${t.limit} per ${t.windowMs} ms x ${t.refillScale}  keys ${t.keys}`);
   }
   return { perUser, background, critical };
 }
