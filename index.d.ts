@@ -10,7 +10,7 @@ export { metrics, statusRoute, otel } from './lib/metrics';
 export { dashboard } from './lib/dashboard';
 export { cluster } from './lib/cluster';
 
-export type { PerKeyOptions, TierOptions, LedgerOptions, TierRef, TierSnapshot, LimitedBy, ConsumeResult } from './lib/ledger';
+export type { BucketOptions, PerKeyOptions, TierOptions, LedgerOptions, TierRef, TierSnapshot, LimitedBy, ConsumeResult } from './lib/ledger';
 // LoopObserver: what LagMonitor.observe() returns; a type here, not a value.
 export type { LagMonitorOptions, LagStats, LoopSample, LoopObserver } from './lib/lag';
 export type {

@@ -4,18 +4,18 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const t = require('..');
 
-const tier = (o = {}) => ({ name: 'a', capacity: 1, refillPerSec: 1, ...o });
+const tier = (o = {}) => ({ name: 'a', limit: 1, windowMs: 1000, ...o });
 
 const CASES = [
-  ['Ledger: a bad value', () => new t.Ledger({ tiers: [tier({ capacity: 0 })] }), RangeError, 'ERR_TIERGATE_INVALID_OPTION', /tiers\[0\]\.capacity/],
-  ['Ledger: a capacity past exact arithmetic', () => new t.Ledger({ tiers: [tier({ capacity: 2 ** 53 })] }), RangeError, 'ERR_TIERGATE_INVALID_OPTION', /tiers\[0\]\.capacity must be a finite number > 0 and <= 1e15 \(got 9007199254740992\)/],
-  ['Ledger: a huge rate, printed as JS prints it', () => new t.Ledger({ tiers: [tier({ refillPerSec: 1e308 })] }), RangeError, 'ERR_TIERGATE_INVALID_OPTION', /refillPerSec must be a finite number >= 0 and <= 1e15 \(got 1e\+308\)/],
-  ['Ledger: a bad type', () => new t.Ledger({ tiers: [tier({ capacity: '1' })] }), TypeError, 'ERR_TIERGATE_INVALID_OPTION', /tiers\[0\]\.capacity must be a number/],
+  ['Ledger: a bad value', () => new t.Ledger({ tiers: [tier({ limit: 1.5 })] }), RangeError, 'ERR_TIERGATE_INVALID_OPTION', /tiers\[0\]\.limit/],
+  ['Ledger: a burst past the largest count', () => new t.Ledger({ tiers: [tier({ burst: 2 ** 53 })] }), RangeError, 'ERR_TIERGATE_INVALID_OPTION', /tiers\[0\]\.burst must be an integer from 1 to 4294967295 \(got 9007199254740992\)/],
+  ['Ledger: a huge window, printed as JS prints it', () => new t.Ledger({ tiers: [tier({ windowMs: 1e308 })] }), RangeError, 'ERR_TIERGATE_INVALID_OPTION', /windowMs must be a finite number > 0 \(at least 1e-6, one nanosecond\) and at most 1000000000000 \(got 1e\+308\)/],
+  ['Ledger: a bad type', () => new t.Ledger({ tiers: [tier({ limit: '1' })] }), TypeError, 'ERR_TIERGATE_INVALID_OPTION', /tiers\[0\]\.limit must be a number/],
   ['Ledger: an unknown option', () => new t.Ledger({ tiers: [tier()], tier: 1 }), TypeError, 'ERR_TIERGATE_UNKNOWN_OPTION', /unknown option "tier" \(known: tiers, perKey\)/],
   ['Ledger.shared: a bad name', () => t.Ledger.shared('', { tiers: [tier()] }), TypeError, 'ERR_TIERGATE_INVALID_OPTION', /name must be a non-empty string/],
   ['Ledger.shared: a name with another config', () => {
     t.Ledger.shared('errors.test shared', { tiers: [tier()] });
-    t.Ledger.shared('errors.test shared', { tiers: [tier({ capacity: 2 })] });
+    t.Ledger.shared('errors.test shared', { tiers: [tier({ limit: 2 })] });
   }, Error, 'ERR_TIERGATE_INVALID_OPTION', /^Ledger\.shared\("errors\.test shared"\): a ledger of that name exists with a different config$/],
   ['Ledger.shared: an unknown name without a config', () => t.Ledger.shared('errors.test never created'), Error, 'ERR_TIERGATE_INVALID_OPTION', /no ledger of that name exists yet; pass its config/],
   ['Ledger.tierId: an unknown tier', () => new t.Ledger({ tiers: [tier()] }).tierId('b'), RangeError, 'ERR_TIERGATE_INVALID_ARGUMENT', /^unknown tier "b" \(tiers: a\)$/],
@@ -30,7 +30,8 @@ const CASES = [
   ['LagMonitor.observe: an id that is not one', () => t.LagMonitor.observe(1.5), TypeError, 'ERR_TIERGATE_INVALID_ARGUMENT', /LagMonitor\.observe: id must come from monitor\.share\(\)/],
   ['LagMonitor.observe: no live monitor shares the id (native)', () => t.LagMonitor.observe(0xfffffff0), RangeError, 'ERR_TIERGATE_INVALID_ARGUMENT', /^LagMonitor\.observe: no live LagMonitor shared as 4294967280$/],
   ['gatekeeper: a bad shed value', () => t.gatekeeper({ shed: { targetLagMs: -1 } }), RangeError, 'ERR_TIERGATE_INVALID_OPTION', /options\.shed\.targetLagMs/],
-  ['gatekeeper: a native config error', () => t.gatekeeper({ tiers: [tier({ capacity: -1 })] }), RangeError, 'ERR_TIERGATE_INVALID_OPTION', /options\.tiers\[0\]\.capacity/],
+  ['gatekeeper: a bucket config error', () => t.gatekeeper({ tiers: [tier({ limit: -1 })] }), RangeError, 'ERR_TIERGATE_INVALID_OPTION', /options\.tiers\[0\]\.limit/],
+  ['gatekeeper: a native config error', () => t.gatekeeper({ tiers: [tier({ name: 'a' }), tier({ name: 'a' })] }), RangeError, 'ERR_TIERGATE_INVALID_OPTION', /options\.tiers\[1\]\.name "a" is a duplicate/],
   ['gatekeeper: an unknown option', () => t.gatekeeper({ tierheader: 'x' }), TypeError, 'ERR_TIERGATE_UNKNOWN_OPTION', /unknown option "tierheader" \(known: tiers,/],
   ['gatekeeper: an unknown shed option', () => t.gatekeeper({ shed: { target: 1 } }), TypeError, 'ERR_TIERGATE_UNKNOWN_OPTION', /options\.shed has an unknown option "target"/],
   ['gatekeeper.http: an unknown option', () => t.gatekeeper.http({ x: 1 }, () => {}), TypeError, 'ERR_TIERGATE_UNKNOWN_OPTION', /unknown option "x"/],
@@ -44,11 +45,11 @@ const CASES = [
   ['gatekeeper: a bad limit number (native)', () => t.gatekeeper({ shed: false, limits: [{ name: 'l', limit: NaN, windowMs: 1 }] }), RangeError, 'ERR_TIERGATE_INVALID_OPTION', /options\.limits\[0\]\.limit must be an integer from 1 to 4294967295 \(got NaN\)/],
   ['gatekeeper: a bad deny entry (native)', () => t.gatekeeper({ shed: false, deny: ['10.0.0.1/8'] }), RangeError, 'ERR_TIERGATE_INVALID_OPTION', /options\.deny\[0\]/],
   ['gatekeeper: an unknown limit option', () => t.gatekeeper({ shed: false, limits: [{ name: 'l', limit: 1, windowMs: 1, per: 1 }] }), TypeError, 'ERR_TIERGATE_UNKNOWN_OPTION', /limits\[0\] has an unknown option "per"/],
-  ['defense.bans.add: a bad target', () => t.gatekeeper({ shed: false, deny: [] }).defense.bans.add('x'), RangeError, 'ERR_TIERGATE_INVALID_ARGUMENT', /bans\.add/],
-  ['defense.bans.add: a full table of permanent bans', () => {
+  ['defense.bans.ban: a bad target', () => t.gatekeeper({ shed: false, deny: [] }).defense.bans.ban('x'), RangeError, 'ERR_TIERGATE_INVALID_ARGUMENT', /bans\.ban/],
+  ['defense.bans.ban: a full table of permanent bans', () => {
     const d = t.gatekeeper({ shed: false, bans: { maxBans: 1 } }).defense;
-    d.bans.add('192.0.2.1');
-    d.bans.add('192.0.2.2');
+    d.bans.ban('192.0.2.1');
+    d.bans.ban('192.0.2.2');
   }, RangeError, 'ERR_TIERGATE_BAN_TABLE_FULL', /full of permanent bans/],
   ['injectHealth: NaN', () => t.gatekeeper({ shed: false }).injectHealth({ lagMs: NaN }), RangeError, 'ERR_TIERGATE_INVALID_ARGUMENT', /injectHealth: lagMs/],
 ];

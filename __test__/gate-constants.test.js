@@ -10,8 +10,8 @@ const { ledgerHandle } = require('../lib/ledger');
 
 const C = native.gateConstants();
 const TIERS = [
-  { name: 'critical', protected: true, capacity: 100, refillPerSec: 0 },
-  { name: 'standard', capacity: 100, refillPerSec: 0, perKey: { capacity: 1, refillPerSec: 0 } },
+  { name: 'critical', protected: true, limit: 0, windowMs: 1000, burst: 100 },
+  { name: 'standard', limit: 0, windowMs: 1000, burst: 100, perKey: { limit: 0, windowMs: 1000, burst: 1 } },
 ];
 
 test('the constants are frozen, numbered in order, and complete', () => {

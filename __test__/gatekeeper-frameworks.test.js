@@ -19,9 +19,9 @@ const BIG = 1e9;
 
 const OPTIONS = {
   tiers: [
-    { name: 'critical', protected: true, capacity: BIG, refillPerSec: BIG },
-    { name: 'standard', capacity: BIG, refillPerSec: BIG, perKey: { capacity: 2, refillPerSec: 0.001 } },
-    { name: 'background', capacity: BIG, refillPerSec: BIG },
+    { name: 'critical', protected: true, limit: BIG, windowMs: 1000 },
+    { name: 'standard', limit: BIG, windowMs: 1000, perKey: { limit: 2, windowMs: 2000000 } },
+    { name: 'background', limit: BIG, windowMs: 1000 },
   ],
   routes: [
     { method: 'POST', path: '/checkout', tier: 'critical' },

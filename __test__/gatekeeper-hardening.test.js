@@ -19,7 +19,7 @@ test('a client that closes its socket before the gatekeeper runs still pays its 
     await new Promise((resolve) => setTimeout(resolve, 20)); // e.g. a session lookup; the client leaves meanwhile
     next();
   });
-  app.use(gatekeeper({ perKey: { capacity: 1, refillPerSec: 0.001 }, shed: false, onDecision: () => decisions++ }));
+  app.use(gatekeeper({ perKey: { limit: 1, windowMs: 1e6 }, shed: false, onDecision: () => decisions++ }));
   app.post('/', (req, res) => {
     handlerRuns++;
     res.send('ok');
@@ -167,7 +167,7 @@ test('a request whose headers node truncated is not trusted: no tier from its he
     trustTierHeader: true,
     trustProxy: 1,
     defaultTier: 'standard',
-    perKey: { capacity: 100, refillPerSec: 0.001 },
+    perKey: { limit: 100, windowMs: 1e8 },
     shed: false,
     onDecision: (info) => seen.push([info.tier, info.tierSource, info.key]),
   }));
@@ -202,7 +202,7 @@ test('onShed reports overload sheds only; a tier budget running out on a healthy
   const shed = [];
   const rejected = [];
   const handler = gatekeeper.http({
-    tiers: [{ name: 'critical', protected: true, capacity: 100, refillPerSec: 100 }, { name: 'standard', capacity: 1, refillPerSec: 0.001 }],
+    tiers: [{ name: 'critical', protected: true, limit: 100, windowMs: 1000 }, { name: 'standard', limit: 1, windowMs: 1e6 }],
     shed: false,
     onShed: (info) => shed.push(info.verdict),
     onReject: (info) => rejected.push(info.verdict),
@@ -223,7 +223,7 @@ test('X-Forwarded-For with trustProxy off warns once, with a code', async () => 
   const warnings = [];
   const onWarning = (w) => warnings.push(w);
   process.on('warning', onWarning);
-  const handler = gatekeeper.http({ perKey: { capacity: 10, refillPerSec: 1 }, shed: false }, (req, res) => res.end('ok'));
+  const handler = gatekeeper.http({ perKey: { limit: 10, windowMs: 10000 }, shed: false }, (req, res) => res.end('ok'));
   const server = http.createServer(handler);
   const port = await listen(server);
   try {
@@ -249,7 +249,7 @@ test('a throwing hook warns once per hook, not once for all; a queue classify() 
   const { concurrencyGate } = require('..');
   const gate = concurrencyGate.http({ maxConcurrent: 2, classify: () => 42 }, (req, res) => res.end('ok'));
   const handler = gatekeeper.http({
-    tiers: [{ name: 'only', capacity: 1, refillPerSec: 0.001 }],
+    tiers: [{ name: 'only', limit: 1, windowMs: 1e6 }],
     shed: false,
     onDecision: () => {
       throw new Error('decision hook broke');

@@ -39,7 +39,7 @@ test('a bad respond() result cannot crash the node:http server', async () => {
   const onWarning = (w) => warnings.push(w.message);
   process.on('warning', onWarning);
   let custom;
-  const tiers = [{ name: 'a', capacity: 1, refillPerSec: 0.001 }];
+  const tiers = [{ name: 'a', limit: 1, windowMs: 1e6 }];
   const handler = gatekeeper.http({ shed: false, tiers, respond: () => custom }, (req, res) => res.end('ok'));
   const server = http.createServer(handler);
   const port = await listen(server);
@@ -63,12 +63,14 @@ test('a bad respond() result cannot crash the node:http server', async () => {
   }
 });
 
-test('rate-limit fields carry plain integers for fractional or huge per-key capacities', async () => {
-  for (const [capacity, q, r] of [[2.5, '2', '1'], [1e15, '999999999999999', '999999999999999']]) {
+test('rate-limit fields carry plain integers for fractional remainders or the largest per-key limit', async () => {
+  // A fractional cost leaves a fractional remainder (2.5 of 3); the largest limit is 2^32-1.
+  for (const [limit, cost, q, r] of [[3, 0.5, '3', '2'], [4294967295, 1, '4294967295', '4294967294']]) {
     const handler = gatekeeper.http({
       shed: false,
-      tiers: [{ name: 'a', capacity: 1e9, refillPerSec: 1e9 }],
-      perKey: { capacity, refillPerSec: 0.001 },
+      cost,
+      tiers: [{ name: 'a', limit: 1e9, windowMs: 1000 }],
+      perKey: { limit, windowMs: 1e12 },
       rateLimitHeaders: 'both',
       rateLimitHeadersOnSuccess: true,
     }, (req, res) => res.end('ok'));
@@ -94,7 +96,7 @@ test('a key function returning a number keys by that number, not silently by IP;
   const keys = [];
   const handler = gatekeeper.http({
     shed: false,
-    perKey: { capacity: 1, refillPerSec: 0.001 },
+    perKey: { limit: 1, windowMs: 1e6 },
     key: () => id,
     onDecision: (info) => keys.push(info.key),
   }, (req, res) => res.end('ok'));
@@ -119,7 +121,7 @@ test('a key function returning a number keys by that number, not silently by IP;
 
 test('an over-long X-Forwarded-For entry from a trusted hop keys the shared invalid-IP bucket, it does not throw', async () => {
   const app = express();
-  const gate = gatekeeper({ perKey: { capacity: 2, refillPerSec: 0 }, trustProxy: 1, shed: false });
+  const gate = gatekeeper({ perKey: { limit: 0, windowMs: 1000, burst: 2 }, trustProxy: 1, shed: false });
   app.use(gate);
   app.get('/', (req, res) => res.send('ok'));
   const server = http.createServer(app);

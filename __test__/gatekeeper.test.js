@@ -221,7 +221,7 @@ test('503 on shed: status, jittered Retry-After, problem+json body', async (t) =
 });
 
 test('503 when a tier pool is used up on a healthy loop', async (t) => {
-  const tiers = [{ name: 'critical', protected: true, capacity: 1e6, refillPerSec: 1e6 }, { name: 'batch', capacity: 2, refillPerSec: 0.001 }];
+  const tiers = [{ name: 'critical', protected: true, limit: 1e6, windowMs: 1000 }, { name: 'batch', limit: 2, windowMs: 2000000 }];
   const { gate, get } = await serve(t, { tiers, shed: false });
   assert.equal((await get('/')).status, 200);
   assert.equal((await get('/')).status, 200);
@@ -233,7 +233,7 @@ test('503 when a tier pool is used up on a healthy loop', async (t) => {
 });
 
 test('429 per-key quota: Retry-After, IETF RateLimit fields, legacy fields, body', async (t) => {
-  const perKey = { capacity: 3, refillPerSec: 0.5 };
+  const perKey = { limit: 3, windowMs: 6000 };
   const variants = { draft: ['ratelimit', 'ratelimit-policy'], legacy: ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset'], both: null, false: [] };
   for (const [mode, expected] of Object.entries(variants)) {
     const rateLimitHeaders = mode === 'false' ? false : mode;
@@ -265,7 +265,7 @@ test('429 per-key quota: Retry-After, IETF RateLimit fields, legacy fields, body
 });
 
 test('rate-limit fields on admitted responses when asked', async (t) => {
-  const { get } = await serve(t, { tiers: TIERS, perKey: { capacity: 10, refillPerSec: 1 }, rateLimitHeadersOnSuccess: true, shed: false });
+  const { get } = await serve(t, { tiers: TIERS, perKey: { limit: 10, windowMs: 10000 }, rateLimitHeadersOnSuccess: true, shed: false });
   const r = await get('/');
   assert.equal(r.status, 200);
   assert.equal(r.headers['ratelimit-policy'], '"background";q=10;w=10');
@@ -273,7 +273,7 @@ test('rate-limit fields on admitted responses when asked', async (t) => {
 });
 
 test('keys: header, function, client IP with trust proxy and IPv6 prefix', async (t) => {
-  const perKey = { capacity: 1, refillPerSec: 0.001 };
+  const perKey = { limit: 1, windowMs: 1e6 };
   // Client IP behind one trusted proxy; IPv6 by /56.
   const { get } = await serve(t, { tiers: TIERS, perKey, trustProxy: 1, shed: false });
   assert.equal((await get('/', { 'x-forwarded-for': 'spoofed, 2001:db8:0:ab01::1' })).status, 200);
@@ -491,7 +491,7 @@ test('hooks, respond override and diagnostics_channel see every decision', async
     tiers: TIERS,
     shed: SHED,
     trustTierHeader: true,
-    perKey: { capacity: 1, refillPerSec: 0.001 },
+    perKey: { limit: 1, windowMs: 1e6 },
     key: { header: 'x-user-id' },
     onDecision: (i) => decisions.push(i),
     onShed: (i) => shed.push(i),
@@ -587,7 +587,7 @@ test('injected health overrides the live sampler until useLiveHealth', async (t)
 });
 
 test('a given ledger is used and shared', async () => {
-  const ledger = new Ledger({ tiers: [{ name: 'vip', protected: true, capacity: 1, refillPerSec: 0.001 }, { name: 'rest', capacity: 5, refillPerSec: 0.001 }] });
+  const ledger = new Ledger({ tiers: [{ name: 'vip', protected: true, limit: 1, windowMs: 1e6 }, { name: 'rest', limit: 5, windowMs: 5000000 }] });
   const a = new Gatekeeper({ ledger, shed: false, trustTierHeader: true });
   const b = new Gatekeeper({ ledger, shed: false, trustTierHeader: true });
   assert.deepEqual(a.tiers, ['vip', 'rest']);
@@ -618,9 +618,10 @@ test('invalid options throw at construction naming the option', () => {
   const bad = [
     [{ tiers: [] }, TypeError, /options\.tiers/],
     [{ tiers: 'x' }, TypeError, /options\.tiers/],
-    [{ tiers: [{ name: 'a b', capacity: 1, refillPerSec: 1 }] }, RangeError, /tiers\[0\]\.name/],
-    [{ tiers: [{ name: 'a', capacity: -1, refillPerSec: 1 }] }, RangeError, /tiers\[0\]\.capacity/],
-    [{ tiers: [{ name: 'a', capacity: 1, refillPerSec: 1 }, { name: 'a', capacity: 1, refillPerSec: 1 }] }, RangeError, /duplicate/],
+    [{ tiers: [{ name: 'a b', limit: 1, windowMs: 1000 }] }, RangeError, /tiers\[0\]\.name/],
+    [{ tiers: [{ name: 'a', limit: -1, windowMs: 1000 }] }, RangeError, /tiers\[0\]\.limit/],
+    [{ tiers: [{ name: 'a', capacity: 1, refillPerSec: 1 }] }, TypeError, /tiers\[0\] has an unknown option "capacity"/],
+    [{ tiers: [{ name: 'a', limit: 1, windowMs: 1000 }, { name: 'a', limit: 1, windowMs: 1000 }] }, RangeError, /duplicate/],
     [{ bogus: 1 }, TypeError, /unknown option "bogus"/],
     [{ defaultTier: 'gold' }, RangeError, /defaultTier/],
     [{ defaultTier: 3 }, TypeError, /defaultTier/],
@@ -644,10 +645,11 @@ test('invalid options throw at construction naming the option', () => {
     [{ ipv6Prefix: 56.5 }, RangeError, /ipv6Prefix/],
     [{ ipv4Prefix: NaN }, RangeError, /ipv4Prefix/],
     [{ shed: { resolutionMs: 1, windowMs: 3_600_000 } }, RangeError, /options\.shed\.windowMs \/ resolutionMs must be at most 32768 ticks/],
-    [{ perKey: { capacity: -1, refillPerSec: 1 } }, RangeError, /^gatekeeper: options\.perKey\.capacity must be/],
-    [{ tiers: [{ name: 'a', capacity: 1, refillPerSec: 1, perKey: { capacity: 1, refillPerSec: -1 } }] }, RangeError, /^gatekeeper: options\.tiers\[0\]\.perKey\.refillPerSec/],
-    [{ cost: 5000, tiers: [{ name: 'critical', protected: true, capacity: 2000, refillPerSec: 2000 }] }, RangeError, /cost 5000 exceeds tiers\[0\]\.capacity 2000 \(tier "critical"\)/],
-    [{ cost: 3, perKey: { capacity: 2, refillPerSec: 1 } }, RangeError, /cost 3 exceeds tiers\[0\]\.perKey\.capacity 2/],
+    [{ perKey: { limit: -1, windowMs: 1000 } }, RangeError, /^gatekeeper: options\.perKey\.limit must be/],
+    [{ tiers: [{ name: 'a', limit: 1, windowMs: 1000, perKey: { limit: 1, windowMs: -1 } }] }, RangeError, /^gatekeeper: options\.tiers\[0\]\.perKey\.windowMs/],
+    [{ cost: 5000, tiers: [{ name: 'critical', protected: true, limit: 2000, windowMs: 1000 }] }, RangeError, /cost 5000 exceeds tiers\[0\]\.burst 2000 \(tier "critical"\)/],
+    [{ cost: 3, perKey: { limit: 2, windowMs: 2000 } }, RangeError, /cost 3 exceeds tiers\[0\]\.perKey\.burst 2/],
+    [{ cost: 3, perKey: { limit: 5, windowMs: 2000, burst: 2 } }, RangeError, /cost 3 exceeds tiers\[0\]\.perKey\.burst 2/],
     [{ cost: -1 }, RangeError, /cost/],
     [{ cost: Infinity }, RangeError, /cost/],
     [{ shed: 5 }, TypeError, /options\.shed/],
@@ -668,7 +670,7 @@ test('invalid options throw at construction naming the option', () => {
     [{ retryAfter: { minSec: -1 } }, RangeError, /retryAfter\.minSec/],
     [{ onShed: 1 }, TypeError, /onShed/],
     [{ ledger: {} }, TypeError, /options\.ledger/],
-    [{ perKey: { capacity: 0, refillPerSec: 1 } }, RangeError, /perKey\.capacity/],
+    [{ perKey: { limit: 1, windowMs: 1000, burst: 0 } }, RangeError, /perKey\.burst/],
     ['x', TypeError, /options must be an object/],
   ];
   for (const [options, type, message] of bad) {

@@ -10,8 +10,8 @@ const { keyedTryConsume, KEY_CACHE_BYPASS_MS } = require('../lib/ledger/key-cach
 
 const keyed = (perKey, extra = {}) => new Ledger({
   tiers: [
-    { name: 'plain', capacity: 100, refillPerSec: 0 },
-    { name: 'k', capacity: 1000, refillPerSec: 0, perKey: { capacity: 3, refillPerSec: 0, ...perKey }, ...extra },
+    { name: 'plain', limit: 0, windowMs: 1000, burst: 100 },
+    { name: 'k', limit: 0, windowMs: 1000, burst: 1000, perKey: { limit: 0, windowMs: 1000, burst: 3, ...perKey }, ...extra },
   ],
 });
 
@@ -127,7 +127,7 @@ test('the cache stays within maxKeys, re-resolves stale slots in place, and step
 });
 
 test('4 workers debiting 50 shared keys through their own caches grant exactly the pool', async () => {
-  const config = { tiers: [{ name: 't', capacity: 1000, refillPerSec: 0, perKey: { capacity: 30, refillPerSec: 0, maxKeys: 64 } }] };
+  const config = { tiers: [{ name: 't', limit: 0, windowMs: 1000, burst: 1000, perKey: { limit: 0, windowMs: 1000, burst: 30, maxKeys: 64 } }] };
   const mine = Ledger.shared('key-cache: threads', config);
   const source = `
     const { workerData, parentPort } = require('node:worker_threads');

@@ -42,7 +42,7 @@ async function race(name, config, key) {
 }
 
 test('4 workers x 10,000 attempts on a shared tier of 1,000 tokens grant exactly 1,000', async () => {
-  const config = { tiers: [{ name: 't', capacity: 1000, refillPerSec: 0 }] };
+  const config = { tiers: [{ name: 't', limit: 0, windowMs: 1000, burst: 1000 }] };
   const mine = Ledger.shared('threads: tier', config); // held here, so the workers share it
   const granted = await race('threads: tier', config, undefined);
   assert.equal(granted.reduce((a, b) => a + b, 0), 1000, `per worker: ${granted}`);
@@ -50,7 +50,7 @@ test('4 workers x 10,000 attempts on a shared tier of 1,000 tokens grant exactly
 });
 
 test('4 workers x 10,000 attempts on one key of 1,000 tokens grant exactly 1,000', async () => {
-  const config = { tiers: [{ name: 't', capacity: 1e9, refillPerSec: 0, perKey: { capacity: 1000, refillPerSec: 0 } }] };
+  const config = { tiers: [{ name: 't', limit: 0, windowMs: 1000, burst: 1e9, perKey: { limit: 0, windowMs: 1000, burst: 1000 } }] };
   const mine = Ledger.shared('threads: key', config);
   const granted = await race('threads: key', config, 'the-one-key');
   assert.equal(granted.reduce((a, b) => a + b, 0), 1000, `per worker: ${granted}`);
@@ -60,14 +60,14 @@ test('4 workers x 10,000 attempts on one key of 1,000 tokens grant exactly 1,000
 });
 
 test('workers that create Ledger.shared first still share one ledger with the main thread', async () => {
-  const config = { tiers: [{ name: 't', capacity: 500, refillPerSec: 0 }] };
+  const config = { tiers: [{ name: 't', limit: 0, windowMs: 1000, burst: 500 }] };
   // Nobody in the main thread holds this one until the workers have created it.
   const granted = await race('threads: created by workers', config, undefined);
   assert.equal(granted.reduce((a, b) => a + b, 0), 500);
 });
 
 test('refill scale, snapshot and reset are shared with workers too', async () => {
-  const config = { tiers: [{ name: 't', capacity: 10, refillPerSec: 0, perKey: { capacity: 2, refillPerSec: 0 } }] };
+  const config = { tiers: [{ name: 't', limit: 0, windowMs: 1000, burst: 10, perKey: { limit: 0, windowMs: 1000, burst: 2 } }] };
   const mine = Ledger.shared('threads: shared state', config);
   mine.tryConsume('t', 'from-main', 2);
   const worker = new Worker(`

@@ -6,9 +6,9 @@ const { Ledger, LEDGER_RESULT: R } = require('..');
 const { LEDGER_HANDLE, ledgerHandle } = require('../lib/ledger'); // internal: not exported
 
 const TIERS = [
-  { name: 'critical', capacity: 5, refillPerSec: 0, protected: true },
-  { name: 'standard', capacity: 10, refillPerSec: 0, perKey: { capacity: 3, refillPerSec: 0 } },
-  { name: 'background', capacity: 2, refillPerSec: 0 },
+  { name: 'critical', limit: 0, windowMs: 1000, burst: 5, protected: true },
+  { name: 'standard', limit: 0, windowMs: 1000, burst: 10, perKey: { limit: 0, windowMs: 1000, burst: 3 } },
+  { name: 'background', limit: 0, windowMs: 1000, burst: 2 },
 ];
 
 const ledger = (tiers = TIERS, extra = {}) => new Ledger({ tiers, ...extra });
@@ -66,8 +66,8 @@ test('a key is ignored by a tier without per-key buckets', () => {
 
 test('options.perKey applies to every tier; perKey: null opts out', () => {
   const l = new Ledger({
-    tiers: [{ name: 'a', capacity: 100, refillPerSec: 0 }, { name: 'b', capacity: 100, refillPerSec: 0, perKey: null }],
-    perKey: { capacity: 1, refillPerSec: 0 },
+    tiers: [{ name: 'a', limit: 0, windowMs: 1000, burst: 100 }, { name: 'b', limit: 0, windowMs: 1000, burst: 100, perKey: null }],
+    perKey: { limit: 0, windowMs: 1000, burst: 1 },
   });
   assert.equal(l.tryConsume('a', 'k'), true);
   assert.equal(l.tryConsume('a', 'k'), false);
@@ -76,7 +76,7 @@ test('options.perKey applies to every tier; perKey: null opts out', () => {
 });
 
 test('consume writes allowed, remaining, limit, retryAfterMs, resetMs into result or a given array', () => {
-  const l = new Ledger({ tiers: [{ name: 't', capacity: 10, refillPerSec: 2 }] });
+  const l = new Ledger({ tiers: [{ name: 't', limit: 10, windowMs: 5000 }] });
   const result = l.result;
   assert.ok(result instanceof Float64Array && result.length === R.LENGTH);
   assert.equal(l.consume('t', undefined, 4), true);
@@ -96,7 +96,7 @@ test('consume writes allowed, remaining, limit, retryAfterMs, resetMs into resul
 });
 
 test('tokens refill over real time', async () => {
-  const l = new Ledger({ tiers: [{ name: 't', capacity: 1, refillPerSec: 200 }] });
+  const l = new Ledger({ tiers: [{ name: 't', limit: 1, windowMs: 5 }] });
   assert.equal(l.tryConsume(0), true);
   assert.equal(l.tryConsume(0), false);
   await sleep(30);
@@ -105,7 +105,7 @@ test('tokens refill over real time', async () => {
 });
 
 test('setRefillScale: 0 stops the refill, 1 restores it; refillScale reads it', async () => {
-  const l = new Ledger({ tiers: [{ name: 'a', capacity: 1, refillPerSec: 1000 }, { name: 'b', capacity: 1, refillPerSec: 1 }] });
+  const l = new Ledger({ tiers: [{ name: 'a', limit: 1, windowMs: 1 }, { name: 'b', limit: 1, windowMs: 1000 }] });
   assert.equal(l.refillScale('a'), 1);
   l.setRefillScale('a', 0);
   assert.equal(l.refillScale(0), 0);
@@ -124,9 +124,9 @@ test('snapshot reports every tier', () => {
   l.tryConsume('standard', 'k1', 2);
   l.setRefillScale('background', 0.5);
   assert.deepEqual(l.snapshot(), [
-    { name: 'critical', protected: true, tokens: 5, capacity: 5, refillPerSec: 0, refillScale: 1, keys: 0 },
-    { name: 'standard', protected: false, tokens: 8, capacity: 10, refillPerSec: 0, refillScale: 1, keys: 1 },
-    { name: 'background', protected: false, tokens: 2, capacity: 2, refillPerSec: 0, refillScale: 0.5, keys: 0 },
+    { name: 'critical', protected: true, tokens: 5, limit: 0, windowMs: 1000, burst: 5, refillScale: 1, keys: 0 },
+    { name: 'standard', protected: false, tokens: 8, limit: 0, windowMs: 1000, burst: 10, refillScale: 1, keys: 1 },
+    { name: 'background', protected: false, tokens: 2, limit: 0, windowMs: 1000, burst: 2, refillScale: 0.5, keys: 0 },
   ]);
 });
 
@@ -150,7 +150,7 @@ test('reset: a key, a tier, everything', () => {
 });
 
 test('Ledger.shared returns the same native ledger for a name', () => {
-  const config = { tiers: [{ name: 'only', capacity: 2, refillPerSec: 0 }] };
+  const config = { tiers: [{ name: 'only', limit: 0, windowMs: 1000, burst: 2 }] };
   const a = Ledger.shared('ledger.test shared', config);
   const b = Ledger.shared('ledger.test shared', config);
   const c = Ledger.shared('ledger.test shared');
@@ -160,7 +160,7 @@ test('Ledger.shared returns the same native ledger for a name', () => {
   assert.equal(b.tryConsume(0), true);
   assert.equal(c.tryConsume(0), false);
   assert.equal(a.isSameLedger(new Ledger(config)), false);
-  assert.throws(() => Ledger.shared('ledger.test shared', { tiers: [{ name: 'only', capacity: 3, refillPerSec: 0 }] }),
+  assert.throws(() => Ledger.shared('ledger.test shared', { tiers: [{ name: 'only', limit: 0, windowMs: 1000, burst: 3 }] }),
     { name: 'Error', message: /exists with a different config/ });
   assert.throws(() => Ledger.shared('ledger.test never created'), { message: /no ledger of that name exists yet/ });
   assert.throws(() => Ledger.shared('', config), { name: 'TypeError', message: /name must be a non-empty string/ });
@@ -224,7 +224,7 @@ test('other argument errors', () => {
 });
 
 test('invalid configuration throws at construction, naming the option', () => {
-  const t = (over) => ({ tiers: [{ name: 'a', capacity: 1, refillPerSec: 1, ...over }] });
+  const t = (over) => ({ tiers: [{ name: 'a', limit: 1, windowMs: 1000, ...over }] });
   const cases = [
     [undefined, TypeError, /Ledger options must be an object \{ tiers, perKey\? \}, got undefined/],
     [[], TypeError, /got array/],
@@ -234,34 +234,48 @@ test('invalid configuration throws at construction, naming the option', () => {
     [{ tiers: [], extra: 1 }, TypeError, /options has an unknown option "extra"/],
     [t({ name: undefined }), TypeError, /tiers\[0\].name must be a string, got undefined/],
     [t({ name: '' }), RangeError, /tiers\[0\].name must be a non-empty string/],
-    [t({ capacity: undefined }), TypeError, /tiers\[0\].capacity must be a number, got undefined/],
-    [t({ capacity: '5' }), TypeError, /tiers\[0\].capacity must be a number, got string/],
-    [t({ capacity: 0 }), RangeError, /tiers\[0\].capacity must be a finite number > 0 and <= 1e15 \(got 0\)/],
-    [t({ capacity: -3 }), RangeError, /tiers\[0\].capacity/],
-    [t({ capacity: NaN }), RangeError, /tiers\[0\].capacity must be a finite number > 0 and <= 1e15 \(got NaN\)/],
-    [t({ capacity: Infinity }), RangeError, /tiers\[0\].capacity must be a finite number > 0 and <= 1e15 \(got Infinity\)/],
-    [t({ refillPerSec: -1 }), RangeError, /tiers\[0\].refillPerSec must be a finite number >= 0 and <= 1e15 \(got -1\)/],
-    [t({ refillPerSec: Infinity }), RangeError, /tiers\[0\].refillPerSec/],
+    [t({ limit: undefined }), TypeError, /tiers\[0\].limit must be a number, got undefined/],
+    [t({ limit: '5' }), TypeError, /tiers\[0\].limit must be a number, got string/],
+    [t({ limit: -1 }), RangeError, /tiers\[0\].limit must be an integer from 0 to 4294967295 \(got -1\)/],
+    [t({ limit: -3 }), RangeError, /tiers\[0\].limit/],
+    [t({ limit: 2.5 }), RangeError, /tiers\[0\].limit must be an integer from 0 to 4294967295 \(got 2.5\)/],
+    [t({ limit: NaN }), RangeError, /tiers\[0\].limit must be an integer from 0 to 4294967295 \(got NaN\)/],
+    [t({ limit: Infinity }), RangeError, /tiers\[0\].limit must be an integer from 0 to 4294967295 \(got Infinity\)/],
+    [t({ windowMs: undefined }), TypeError, /tiers\[0\].windowMs must be a number, got undefined/],
+    [t({ windowMs: -1 }), RangeError, /tiers\[0\].windowMs must be a finite number > 0 \(at least 1e-6, one nanosecond\) and at most 1000000000000 \(got -1\)/],
+    [t({ windowMs: 0 }), RangeError, /tiers\[0\].windowMs/],
+    [t({ windowMs: Infinity }), RangeError, /tiers\[0\].windowMs .*\(got Infinity\)/],
+    [t({ windowMs: NaN }), RangeError, /tiers\[0\].windowMs .*\(got NaN\)/],
+    [t({ burst: 0 }), RangeError, /tiers\[0\].burst must be an integer from 1 to 4294967295 \(got 0\)/],
+    [t({ burst: '2' }), TypeError, /tiers\[0\].burst must be a number, got string/],
+    [t({ algorithm: 'fixed-window' }), RangeError, /tiers\[0\].algorithm must be 'token-bucket'/],
+    [t({ limit: 4e9, windowMs: 1e-6 }), RangeError, /tiers\[0\].windowMs: limit \/ windowMs must be at most 1000000000000000 per second/],
+    [t({ capacity: 1 }), TypeError, /tiers\[0\] has an unknown option "capacity"/],
     [t({ protected: 'yes' }), TypeError, /tiers\[0\].protected must be a boolean, got string/],
     [t({ refilPerSec: 1 }), TypeError, /tiers\[0\] has an unknown option "refilPerSec"/],
     [t({ perKey: 5 }), TypeError, /tiers\[0\].perKey must be an object/],
-    [t({ perKey: { capacity: 1 } }), TypeError, /tiers\[0\].perKey.refillPerSec must be a number, got undefined/],
-    [t({ perKey: { capacity: 0, refillPerSec: 1 } }), RangeError, /tiers\[0\].perKey.capacity must be a finite number > 0/],
-    [t({ perKey: { capacity: 1, refillPerSec: -1 } }), RangeError, /tiers\[0\].perKey.refillPerSec/],
-    [t({ perKey: { capacity: 1, refillPerSec: 1, maxKeys: 0 } }), RangeError, /tiers\[0\].perKey.maxKeys must be an integer from 1/],
-    [t({ perKey: { capacity: 1, refillPerSec: 1, maxKeys: 2.5 } }), RangeError, /maxKeys .*got 2.5/],
-    [t({ perKey: { capacity: 1, refillPerSec: 1, idleTtlMs: -5 } }), RangeError, /tiers\[0\].perKey.idleTtlMs/],
-    [t({ perKey: { capacity: 1, refillPerSec: 1, maxKeys: null } }), TypeError, /tiers\[0\].perKey.maxKeys must be a number, got null/],
-    [t({ perKey: { capacity: 1, refillPerSec: 1, idleTtlMs: null } }), TypeError, /tiers\[0\].perKey.idleTtlMs must be a number, got null/],
-    [t({ perKey: { capacity: 1, refillPerSec: 1, ttl: 5 } }), TypeError, /perKey has an unknown option "ttl"/],
-    [{ tiers: [{ name: 'a', capacity: 1, refillPerSec: 1 }], perKey: { refillPerSec: 1 } }, TypeError, /options.perKey.capacity must be a number/],
-    [{ tiers: [{ name: 'a', capacity: 1, refillPerSec: 1 }, { name: 'a', capacity: 2, refillPerSec: 2 }] }, RangeError,
+    [t({ perKey: { limit: 1 } }), TypeError, /tiers\[0\].perKey.windowMs must be a number, got undefined/],
+    [t({ perKey: { limit: 0, windowMs: 1000 } }), RangeError, /tiers\[0\].perKey.burst is required with limit 0/],
+    [t({ perKey: { limit: 0.5, windowMs: 1000 } }), RangeError, /tiers\[0\].perKey.limit must be an integer from 0/],
+    [t({ perKey: { limit: 1, windowMs: -1 } }), RangeError, /tiers\[0\].perKey.windowMs/],
+    [t({ perKey: { limit: 1, windowMs: 1000, burst: -1 } }), RangeError, /tiers\[0\].perKey.burst/],
+    [t({ perKey: { limit: 1, windowMs: 1000, maxKeys: 0 } }), RangeError, /tiers\[0\].perKey.maxKeys must be an integer from 1/],
+    [t({ perKey: { limit: 1, windowMs: 1000, maxKeys: 2.5 } }), RangeError, /maxKeys .*got 2.5/],
+    [t({ perKey: { limit: 1, windowMs: 1000, idleTtlMs: -5 } }), RangeError, /tiers\[0\].perKey.idleTtlMs/],
+    [t({ perKey: { limit: 1, windowMs: 1000, maxKeys: null } }), TypeError, /tiers\[0\].perKey.maxKeys must be a number, got null/],
+    [t({ perKey: { limit: 1, windowMs: 1000, idleTtlMs: null } }), TypeError, /tiers\[0\].perKey.idleTtlMs must be a number, got null/],
+    [t({ perKey: { limit: 1, windowMs: 1000, ttl: 5 } }), TypeError, /perKey has an unknown option "ttl"/],
+    [{ tiers: [{ name: 'a', limit: 1, windowMs: 1000 }], perKey: { windowMs: 1000 } }, TypeError, /options.perKey.limit must be a number/],
+    [{ tiers: [{ name: 'a', limit: 1, windowMs: 1000 }, { name: 'a', limit: 2, windowMs: 1000 }] }, RangeError,
       /tiers\[1\].name "a" is a duplicate of tiers\[0\].name/],
   ];
   for (const [options, type, message] of cases) {
     assert.throws(() => new Ledger(options), { name: type.name, message }, JSON.stringify(options));
   }
-  assert.ok(new Ledger(t({ refillPerSec: 0 })), 'zero refill is a fixed allowance');
+  // limit 0: a fixed allowance of `burst` tokens, never refilled (as refillPerSec 0 was).
+  const fixed = new Ledger(t({ limit: 0, burst: 5 }));
+  assert.deepEqual(fixed.snapshot().map((x) => [x.limit, x.windowMs, x.burst, x.tokens]), [[0, 1000, 5, 5]]);
+  assert.throws(() => new Ledger(t({ limit: 0 })), { name: 'RangeError', message: /tiers\[0\].burst is required with limit 0/ });
 });
 
 test('examples/ledger.js runs and shows quotas, details and the refill lever', async () => {
@@ -275,7 +289,7 @@ test('examples/ledger.js runs and shows quotas, details and the refill lever', a
 });
 
 test('keys are compared by their full UTF-8 text, ASCII or not, short or long', () => {
-  const l = new Ledger({ tiers: [{ name: 't', capacity: 1e6, refillPerSec: 0, perKey: { capacity: 2, refillPerSec: 0 } }] });
+  const l = new Ledger({ tiers: [{ name: 't', limit: 0, windowMs: 1000, burst: 1e6, perKey: { limit: 0, windowMs: 1000, burst: 2 } }] });
   const keys = ['e', 'é', 'e\u0301', 'ключ', 'ключ2', '🙂', '\u{1F642}x', 'a'.repeat(126), 'a'.repeat(127), 'a'.repeat(128),
     'a'.repeat(300), `${'a'.repeat(299)}b`, `${'é'.repeat(200)}x`, `${'é'.repeat(200)}y`, 'a\u0000b', 'клю' + 'ч'];
   assert.equal(new Set(keys).size, keys.length - 1, "'ключ' appears twice on purpose (built differently)");

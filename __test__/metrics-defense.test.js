@@ -55,7 +55,7 @@ test('defense metrics: bans, refusals by reason, per-limit refusals and challeng
   for (let i = 0; i < 2; i++) seen.push(await hit('192.0.2.7')); // deny-listed
   // Two probes are two strikes: the challenge (afterStrikes 2) answers the next three.
   for (let i = 0; i < 5; i++) seen.push(await hit('198.51.100.2', `/missing/${i}`));
-  gate.defense.bans.add('198.51.100.3', { durationMs: 60_000 });
+  gate.defense.bans.ban('198.51.100.3', { durationMs: 60_000 });
   for (let i = 0; i < 2; i++) seen.push(await hit('198.51.100.3')); // banned
   const s = gate.defense.stats();
   t2.diagnostic(`statuses ${seen.join(' ')}; stats ${JSON.stringify({ bans: s.bans, refusals: s.refusals, limits: s.limits })}`);
@@ -80,7 +80,7 @@ test('defense metrics: bans, refusals by reason, per-limit refusals and challeng
   for (const [, f] of fams) for (const x of f.samples) for (const k of Object.keys(x.labels)) assert.ok(BOUNDED_LABELS.includes(k), `label ${k}`);
 
   // An operator lift shows at the next scrape.
-  assert.equal(gate.defense.bans.remove('198.51.100.3'), true);
+  assert.equal(gate.defense.bans.lift('198.51.100.3'), true);
   const later = await families();
   assert.equal(sampleValue(later, 'tiergate_bans'), gate.defense.stats().bans);
   assert.equal(sampleValue(later, 'tiergate_bans_lifted_total'), 1);
@@ -89,7 +89,7 @@ test('defense metrics: bans, refusals by reason, per-limit refusals and challeng
 test('cluster metrics: ban channel and lease driver families agree with cluster.stats(), Redis up then down', { timeout: 60_000 }, async (t2) => {
   if (!needRedis(t2)) return;
   const redis = await redisServer();
-  const c = t.cluster({ redis: redis.url, storeTimeoutMs: 100, fallback: 'open', limits: [{ name: 'calls', rate: 0, burst: 5, retryMs: 50 }] });
+  const c = t.cluster({ redis: redis.url, storeTimeoutMs: 100, fallback: 'open', limits: [{ name: 'calls', algorithm: 'token-bucket', limit: 0, windowMs: 1000, burst: 5, retryMs: 50 }] });
   t2.after(async () => {
     await c.close();
     await redis.stop();
@@ -99,7 +99,7 @@ test('cluster metrics: ban channel and lease driver families agree with cluster.
   const m = t.metrics({ gatekeeper: gate, registry: new prom.Registry() });
   const { hit, families } = await serve(t2, gate, m);
 
-  gate.defense.bans.add('203.0.113.0/24', { durationMs: 60_000 });
+  gate.defense.bans.ban('203.0.113.0/24', { durationMs: 60_000 });
   assert.equal(await hit('203.0.113.5'), 403);
   for (let i = 0; i < 3; i++) assert.equal((await c.check('calls', 'k')).allowed, true);
   let s = c.stats();

@@ -16,9 +16,9 @@ const { UNLIMITED_TIERS } = require('./helpers/tiers');
 
 const OPTIONS = {
   tiers: [
-    { name: 'critical', protected: true, capacity: 1e9, refillPerSec: 1e9 },
-    { name: 'standard', capacity: 1e9, refillPerSec: 1e9 },
-    { name: 'background', capacity: 1e9, refillPerSec: 1e9 },
+    { name: 'critical', protected: true, limit: 1e9, windowMs: 1000 },
+    { name: 'standard', limit: 1e9, windowMs: 1000 },
+    { name: 'background', limit: 1e9, windowMs: 1000 },
   ],
   routes: [{ method: 'POST', path: '/checkout', tier: 'critical' }, { path: '/reports/', tier: 'background' }],
   defaultTier: 'standard',

@@ -53,12 +53,14 @@ test('a /metrics scrape under load parses, and after the load its counters equal
   for (const [tier, s] of Object.entries(q.tiers)) {
     assert.equal(sampleValue(after, 'tiergate_queue_dispatched_total', { tier }), s.admitted, `${tier} dispatched`);
     assert.equal(sampleValue(after, 'tiergate_queue_rejected_total', { tier, reason: 'queue-full' }), s.rejected);
-    assert.equal(sampleValue(after, 'tiergate_queue_rejected_total', { tier, reason: 'time-out' }), s.timedOut);
+    assert.equal(sampleValue(after, 'tiergate_queue_rejected_total', { tier, reason: 'timeout' }), s.timeout);
+    assert.equal(sampleValue(after, 'tiergate_queue_rejected_total', { tier, reason: 'codel' }), s.codel);
+    assert.equal(sampleValue(after, 'tiergate_queue_rejected_total', { tier, reason: 'abandoned' }), s.abandoned);
     assert.equal(sampleValue(after, 'tiergate_queue_wait_seconds_count', { tier }), s.admitted, `${tier} wait count`);
     assert.equal(sampleValue(after, 'tiergate_queued', { tier }), s.queued);
   }
   const dispatched = Object.values(q.tiers).reduce((n, s) => n + s.admitted, 0);
-  const refusedByGate = Object.values(q.tiers).reduce((n, s) => n + s.rejected + s.displaced + s.timedOut + s.abandoned, 0);
+  const refusedByGate = Object.values(q.tiers).reduce((n, s) => n + s.rejected + s.displaced + s.timeout + s.codel + s.abandoned, 0);
   assert.equal(dispatched + refusedByGate + q.queued, admitted, 'every request the gatekeeper admitted reached the gate');
 });
 
@@ -135,8 +137,8 @@ test('without prom-client installed, metrics() names what to install (ERR_TIERGA
 
 test('statusRoute: 200 while healthy, 503 naming the reason while stalled or after a protected tier lost requests; stats JSON', async (t2) => {
   const tiers = [
-    { name: 'critical', protected: true, capacity: 1, refillPerSec: 0 },
-    { name: 'background', capacity: 1e9, refillPerSec: 1e9 },
+    { name: 'critical', protected: true, limit: 0, windowMs: 1000, burst: 1 },
+    { name: 'background', limit: 1e9, windowMs: 1000 },
   ];
   const gk = t.gatekeeper.http({ tiers, trustTierHeader: true }, (req, res) => res.end('ok'));
   const status = t.statusRoute({ gatekeeper: gk, recentMs: 60_000 });
@@ -184,7 +186,7 @@ test('statusRoute options: errors name the option', () => {
 test('statusRoute on Fastify: its routes skip the guards and answer', async () => {
   const fastify = require('fastify')({ logger: false });
   const q = t.concurrencyGate({ maxConcurrent: 1 }).gate; // the guard itself, as fastify.concurrencyGate is
-  await fastify.register(t.tiergatePlugin, { tiers: [{ name: 'only', capacity: 1, refillPerSec: 0 }] });
+  await fastify.register(t.tiergatePlugin, { tiers: [{ name: 'only', limit: 0, windowMs: 1000, burst: 1 }] });
   fastify.register(t.statusRoute({ gatekeeper: fastify.tiergate, queue: q }).plugin);
   fastify.get('/', async () => 'x');
   await fastify.ready();
@@ -198,7 +200,7 @@ test('statusRoute on Fastify: its routes skip the guards and answer', async () =
 
 test('a lease driver\'s families agree with its stats()', async () => {
   const registry = new prom.Registry();
-  const quota = new Quota({ limits: [{ name: 'api', algorithm: 'token-bucket', rate: 0, burst: 5 }] });
+  const quota = new Quota({ limits: [{ name: 'api', algorithm: 'token-bucket', limit: 0, windowMs: 1000, burst: 5 }] });
   const driver = new LeaseDriver(quota, new MemoryStore(), { storeTimeoutMs: 200 });
   try {
     t.metrics({ leases: driver, registry });

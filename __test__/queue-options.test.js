@@ -58,10 +58,10 @@ test('invalid options throw at construction, naming the option', () => {
   assert.throws(() => concurrencyGate(null), TypeError);
   assert.throws(() => concurrencyGate({ maxConcurrent: 0 }), /^RangeError: concurrencyGate: maxConcurrent must be >= 1, got 0$/m);
   assert.throws(() => concurrencyGate.http({ maxConcurrent: 1 }), /handler must be a function/);
-  // gatekeeper-style tiers (capacity, refillPerSec) are accepted so one tiers array serves both guards
+  // gatekeeper-style tiers (limit, windowMs) are accepted so one tiers array serves both guards
   const gate = createConcurrencyGate({
     maxConcurrent: 2,
-    tiers: [{ name: 'vip', protected: true, capacity: 10, refillPerSec: 10 }, 'free'],
+    tiers: [{ name: 'vip', protected: true, limit: 10, windowMs: 1000 }, 'free'],
   });
   assert.deepEqual(gate.stats().queuedByTier, { vip: 0, free: 0 });
   assert.equal(gate.stats().limit, 2);
@@ -224,7 +224,7 @@ test('a queue timeout beyond setTimeout range neither fires early nor spins', as
     gate.admit(req, res());
     await new Promise((resolve) => setTimeout(resolve, 40));
     assert.equal(gate.stats().queued, 1);
-    assert.equal(gate.stats().timedOut, 0);
+    assert.equal(gate.stats().timeout, 0);
     assert.deepEqual(warnings, []);
   } finally {
     process.off('warning', onWarning);

@@ -177,7 +177,7 @@ test('classify(req) chooses the tier; a trusted classifier may promote', async (
 test('a higher tier displaces the newest lower-tier waiter when the queue is full', async () => {
   const held = heldHandler();
   const seen = [];
-  const onReject = (req, info) => seen.push(`${req.headers['x-seq']}:${info.reason}:${info.status}:${info.tier}`);
+  const onReject = (info, req) => seen.push(`${req.headers['x-seq']}:${info.reason}:${info.status}:${info.tier}`);
   const srv = await startServer('http', { maxConcurrent: 1, maxQueue: 2, trustTierHeader: true, onReject }, held.handler);
   try {
     const [holder] = await holdOneSlot(srv, held);
@@ -233,13 +233,14 @@ for (const [kind, status] of [['http', undefined], ['express', 503], ['express4'
       assert.equal(r.status, status ?? 408);
       assert.ok(r.ms >= 75, `waited ${r.ms} ms`);
       const body = JSON.parse(r.body);
-      assert.equal(body.type, 'urn:tiergate:problem:queue-timeout');
+      assert.equal(body.type, 'urn:tiergate:problem:timeout');
       assert.deepEqual([body.status, body.title], [status ?? 408, http.STATUS_CODES[status ?? 408]]);
       // 408 closes the connection; any other status tells the client when to come back.
       if ((status ?? 408) !== 408) assert.match(r.headers['retry-after'], /^\d+$/);
       else assert.equal(r.headers['retry-after'], undefined);
       const s = srv.gate.stats();
-      assert.equal(s.timedOut, 1);
+      assert.equal(s.timeout, 1);
+      assert.equal(s.codel, 0);
       assert.equal(s.queued, 0);
       assert.ok(s.tiers.background.waitMs.max === 0, 'a timed-out request is not counted as admitted');
       held.releaseOne();
@@ -293,10 +294,11 @@ test('CoDel: a standing queue cuts the wait of sheddable tiers to the target, ne
     const r = await b1; // dropped once the queue has stood for 60 ms, long before its 5 s timeout
     assert.equal(r.status, 408);
     assert.ok(r.ms >= 55 && r.ms < 4000, `dropped after ${r.ms} ms`);
-    assert.equal(JSON.parse(r.body).type, 'urn:tiergate:problem:queue-wait');
+    assert.equal(JSON.parse(r.body).type, 'urn:tiergate:problem:codel');
     const s = srv.gate.stats();
     assert.equal(s.standing, true);
-    assert.equal(s.tiers.background.codelDropped, 1);
+    assert.equal(s.tiers.background.codel, 1);
+    assert.equal(s.tiers.background.timeout, 0, 'a CoDel drop is counted under its own cause only');
     assert.equal(s.tiers.background.allowedWaitMs, 5);
     assert.equal(s.tiers.critical.allowedWaitMs, 5000);
     assert.equal(s.tiers.critical.queued, 1);

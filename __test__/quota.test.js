@@ -6,7 +6,7 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const { Quota, LeaseDriver, MemoryStore, QUOTA_CODE } = require('tiergate/quota');
 
-const bucket = (extra) => ({ name: 'api', algorithm: 'token-bucket', rate: 0, burst: 100, ...extra });
+const bucket = (extra) => ({ name: 'api', algorithm: 'token-bucket', limit: 0, windowMs: 1000, burst: 100, ...extra });
 
 function driver(limits, store = new MemoryStore(), options = {}) {
   const q = new Quota({ limits });
@@ -38,12 +38,16 @@ test('options are checked and named, with stable codes', () => {
   bad(undefined, /Quota options must be an object/);
   bad({ limits: [bucket()], foo: 1 }, /unknown option "foo"/);
   bad({ limits: 'x' }, /options.limits must be an array/);
-  bad({ limits: [bucket({ algorithm: 'leaky' })] }, /limits\[0\].algorithm must be one of/);
+  bad({ limits: [bucket({ algorithm: 'leaky' })] }, /limits\[0\].algorithm must be one of 'token-bucket', 'fixed-window', 'sliding-window', got "leaky"/, RangeError);
   bad({ limits: [bucket({ fallback: 'maybe' })] }, /limits\[0\].fallback must be 'open' or 'closed'/);
-  bad({ limits: [bucket({ limit: 3 })] }, /limits\[0\].limit is a window option/);
+  bad({ limits: [bucket({ limit: 1.5 })] }, /limits\[0\].limit must be an integer from 0 to 4294967295 \(got 1.5\)/, RangeError);
+  bad({ limits: [bucket({ burst: undefined })] }, /limits\[0\].burst is required with limit 0/, RangeError);
+  bad({ limits: [{ name: 'w', algorithm: 'fixed-window', limit: 10, windowMs: 1000, burst: 5 }] }, /limits\[0\].burst applies to the token-bucket and gcra algorithms only/, RangeError);
+  bad({ limits: [{ name: 'w', limit: 0, windowMs: 1000 }] }, /limits\[0\].limit must be an integer from 1/, RangeError);
   bad({ limits: [bucket({ provisional: 3 })] }, /limits\[0\].provisional is the allowance/);
-  bad({ limits: [bucket({ burst: NaN })] }, /limits\[0\].burst must be a finite number > 0 \(got NaN\)/, RangeError);
-  bad({ limits: [bucket({ rate: -1 })] }, /limits\[0\].rate must be a finite number >= 0/, RangeError);
+  bad({ limits: [bucket({ burst: NaN })] }, /limits\[0\].burst must be an integer from 1 to 4294967295 \(got NaN\)/, RangeError);
+  bad({ limits: [bucket({ limit: -1 })] }, /limits\[0\].limit must be an integer from 0/, RangeError);
+  bad({ limits: [bucket({ rate: 1 })] }, /limits\[0\] has an unknown option "rate"/);
   bad({ limits: [bucket({ maxLease: 1.5 })] }, /limits\[0\].maxLease must be an integer/, RangeError);
   bad({ limits: [bucket(), bucket()] }, /limits\[1\].name "api" is a duplicate/, RangeError);
   bad({ limits: [{ name: 'w', algorithm: 'fixed-window', limit: 10, windowMs: Infinity }] }, /limits\[0\].windowMs/, RangeError);

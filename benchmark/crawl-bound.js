@@ -76,8 +76,8 @@ function model(a, policy, withCrawler = true) {
   const events = crawlSchedule({ durationMs: s.seconds * 1000, crawlStartMs: s.crawlStartSec * 1000, users, userRate: s.userRate, crawlIps: s.crawlIps, crawlRate: withCrawler ? s.crawl * a.cap : 0, subnetRate: withCrawler ? s.subnet * a.cap : 0 });
   const serveMs = a.serveMs || 1000 / a.cap;
   const rate = Math.round(s.global * a.cap);
-  const capacity = Math.max(10, Math.round(0.2 * rate));
-  let tokens = capacity;
+  const burst = Math.max(10, Math.round(0.2 * rate)); // the tier's { limit: rate, windowMs: 1000, burst } (crawl-scenario.js)
+  let tokens = burst;
   let tokensAt = 0;
   let free = 0;
   const latencies = [];
@@ -85,7 +85,7 @@ function model(a, policy, withCrawler = true) {
   let longestWait = 0;
   for (const ev of events) {
     const start = Math.max(free, ev.t);
-    tokens = Math.min(capacity, tokens + ((start - tokensAt) * rate) / 1000);
+    tokens = Math.min(burst, tokens + ((start - tokensAt) * rate) / 1000);
     tokensAt = start;
     let admitted = policy(ev, start) && tokens >= 1;
     if (admitted) tokens -= 1;

@@ -130,7 +130,7 @@ async function partCost(args, out) {
   console.log(`\n## 1a. Cost per request in process (no network): ${args.runs} rounds x ${args.requests} requests per composition, interleaved`);
   const c = clients();
   const pool = requestPool(c);
-  console.log(`policy: deny list of ${POLICY.deny.length} CIDRs (IPv4 and IPv6); bans after ${POLICY.bans.strikes} refusals / ${POLICY.bans.strikeWindowMs / 1000} s for ${POLICY.bans.banMs / 1000} s; per IP ${POLICY.ip.limit} per ${POLICY.ip.windowMs / 1000} s; per user ${POLICY.user.capacity} (x tier: ${Object.entries(POLICY.tierScale).map(([t, s]) => `${t} ${s}`).join(', ')}); one trusted proxy hop`);
+  console.log(`policy: deny list of ${POLICY.deny.length} CIDRs (IPv4 and IPv6); bans after ${POLICY.bans.strikes} refusals / ${POLICY.bans.strikeWindowMs / 1000} s for ${POLICY.bans.banMs / 1000} s; per IP ${POLICY.ip.limit} per ${POLICY.ip.windowMs / 1000} s; per user ${POLICY.user.limit} per ${POLICY.user.windowMs / 1000} s, burst ${POLICY.user.burst} (x tier: ${Object.entries(POLICY.tierScale).map(([t, s]) => `${t} ${s}`).join(', ')}); one trusted proxy hop`);
   console.log(`clients: ${c.addrs.length} addresses (1 in 16 IPv6) in X-Forwarded-For, ${c.users} users (x-user-id), tiers 10/30/60 by user, GET /api/items and /api/items/17 alternately`);
   const rows = [];
   for (const comp of COMPOSITIONS.filter((x) => args.breakdown || !x.breakdown)) {

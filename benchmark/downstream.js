@@ -68,9 +68,9 @@ function gatekeeperOptions(cap) {
   const budget = Math.ceil(4 * cap);
   return {
     tiers: [
-      { name: 'critical', protected: true, capacity: budget, refillPerSec: budget },
-      { name: 'standard', capacity: budget, refillPerSec: budget },
-      { name: 'background', capacity: budget, refillPerSec: budget },
+      { name: 'critical', protected: true, limit: budget, windowMs: 1000 },
+      { name: 'standard', limit: budget, windowMs: 1000 },
+      { name: 'background', limit: budget, windowMs: 1000 },
     ],
     trustTierHeader: true,
   };

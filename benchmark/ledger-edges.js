@@ -9,7 +9,7 @@ const root = args.includes('--root') ? path.resolve(args[args.indexOf('--root') 
 const { Ledger } = require(root);
 const { median } = require('./lib/stats');
 
-const BIG = 1e15;
+const BIG = 4e9;
 let sink = 0;
 function time(run, n) {
   run(Math.min(n, 300_000));
@@ -26,7 +26,7 @@ function time(run, n) {
 const gc = global.gc ?? (require('node:v8').setFlagsFromString('--expose-gc'), require('node:vm').runInNewContext('gc'));
 const M = 60_000;
 const clients = Array.from({ length: M }, (_, i) => `client-${i}`);
-const mem = new Ledger({ tiers: [{ name: 't', capacity: BIG, refillPerSec: 0, perKey: { capacity: 10, refillPerSec: 1, maxKeys: 100_000 } }] });
+const mem = new Ledger({ tiers: [{ name: 't', limit: 0, windowMs: 1000, burst: BIG, perKey: { limit: 10, windowMs: 10000, maxKeys: 100_000 } }] });
 gc();
 const r0 = process.memoryUsage().rss;
 for (let r = 0; r < 2; r++) for (let i = 0; i < M; i++) mem.tryConsume(0, clients[i]);
@@ -36,16 +36,16 @@ const rssPerKey = (process.memoryUsage().rss - r0) / M;
 // 4,000,000 distinct keys in turn through maxKeys 100,000: every call a new key, most evicting one.
 const U = 4_000_000;
 const unique = Array.from({ length: U }, (_, i) => `flood-${i}`);
-const flood = new Ledger({ tiers: [{ name: 't', capacity: BIG, refillPerSec: BIG, perKey: { capacity: BIG, refillPerSec: BIG, maxKeys: 100_000 } }] });
+const flood = new Ledger({ tiers: [{ name: 't', limit: BIG, windowMs: 1000, perKey: { limit: BIG, windowMs: 1000, maxKeys: 100_000 } }] });
 let j = 0;
 const floodNs = time((n) => { for (let i = 0; i < n; i++, j = j === U - 1 ? 0 : j + 1) sink ^= flood.tryConsume(0, unique[j]) ? 1 : 0; }, 2_000_000);
 
 // One key far over its quota (1,000 tokens, 1,000/s): nearly every call refused by the key.
-const hot = new Ledger({ tiers: [{ name: 't', capacity: BIG, refillPerSec: BIG, perKey: { capacity: 1000, refillPerSec: 1000 } }] });
+const hot = new Ledger({ tiers: [{ name: 't', limit: BIG, windowMs: 1000, perKey: { limit: 1000, windowMs: 1000 } }] });
 const hotNs = time((n) => { for (let i = 0; i < n; i++) sink ^= hot.tryConsume(0, 'hot-user') ? 1 : 0; }, 3_000_000);
 
 // An empty tier pool without refill: every call refused by the tier, with 1,000 keys and without a key.
-const empty = new Ledger({ tiers: [{ name: 't', capacity: 1000, refillPerSec: 0, perKey: { capacity: BIG, refillPerSec: 0 } }] });
+const empty = new Ledger({ tiers: [{ name: 't', limit: 0, windowMs: 1000, burst: 1000, perKey: { limit: 0, windowMs: 1000, burst: BIG } }] });
 empty.tryConsume(0, undefined, 1000);
 const keys = Array.from({ length: 1000 }, (_, i) => `u-${i}`);
 const emptyKeyedNs = time((n) => { for (let i = 0, k = 0; i < n; i++, k = k === 999 ? 0 : k + 1) sink ^= empty.tryConsume(0, keys[k]) ? 1 : 0; }, 3_000_000);

@@ -16,12 +16,12 @@ const { median } = require('./lib/stats');
 
 const KEYS = 10_000;
 const keys = Array.from({ length: KEYS }, (_, i) => `user-${i}`);
-const BIG = 1e15; // capacities so large that every debit succeeds: the hot path, not the refusal path
+const BIG = 4e9; // buckets so large that every debit succeeds: the hot path, not the refusal path
 
 const TIERS = [
-  { name: 'critical', capacity: BIG, refillPerSec: BIG, protected: true },
-  { name: 'standard', capacity: BIG, refillPerSec: BIG, perKey: { capacity: BIG, refillPerSec: BIG, maxKeys: 100_000 } },
-  { name: 'background', capacity: BIG, refillPerSec: BIG },
+  { name: 'critical', limit: BIG, windowMs: 1000, protected: true },
+  { name: 'standard', limit: BIG, windowMs: 1000, perKey: { limit: BIG, windowMs: 1000, maxKeys: 100_000 } },
+  { name: 'background', limit: BIG, windowMs: 1000 },
 ];
 
 // ---------------------------------------------------------------------------------------------------
@@ -31,12 +31,13 @@ const TIERS = [
 class JsBucketLedger {
   constructor(tiers) {
     const now = performance.now();
+    // The options' words: the bucket holds `burst` (default `limit`), refills `limit` per `windowMs` (a rate per ms).
+    const bucket = (b) => ({ burst: b.burst ?? b.limit, rate: b.limit / b.windowMs });
     this.tiers = tiers.map((t) => ({
-      capacity: t.capacity,
-      rate: t.refillPerSec / 1000,
-      tokens: t.capacity,
+      ...bucket(t),
+      tokens: t.burst ?? t.limit,
       last: now,
-      perKey: t.perKey ? { capacity: t.perKey.capacity, rate: t.perKey.refillPerSec / 1000, maxKeys: t.perKey.maxKeys } : null,
+      perKey: t.perKey ? { ...bucket(t.perKey), maxKeys: t.perKey.maxKeys } : null,
       keys: new Map(),
     }));
   }
@@ -45,7 +46,7 @@ class JsBucketLedger {
     const t = this.tiers[tierId];
     const now = performance.now();
     if (now > t.last) {
-      t.tokens = Math.min(t.capacity, t.tokens + (now - t.last) * t.rate);
+      t.tokens = Math.min(t.burst, t.tokens + (now - t.last) * t.rate);
       t.last = now;
     }
     if (key === undefined || t.perKey === null) {
@@ -57,10 +58,10 @@ class JsBucketLedger {
     let b = t.keys.get(key);
     if (b === undefined) {
       if (t.keys.size >= pk.maxKeys) t.keys.delete(t.keys.keys().next().value);
-      b = { tokens: pk.capacity, last: now };
+      b = { tokens: pk.burst, last: now };
       t.keys.set(key, b);
     } else if (now > b.last) {
-      b.tokens = Math.min(pk.capacity, b.tokens + (now - b.last) * pk.rate);
+      b.tokens = Math.min(pk.burst, b.tokens + (now - b.last) * pk.rate);
       b.last = now;
     }
     if (cost > b.tokens || cost > t.tokens) return false;
@@ -187,7 +188,7 @@ function rss() {
 
 // Bytes per key: RSS growth of the native ledger, heap growth of the JS Map, over N new keys.
 function bytesPerKey(n) {
-  const tiers = [{ name: 't', capacity: BIG, refillPerSec: 0, perKey: { capacity: 10, refillPerSec: 1, maxKeys: n } }];
+  const tiers = [{ name: 't', limit: 0, windowMs: 1000, burst: BIG, perKey: { limit: 10, windowMs: 10000, maxKeys: n } }];
   const names = Array.from({ length: n }, (_, i) => `client-${i}`);
   const l = new Ledger({ tiers });
   const r0 = rss();

@@ -17,9 +17,9 @@ const { median } = require('./lib/stats');
 // classifies, debits a tier pool and reads loop health on every request, and admits all of them.
 const TIERGATE = {
   tiers: [
-    { name: 'critical', protected: true, capacity: 1e7, refillPerSec: 1e7 },
-    { name: 'standard', capacity: 1e7, refillPerSec: 1e7 },
-    { name: 'background', capacity: 1e7, refillPerSec: 1e7 },
+    { name: 'critical', protected: true, limit: 1e7, windowMs: 1000 },
+    { name: 'standard', limit: 1e7, windowMs: 1000 },
+    { name: 'background', limit: 1e7, windowMs: 1000 },
   ],
   tierHeader: 'x-user-tier',
   trustTierHeader: true,

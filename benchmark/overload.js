@@ -56,9 +56,9 @@ function tiergateOptions(cap, shed) {
     // Budgets well above what each tier offers at 3x, so every rejection below comes from the
     // lag-driven shed controller, not from a tier running out of tokens.
     tiers: [
-      { name: 'critical', protected: true, capacity: 4 * c, refillPerSec: 4 * c },
-      { name: 'standard', capacity: Math.max(10, Math.ceil(0.05 * c)), refillPerSec: 2 * c },
-      { name: 'background', capacity: Math.max(10, Math.ceil(0.05 * c)), refillPerSec: 2 * c },
+      { name: 'critical', protected: true, limit: 4 * c, windowMs: 1000 },
+      { name: 'standard', limit: 2 * c, windowMs: 1000, burst: Math.max(10, Math.ceil(0.05 * c)) },
+      { name: 'background', limit: 2 * c, windowMs: 1000, burst: Math.max(10, Math.ceil(0.05 * c)) },
     ],
     tierHeader: 'x-user-tier',
     trustTierHeader: true, // the benchmark plays the authenticating gateway

@@ -145,7 +145,7 @@ function figures(cfg, run) {
       steadyP99: t.steady.p99,
       waitP99: st ? st.waitMs.p99 : NaN,
       waitMax: st ? st.waitMs.max : NaN,
-      timedOutWaitMax: st && st.timedOutWaitMaxMs != null ? st.timedOutWaitMaxMs : NaN,
+      timedOutWaitMax: st && st.timeoutWaitMaxMs != null ? st.timeoutWaitMaxMs : NaN,
       rejections: t.rejections,
       unloadedP99: run.unloaded ? run.unloaded.load.tiers[tier].p99 : NaN,
     };

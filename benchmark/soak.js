@@ -276,8 +276,8 @@ async function main() {
     const g = end.gate;
     console.log(`\nConcurrency gate (limit ${opts.maxConcurrent}, after the drain of ${(drainMs / 1000).toFixed(1)} s)`);
     console.log(table([
-      ['inFlight', 'queued', 'admitted', 'from queue', 'released', 'rejected', 'timed out', 'displaced', 'abandoned', 'peak inFlight', 'peak queued'],
-      [g.inFlight, g.queued, g.admitted, g.admittedFromQueue, g.released, g.rejected, g.timedOut, g.displaced, g.abandoned, g.peakInFlight, g.peakQueued],
+      ['inFlight', 'queued', 'admitted', 'from queue', 'released', 'rejected', 'timeout + codel', 'displaced', 'abandoned', 'peak inFlight', 'peak queued'],
+      [g.inFlight, g.queued, g.admitted, g.admittedFromQueue, g.released, g.rejected, g.timeout + g.codel, g.displaced, g.abandoned, g.peakInFlight, g.peakQueued],
     ]));
     const k = end.gatekeeper;
     console.log(`\nGatekeeper (shed episodes ${k.episodes}; keys held now per tier: ${Object.entries(k.keys).map(([t, v]) => `${t} ${v}`).join(', ')}; distinct flood keys sent ${load.keysSent})`);

@@ -56,7 +56,7 @@ function run({ port = 3000, host = '127.0.0.1', windowMs = 10_000, quiet = false
       secret: SECRET,
       afterStrikes: 2,
       ttlSec: 600,
-      respond: (req) => ({ status: 303, headers: { location: `/challenge?back=${encodeURIComponent(req.url)}` } }),
+      respond: (info, req) => ({ status: 303, headers: { location: `/challenge?back=${encodeURIComponent(req.url)}` } }),
     },
     onBan: (e) => quiet || console.log(`ban ${e.kind}: ${e.ban.target} (${e.ban.reason}) until ${e.ban.until === null ? 'lifted' : new Date(e.ban.until).toISOString()}`),
   }, (req, res) => {

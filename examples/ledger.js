@@ -8,9 +8,9 @@ const { Ledger, LEDGER_RESULT: R } = require('..');
 async function run({ log = console.log } = {}) {
   const ledger = new Ledger({
     tiers: [
-      { name: 'critical', capacity: 200, refillPerSec: 200, protected: true },
-      { name: 'standard', capacity: 100, refillPerSec: 100, perKey: { capacity: 10, refillPerSec: 2, maxKeys: 10_000 } },
-      { name: 'background', capacity: 50, refillPerSec: 50 },
+      { name: 'critical', limit: 200, windowMs: 1000, protected: true },
+      { name: 'standard', limit: 100, windowMs: 1000, perKey: { limit: 10, windowMs: 5000, maxKeys: 10_000 } },
+      { name: 'background', limit: 50, windowMs: 1000 },
     ],
   });
   const standard = ledger.tierId('standard'); // numeric ids are the fastest way to name a tier
@@ -50,7 +50,7 @@ async function run({ log = console.log } = {}) {
 
   // 4. The state of every tier.
   for (const t of ledger.snapshot()) {
-    log(`  ${t.name.padEnd(10)} tokens ${t.tokens.toFixed(1).padStart(6)} / ${t.capacity}  refill ${t.refillPerSec}/s x ${t.refillScale}  keys ${t.keys}`);
+    log(`  ${t.name.padEnd(10)} tokens ${t.tokens.toFixed(1).padStart(6)} / ${t.burst}  refill ${t.limit} per ${t.windowMs} ms x ${t.refillScale}  keys ${t.keys}`);
   }
   return { perUser, background, critical };
 }

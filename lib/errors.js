@@ -8,7 +8,7 @@ const CODES = Object.freeze({
   UNKNOWN_OPTION: 'ERR_TIERGATE_UNKNOWN_OPTION',
   /** A call (not a constructor) got a wrong argument: tryConsume's cost, a tier id, a key. */
   INVALID_ARGUMENT: 'ERR_TIERGATE_INVALID_ARGUMENT',
-  /** bans.add: the ban table is at bans.maxBans and every ban in it is permanent. */
+  /** bans.ban: the ban table is at bans.maxBans and every ban in it is permanent. */
   BAN_TABLE_FULL: 'ERR_TIERGATE_BAN_TABLE_FULL',
   /** cluster.bans: the change holds in this process, but the queue of changes waiting for Redis is full. */
   BAN_NOT_SHARED: 'ERR_TIERGATE_BAN_NOT_SHARED',

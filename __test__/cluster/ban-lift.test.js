@@ -20,7 +20,7 @@ test('a reloaded lift spares a ban made after it; a live lift ends any (exact-ke
 });
 
 test('a reloaded lift spares a ban made after it; a live lift ends any (the defense\'s table)', () => {
-  const gate = gatekeeper({ tiers: [{ name: 'api', capacity: 100, refillPerSec: 100 }], bans: {} });
+  const gate = gatekeeper({ tiers: [{ name: 'api', limit: 100, windowMs: 1000 }], bans: {} });
   const table = new DefenseTable(gate.defense);
   table.connect(() => {});
   table.ban('198.51.100.1', { durationMs: 60_000 });

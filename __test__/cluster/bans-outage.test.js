@@ -13,7 +13,7 @@ const { SETTLE_MS } = require('../../lib/cluster/bans');
 const { MAX_QUEUED } = require('../../lib/cluster/ban-outbox');
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const CFG = { cluster: { storeTimeoutMs: 200, limits: [{ name: 'unused', rate: 1, burst: 1 }] } };
+const CFG = { cluster: { storeTimeoutMs: 200, limits: [{ name: 'unused', algorithm: 'token-bucket', limit: 1, windowMs: 1000 }] } };
 const HASH = 'tiergate:{bans}';
 
 /** The hash's entries naming `target` (redis-cli, outside the library). */
@@ -84,7 +84,7 @@ test('bans made while Redis is away are shared when it is back', { timeout: 120_
 test(`past ${MAX_QUEUED} changes waiting for Redis, ban() rejects with ERR_TIERGATE_BAN_NOT_SHARED; the queued ones all arrive`, { timeout: 120_000 }, async (t) => {
   if (!needRedis(t)) return;
   const redis = await redisServer();
-  const c = cluster({ redis: redis.url, limits: [{ name: 'unused', rate: 1, burst: 1 }] });
+  const c = cluster({ redis: redis.url, limits: [{ name: 'unused', algorithm: 'token-bucket', limit: 1, windowMs: 1000 }] });
   t.after(async () => {
     await c.close();
     await redis.stop();

@@ -12,7 +12,7 @@ const { BanSigner } = require('../../lib/cluster/ban-signature');
 const { CLOCK_SKEW_MS } = require('../../lib/cluster/bans');
 
 const KEY = 'a shared ban key of 32 bytes ...';
-const CFG = { cluster: { storeTimeoutMs: 200, banKey: KEY, limits: [{ name: 'unused', rate: 1, burst: 1 }] } };
+const CFG = { cluster: { storeTimeoutMs: 200, banKey: KEY, limits: [{ name: 'unused', algorithm: 'token-bucket', limit: 1, windowMs: 1000 }] } };
 const CHANNEL = 'tiergate:bans';
 const HASH = 'tiergate:{bans}';
 const forgedBan = (target, extra = {}) => JSON.stringify({ op: 'ban', target, cidr: false, durationMs: 600_000, reason: 'forged', source: 'operator', offense: 0, origin: 'forger', sentAt: Date.now(), ...extra });

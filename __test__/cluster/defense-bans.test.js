@@ -14,7 +14,7 @@ const PROBES = 5;
 const BAN_MS = 600_000;
 const CFG = {
   // The cluster carries no tier limits here: only its ban channel is under test.
-  cluster: { storeTimeoutMs: 200, limits: [{ name: 'unused', rate: 1, burst: 1 }] },
+  cluster: { storeTimeoutMs: 200, limits: [{ name: 'unused', algorithm: 'token-bucket', limit: 1, windowMs: 1000 }] },
   defense: { bans: { rules: [{ name: 'probe', on: 'probe', threshold: PROBES, windowMs: 60_000, banMs: BAN_MS }] } },
 };
 

@@ -19,7 +19,7 @@ const CFG = {
     minHolders: 4,
     limits: [
       { name: 'search', algorithm: 'sliding-window', limit: LIMIT, windowMs: 60_000, fallback: 'closed', retryMs: 100 },
-      { name: 'export', rate: 0, burst: LIMIT, fallback: 'closed', retryMs: 100 },
+      { name: 'export', algorithm: 'token-bucket', limit: 0, windowMs: 1000, burst: LIMIT, fallback: 'closed', retryMs: 100 },
     ],
   },
   defense: {

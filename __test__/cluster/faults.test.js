@@ -81,7 +81,7 @@ test("a stall of this process's loop right after a lease request: no fallback, e
 
 test('3 processes x 200 simultaneous requests beside four CPU-burning processes: exactly the limit on open and closed tiers, no 503 while Redis answers', { timeout: 120_000 }, async (t) => {
   if (!needRedis(t)) return;
-  const tiers = ['open', 'closed'].map((name) => ({ name, capacity: 1e9, refillPerSec: 1e9 }));
+  const tiers = ['open', 'closed'].map((name) => ({ name, limit: 1e9, windowMs: 1000 }));
   const perKey = { algorithm: 'fixed-window', limit: 100, windowMs: 3_600_000 };
   const { nodes } = await startNodesOnRedis(t, 3, {
     tiers,

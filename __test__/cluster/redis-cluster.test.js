@@ -20,7 +20,7 @@ test('cluster mode on a 3-master Redis Cluster', { timeout: 120_000 }, async (t)
   });
   const cfg = {
     nodes: rc.nodes,
-    tiers: [{ name: 'api', capacity: 1e9, refillPerSec: 1e9 }],
+    tiers: [{ name: 'api', limit: 1e9, windowMs: 1000 }],
     cluster: { storeTimeoutMs: 500, tiers: { api: { perKey: { algorithm: 'fixed-window', limit: 40, windowMs: 3_600_000 } } } },
   };
   nodes = await startNodes(3, cfg);

@@ -60,7 +60,7 @@ test('the Redis store', { timeout: 60_000 }, async (t) => {
   });
 
   await t.test('token bucket: grants what it holds, retry after one token, returns credited up to the burst', async () => {
-    const bucket = spec({ rate: 10, burst: 5 });
+    const bucket = spec({ algorithm: 'token-bucket', limit: 10, windowMs: 1000, burst: 5 });
     const [a] = await store.lease([ask(bucket, 'b', 8)]);
     assert.deepEqual([a.granted, a.remaining], [5, 0]);
     assert.ok(a.retryAfterMs > 0 && a.retryAfterMs <= 100, `${a.retryAfterMs}`);
@@ -68,7 +68,7 @@ test('the Redis store', { timeout: 60_000 }, async (t) => {
     const [b] = await store.lease([ask(bucket, 'b', 8)]);
     assert.equal(b.granted, 5, 'capped at the burst');
     assert.equal(b.holders, 1, 'a released holder is forgotten');
-    const never = spec({ name: 'never', rate: 0, burst: 1 });
+    const never = spec({ name: 'never', algorithm: 'token-bucket', limit: 0, windowMs: 1000, burst: 1 });
     await store.lease([ask(never, 'n', 1)]);
     const [z] = await store.lease([ask(never, 'n', 1, 'h1', 5000)]);
     assert.deepEqual([z.granted, z.retryAfterMs], [0, 5000], 'no refill: ask again after a lease life');
@@ -100,7 +100,7 @@ test('the Redis store', { timeout: 60_000 }, async (t) => {
   });
 
   await t.test('the script is sent by EVALSHA, and once by EVAL to a server that lost it', async () => {
-    const bucket = spec({ rate: 1, burst: 100 });
+    const bucket = spec({ algorithm: 'token-bucket', limit: 1, windowMs: 1000, burst: 100 });
     await client.script('FLUSH');
     await client.config('RESETSTAT');
     const batch = Array.from({ length: 20 }, (_, i) => ask(bucket, `e${i}`, 1));
@@ -115,20 +115,20 @@ test('the Redis store', { timeout: 60_000 }, async (t) => {
   await t.test('a Redis that is away fails the batch instead of hanging (URL client)', async () => {
     const dead = await redisServer();
     const away = new RedisStore({ redis: dead.url });
-    await away.lease([ask(spec({ rate: 1, burst: 1 }), 'x', 1)]);
+    await away.lease([ask(spec({ algorithm: 'token-bucket', limit: 1, windowMs: 1000 }), 'x', 1)]);
     await dead.stop();
     const t0 = Date.now();
-    const answers = await away.lease([ask(spec({ rate: 1, burst: 1 }), 'x', 1), ask(spec({ rate: 1, burst: 1 }), 'y', 1)]);
+    const answers = await away.lease([ask(spec({ algorithm: 'token-bucket', limit: 1, windowMs: 1000 }), 'x', 1), ask(spec({ algorithm: 'token-bucket', limit: 1, windowMs: 1000 }), 'y', 1)]);
     assert.ok(answers.every((a) => a instanceof Error), 'an error per request');
     assert.ok(Date.now() - t0 < 5000);
     await away.close();
   });
 
   await t.test('through the gatekeeper: 429 for a key past its cluster limit, 503 past the tier budget, 403 for a shared ban; hooks say why', async () => {
-    const c = cluster({ redis: client, prefix: 'gk', tiers: { api: { perKey: { algorithm: 'fixed-window', limit: 2, windowMs: 3_600_000 }, budget: { rate: 0, burst: 3 } } } });
+    const c = cluster({ redis: client, prefix: 'gk', tiers: { api: { perKey: { algorithm: 'fixed-window', limit: 2, windowMs: 3_600_000 }, budget: { algorithm: 'token-bucket', limit: 0, windowMs: 1000, burst: 3 } } } });
     await c.ready;
     const rejected = [];
-    const guard = gatekeeper.http({ tiers: [{ name: 'api', capacity: 1e9, refillPerSec: 1e9 }], key: { header: 'x-key' }, shed: false, cluster: c, onReject: (info) => rejected.push(info) }, (req, res) => res.end('ok'));
+    const guard = gatekeeper.http({ tiers: [{ name: 'api', limit: 1e9, windowMs: 1000 }], key: { header: 'x-key' }, shed: false, cluster: c, onReject: (info) => rejected.push(info) }, (req, res) => res.end('ok'));
     const server = http.createServer(guard);
     const port = await listen(server);
     try {
@@ -158,10 +158,10 @@ test('the Redis store', { timeout: 60_000 }, async (t) => {
   });
 
   await t.test("docs/cluster.md's example: keyed by API key, an IP ban shared through the cluster refuses that client whatever key it sends", async () => {
-    const c = cluster({ redis: client, prefix: 'doc', tiers: { paid: { perKey: { rate: 50, burst: 200 } } } });
+    const c = cluster({ redis: client, prefix: 'doc', tiers: { paid: { perKey: { algorithm: 'token-bucket', limit: 50, windowMs: 1000, burst: 200 } } } });
     await c.ready;
     const guard = gatekeeper.http({
-      tiers: [{ name: 'paid', capacity: 1e9, refillPerSec: 1e9 }],
+      tiers: [{ name: 'paid', limit: 1e9, windowMs: 1000 }],
       key: { header: 'x-api-key' },
       bans: { rules: false },
       cluster: c,
@@ -183,21 +183,21 @@ test('the Redis store', { timeout: 60_000 }, async (t) => {
     const bad = (o, re) => assert.throws(() => cluster(o), (e) => re.test(e.message) && /^ERR_TIERGATE_/.test(e.code));
     bad(undefined, /cluster: options must be an object/);
     bad({ redis: client }, /options.limits or options.tiers must give at least one limit/);
-    const one = [{ name: 'x', rate: 1, burst: 1 }];
+    const one = [{ name: 'x', algorithm: 'token-bucket', limit: 1, windowMs: 1000 }];
     bad({ redis: client, limits: one, banKey: 'short' }, /options.banKey must be at least 16 bytes/);
     bad({ redis: client, limits: one, banKey: 42 }, /options.banKey must be a string or a Buffer/);
     bad({ redis: client, limits: one, banKey: [] }, /options.banKey must hold at least one secret/);
     bad({ redis: client, limits: one, banKey: 'k'.repeat(32), bans: false }, /banKey signs the shared bans; it needs bans: true/);
-    bad({ redis: client, tiers: { free: { perKey: { rate: 1, burst: 1 } } }, fallback: 'sometimes' }, /options.fallback must be 'open' or 'closed'/);
-    bad({ redis: client, tiers: { free: { perKey: { name: 'x', rate: 1, burst: 1 } } } }, /perKey.name is given by the tier/);
-    bad({ redis: client, tiers: { free: { perKey: { rate: 1, burst: 1 }, burst: 3 } } }, /unknown option "burst"/);
-    bad({ redis: client, tiers: { free: { perKey: { rate: -1, burst: 1 } } } }, /limits\[0\].rate must be a finite number >= 0/);
-    bad({ redis: 42, tiers: { free: { perKey: { rate: 1, burst: 1 } } } }, /must be an ioredis client \(Redis or Cluster\) or a redis:\/\/ URL/);
-    bad({ redis: client, limits: [{ name: 'a', rate: 1, burst: 1 }], prefix: 'no spaces' }, /prefix must be 1-64 characters/);
+    bad({ redis: client, tiers: { free: { perKey: { algorithm: 'token-bucket', limit: 1, windowMs: 1000 } } }, fallback: 'sometimes' }, /options.fallback must be 'open' or 'closed'/);
+    bad({ redis: client, tiers: { free: { perKey: { name: 'x', algorithm: 'token-bucket', limit: 1, windowMs: 1000 } } } }, /perKey.name is given by the tier/);
+    bad({ redis: client, tiers: { free: { perKey: { algorithm: 'token-bucket', limit: 1, windowMs: 1000 }, burst: 3 } } }, /unknown option "burst"/);
+    bad({ redis: client, tiers: { free: { perKey: { limit: -1, windowMs: 1000 } } } }, /limits\[0\].limit must be an integer from 0/);
+    bad({ redis: 42, tiers: { free: { perKey: { algorithm: 'token-bucket', limit: 1, windowMs: 1000 } } } }, /must be an ioredis client \(Redis or Cluster\) or a redis:\/\/ URL/);
+    bad({ redis: client, limits: [{ name: 'a', algorithm: 'token-bucket', limit: 1, windowMs: 1000 }], prefix: 'no spaces' }, /prefix must be 1-64 characters/);
     assert.throws(() => gatekeeper({ cluster: {} }), /options.cluster must be made by tiergate.cluster\(\)/);
-    const c = cluster({ redis: client, bans: false, tiers: { gold: { budget: { rate: 10, burst: 10 } } } });
+    const c = cluster({ redis: client, bans: false, tiers: { gold: { budget: { algorithm: 'token-bucket', limit: 10, windowMs: 1000 } } } });
     assert.throws(() => gatekeeper({ cluster: c }), /options.cluster has limits for tier "gold", which is not one of the tiers/);
-    assert.throws(() => gatekeeper({ tiers: [{ name: 'gold', capacity: 10, refillPerSec: 1 }], cost: 0.5, cluster: c }), /options.cost must be an integer with options.cluster/);
+    assert.throws(() => gatekeeper({ tiers: [{ name: 'gold', limit: 10, windowMs: 10000 }], cost: 0.5, cluster: c }), /options.cost must be an integer with options.cluster/);
     assert.ok(c.quota instanceof Quota);
     assert.deepEqual(c.quota.limits.map((l) => [l.name, l.fallback]), [['tier:gold:budget', 'open']]);
     return c.close();
@@ -214,7 +214,7 @@ test('a Redis URL without ioredis installed names what to install', () => {
       return resolve.call(this, request, ...rest);
     };
     const { cluster } = require(${JSON.stringify(path.join(__dirname, '..', '..'))});
-    try { cluster({ redis: 'redis://127.0.0.1:1', limits: [{ name: 'a', rate: 1, burst: 1 }] }); }
+    try { cluster({ redis: 'redis://127.0.0.1:1', limits: [{ name: 'a', algorithm: 'token-bucket', limit: 1, windowMs: 1000 }] }); }
     catch (e) { console.log(JSON.stringify({ code: e.code, message: e.message })); }`;
   const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 20_000 });
   const out = JSON.parse(r.stdout);

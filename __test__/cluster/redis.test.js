@@ -25,18 +25,18 @@ async function assertExact(t, nodes, rs, limit, timedOutBefore) {
   else t.diagnostic(`${late} store answers came after storeTimeoutMs (a loaded machine): ${admitted} of ${limit} admitted, none above`);
 }
 
-const TIERS = ['paid', 'free', 'exact', 'slide', 'soak'].map((name) => ({ name, capacity: 1e9, refillPerSec: 1e9 }));
+const TIERS = ['paid', 'free', 'exact', 'slide', 'soak'].map((name) => ({ name, limit: 1e9, windowMs: 1000 }));
 const STORE_TIMEOUT_MS = 200;
 const CLUSTER = {
   storeTimeoutMs: STORE_TIMEOUT_MS,
   minHolders: 4,
   tiers: {
     // Fail-open and fail-closed tiers with small leases, so that an outage outlasts them.
-    paid: { fallback: 'open', perKey: { rate: 2000, burst: 2000, maxLease: 10, retryMs: 100 } },
-    free: { fallback: 'closed', perKey: { rate: 2000, burst: 2000, maxLease: 10, retryMs: 100 } },
+    paid: { fallback: 'open', perKey: { algorithm: 'token-bucket', limit: 2000, windowMs: 1000, maxLease: 10, retryMs: 100 } },
+    free: { fallback: 'closed', perKey: { algorithm: 'token-bucket', limit: 2000, windowMs: 1000, maxLease: 10, retryMs: 100 } },
     // Closed, so that a store answer slower than storeTimeoutMs (a stalled loop on a loaded machine)
     // can only refuse, never admit from the share.
-    exact: { fallback: 'closed', perKey: { rate: 0, burst: 100, retryMs: 100 } },
+    exact: { fallback: 'closed', perKey: { algorithm: 'token-bucket', limit: 0, windowMs: 1000, burst: 100, retryMs: 100 } },
     slide: { perKey: { algorithm: 'sliding-window', limit: 100, windowMs: 1000, leaseTtlMs: 1000, initialLease: 30 } },
     // The soak: 1 s fixed windows, small leases (the shortfall bound is 2 x maxLease per process).
     soak: { fallback: 'closed', perKey: { algorithm: 'fixed-window', limit: 60, windowMs: 1000, maxLease: 10, renewalPeriodMs: 200, leadTimeMs: 100, leaseTtlMs: 1000 } },

@@ -139,7 +139,7 @@ test('Express mount and Fastify plugin serve the same app, and the guards skip i
   assert.equal((await request(port, { path: '/tiergate/api/dashboard/stats', headers: auth })).json.gatekeeper.tiers.critical.admitted, 0);
 
   const fastify = require('fastify')({ logger: false });
-  await fastify.register(t.tiergatePlugin, { tiers: [{ name: 'only', capacity: 1, refillPerSec: 0 }] });
+  await fastify.register(t.tiergatePlugin, { tiers: [{ name: 'only', limit: 0, windowMs: 1000, burst: 1 }] });
   const fdash = t.dashboard({ gatekeeper: fastify.tiergate, token: TOKEN });
   t2.after(() => fdash.close());
   await fastify.register(fdash.plugin, { prefix: '/tiergate' });

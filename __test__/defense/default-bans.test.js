@@ -62,7 +62,7 @@ test('bans: { rules: false } turns the rules off; the ban table and its API stay
     for (let i = 0; i < 6; i++) assert.equal((await from('198.51.100.9')).status, 429, 'refused, never banned');
     for (let i = 0; i < 25; i++) assert.equal((await from('198.51.100.9', `/nope/${i}`)).status, 404, 'a probe, never banned');
     assert.equal(app.defense.bans.list().length, 0);
-    app.defense.bans.add('198.51.100.9', { durationMs: MIN, reason: 'operator' });
+    app.defense.bans.ban('198.51.100.9', { durationMs: MIN, reason: 'operator' });
     assert.equal((await from('198.51.100.9')).status, 403, "an operator's ban still holds");
   } finally {
     await app.stop();

@@ -13,7 +13,7 @@ const { parsePrometheusText, sampleValue } = require('../helpers/prom-text');
 
 // A pool of 40 refilled at 50/s: above the light client's rate (a request at most every 50 ms),
 // far below the waves' (40 or more requests each, sent at once), which drain it.
-const TIERS = [{ name: 'standard', capacity: 40, refillPerSec: 50 }];
+const TIERS = [{ name: 'standard', limit: 40, windowMs: 800 }];
 const LIGHT_GAP_MS = 50;
 const LIGHT_REQUESTS = 10;
 const MAX_WAVES = 400;
@@ -116,7 +116,7 @@ async function lagCrawl(fairShare, waves = 24) {
     const end = performance.now() + ms;
     while (performance.now() < end);
   };
-  const gate = gatekeeper.http({ tiers: [{ name: 'standard', capacity: 1e6, refillPerSec: 1e6 }], shed: false, trustProxy: true, fairShare }, (req, res) => {
+  const gate = gatekeeper.http({ tiers: [{ name: 'standard', limit: 1e6, windowMs: 1000 }], shed: false, trustProxy: true, fairShare }, (req, res) => {
     busy(3);
     res.end('ok');
   });

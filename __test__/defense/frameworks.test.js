@@ -117,7 +117,7 @@ for (const [fw, start] of Object.entries(FRAMEWORKS)) {
       assert.ok(left >= 30 * MIN && left <= 33 * MIN + 5000, `ban for ${left} ms`);
       assert.deepEqual(events.map((e) => [e.kind, e.ban.target, e.ban.reason]), [['added', '127.0.0.1', 'probe']]);
       // An operator lifts it.
-      assert.equal(app.defense.bans.remove('127.0.0.1'), true);
+      assert.equal(app.defense.bans.lift('127.0.0.1'), true);
       assert.equal((await request(app.port, { path: '/hello' })).status, 200);
       assert.deepEqual(events.map((e) => e.kind), ['added', 'lifted']);
     } finally {
@@ -166,7 +166,7 @@ for (const [fw, start] of Object.entries(FRAMEWORKS)) {
       challenge: {
         secret: SECRET,
         afterStrikes: 2,
-        respond: (req, info) => ({ status: 401, headers: { 'content-type': 'text/html' }, body: `<form>solve me (${info.verdict})</form>` }),
+        respond: (info) => ({ status: 401, headers: { 'content-type': 'text/html' }, body: `<form>solve me (${info.verdict})</form>` }),
       },
     });
     try {

@@ -94,12 +94,12 @@ test('a gatekeeper without defense options has no defense; the operator calls ch
   const d = g.defense;
   const arg = 'ERR_TIERGATE_INVALID_ARGUMENT';
   for (const [fn, re] of [
-    [() => d.bans.add('not-an-ip'), /bans\.add: .*is not an IP address or CIDR prefix/],
-    [() => d.bans.add('10.0.0.1/8'), /has bits set past its \/8 prefix/],
-    [() => d.bans.add('10.0.0.1', { durationMs: -1 }), /durationMs must be a finite number > 0/],
-    [() => d.bans.add('10.0.0.1', { durationMs: NaN }), /durationMs/],
-    [() => d.bans.add(7), /target must be an IP address or a CIDR prefix, got number/],
-    [() => d.bans.remove(''), /target must be/],
+    [() => d.bans.ban('not-an-ip'), /bans\.ban: .*is not an IP address or CIDR prefix/],
+    [() => d.bans.ban('10.0.0.1/8'), /has bits set past its \/8 prefix/],
+    [() => d.bans.ban('10.0.0.1', { durationMs: -1 }), /durationMs must be a finite number > 0/],
+    [() => d.bans.ban('10.0.0.1', { durationMs: NaN }), /durationMs/],
+    [() => d.bans.ban(7), /target must be an IP address or a CIDR prefix, got number/],
+    [() => d.bans.lift(''), /target must be/],
     [() => d.bans.import({}), /records must be an array/],
     [() => d.bans.import([{ target: '1.2.3.4', reason: 'x', source: 'god', since: 0, until: null }]), /source must be one of rule, operator/],
     [() => d.setLists({ deny: ['x'] }), /setLists: deny\[0\]: "x" is not an IP address/],
@@ -108,7 +108,7 @@ test('a gatekeeper without defense options has no defense; the operator calls ch
   ]) {
     assert.throws(fn, (err) => err.code === arg && re.test(err.message), String(re));
   }
-  assert.throws(() => d.bans.add('10.0.0.1', { for: 1 }), (err) => err.code === 'ERR_TIERGATE_UNKNOWN_OPTION' && /bans\.add: options has an unknown option "for"/.test(err.message));
+  assert.throws(() => d.bans.ban('10.0.0.1', { for: 1 }), (err) => err.code === 'ERR_TIERGATE_UNKNOWN_OPTION' && /bans\.ban: options has an unknown option "for"/.test(err.message));
   assert.throws(() => d.setLists({ block: [] }), (err) => err.code === 'ERR_TIERGATE_UNKNOWN_OPTION' && /setLists has an unknown option "block"/.test(err.message));
   // A failed setLists changed nothing.
   assert.deepEqual(d.lists(), { allow: [], deny: [] });
@@ -123,7 +123,7 @@ test('cluster limits (cluster: true): need options.cluster with a limit of the n
   throwsWith({ limits: [{ name: 'api', cluster: true, cost: -1 }] }, INVALID, /limits\[0\]\.cost/);
   throwsWith({ limits: [ok, { name: 'l', cluster: true }] }, INVALID, /limits\[1\]\.name "l" is a duplicate of limits\[0\]\.name/);
   // A cluster (its Redis never contacted: construction does no I/O) without a limit of that name.
-  const c = cluster({ redis: 'redis://127.0.0.1:1', limits: [{ name: 'other', rate: 1, burst: 1 }], bans: false });
+  const c = cluster({ redis: 'redis://127.0.0.1:1', limits: [{ name: 'other', algorithm: 'token-bucket', limit: 1, windowMs: 1000 }], bans: false });
   try {
     throwsWith({ cluster: c, limits: [{ name: 'api', cluster: true }] }, INVALID, /limits\[0\] is a cluster limit, but options\.cluster has no limit named "api"/, RangeError);
   } finally {
@@ -133,7 +133,7 @@ test('cluster limits (cluster: true): need options.cluster with a limit of the n
 
 test('a cluster shares its bans with one gatekeeper\'s defense', async () => {
   const { cluster } = require('../..');
-  const c = cluster({ redis: 'redis://127.0.0.1:1', limits: [{ name: 'other', rate: 1, burst: 1 }] });
+  const c = cluster({ redis: 'redis://127.0.0.1:1', limits: [{ name: 'other', algorithm: 'token-bucket', limit: 1, windowMs: 1000 }] });
   try {
     gatekeeper({ shed: false, cluster: c, bans: {} });
     throwsWith({ cluster: c, bans: {} }, INVALID, /options\.cluster already shares its bans with another gatekeeper's defense/, TypeError);

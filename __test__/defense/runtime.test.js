@@ -61,9 +61,9 @@ test('the ban API: add, get, list, remove, export and import, with events to onB
   try {
     const bans = app.defense.bans;
     const t0 = Date.now();
-    bans.add('203.0.113.7', { durationMs: 10 * MIN, reason: 'abuse desk' });
-    bans.add('2001:db8:1:2::5'); // permanent; IPv6 keyed by the gatekeeper's /56
-    bans.add('198.51.100.0/24', { durationMs: MIN });
+    bans.ban('203.0.113.7', { durationMs: 10 * MIN, reason: 'abuse desk' });
+    bans.ban('2001:db8:1:2::5'); // permanent; IPv6 keyed by the gatekeeper's /56
+    bans.ban('198.51.100.0/24', { durationMs: MIN });
     const v4 = bans.get('203.0.113.7');
     assert.equal(v4.reason, 'abuse desk');
     assert.equal(v4.source, 'operator');
@@ -82,7 +82,7 @@ test('the ban API: add, get, list, remove, export and import, with events to onB
     assert.equal((await from('::ffff:198.51.100.3')).status, 403, 'a CIDR ban, mapped address folded');
     assert.equal((await from('198.51.101.3')).status, 200);
     // A shorter ban does not shorten a longer one.
-    bans.add('203.0.113.7', { durationMs: 1000 });
+    bans.ban('203.0.113.7', { durationMs: 1000 });
     // (Times cross from the monotonic clock to Unix ms on each read: equal to the millisecond, give or take one.)
     const near = (a, b) => assert.ok(Math.abs(a - b) <= 2, `${a} vs ${b}`);
     near(bans.get('203.0.113.7').until, v4.until);
@@ -95,8 +95,8 @@ test('the ban API: add, get, list, remove, export and import, with events to onB
     assert.deepEqual(other.defense.bans.list().map((b) => b.target).sort(), ['198.51.100.0/24', '2001:db8:1::/56', '203.0.113.7']);
     near(other.defense.bans.get('203.0.113.7').until, v4.until);
     // Lift.
-    assert.equal(bans.remove('203.0.113.7'), true);
-    assert.equal(bans.remove('203.0.113.7'), false);
+    assert.equal(bans.lift('203.0.113.7'), true);
+    assert.equal(bans.lift('203.0.113.7'), false);
     assert.equal((await from('203.0.113.7')).status, 200);
     const kinds = hooked.map((e) => `${e.kind}:${e.ban.target}`);
     assert.deepEqual(kinds, ['added:203.0.113.7', 'added:2001:db8:1::/56', 'added:198.51.100.0/24', 'lifted:203.0.113.7']);
@@ -157,8 +157,8 @@ test('escalation: a repeat offender is banned longer each time, and a full table
   // 1 minute, then 3 (factor 3, no jitter), then permanent (after 1 escalation).
   assert.deepEqual(lens, [60, 180, 'permanent']);
   assert.equal(d.bans.get('192.0.2.1').offense, 3);
-  d.bans.add('192.0.2.2');
-  assert.throws(() => d.bans.add('192.0.2.3'), (err) => err.code === 'ERR_TIERGATE_BAN_TABLE_FULL');
+  d.bans.ban('192.0.2.2');
+  assert.throws(() => d.bans.ban('192.0.2.3'), (err) => err.code === 'ERR_TIERGATE_BAN_TABLE_FULL');
   assert.equal(d.stats().refused, 1);
 });
 
@@ -232,8 +232,8 @@ test('skip() and the allow list bypass limits and bans; a cost function weighs r
   });
   try {
     const from = (xff, path = '/hello', headers = {}) => request(app.port, { path, headers: { 'x-forwarded-for': xff, ...headers } });
-    app.defense.bans.add('10.1.1.1');
-    app.defense.bans.add('192.0.2.9');
+    app.defense.bans.ban('10.1.1.1');
+    app.defense.bans.ban('192.0.2.9');
     assert.equal((await from('10.1.1.1')).status, 200, 'allow-listed beats a ban');
     assert.equal((await from('192.0.2.9', '/hello', { 'x-internal': 'yes' })).status, 200, 'skipped');
     assert.equal((await from('192.0.2.9')).status, 403);
@@ -262,8 +262,8 @@ test('memory stays bounded under a flood of unique addresses', () => {
     bans: { rules: [{ name: 'rl', on: 'rate-limited', threshold: 2, windowMs: MIN, banMs: MIN }], maxBans: 500, maxTracked: 1000 },
   });
   const gk = g.gatekeeper;
-  g.defense.bans.add('192.0.2.0/24');
-  g.defense.bans.add('198.51.100.1');
+  g.defense.bans.ban('192.0.2.0/24');
+  g.defense.bans.ban('198.51.100.1');
   const res = () => Object.assign(new EventEmitter(), { headersSent: false, setHeader() {} });
   const counts = new Map();
   for (let i = 0; i < 30_000; i++) {
@@ -306,7 +306,7 @@ test('three rate-limit refusals ban the client by the key an operator writes, IP
       assert.ok(ban !== null, `banned: ${ip}`);
       assert.equal(ban.reason, 'rate-limit', 'the default rule');
       assert.equal(events.at(-1).ban.target, app.defense.clientKey(ip));
-      app.defense.bans.remove(ip);
+      app.defense.bans.lift(ip);
     }
   } finally {
     await app.stop();
@@ -334,7 +334,7 @@ test('defense refusals reach onReject, onDecision, respond and the decision chan
     assert.equal((await from('192.0.2.1')).status, 403);
     assert.equal((await from('198.51.100.1')).status, 200);
     assert.equal((await from('198.51.100.1')).status, 429);
-    app.defense.bans.add('203.0.113.1', { durationMs: MIN });
+    app.defense.bans.ban('203.0.113.1', { durationMs: MIN });
     assert.equal((await from('203.0.113.1')).status, 451, 'respond() replaced the ban');
     assert.deepEqual(rejected.map((i) => i.verdict), ['deny-listed', 'rate-limited', 'banned']);
     const rl = rejected[1];
@@ -429,7 +429,7 @@ test('one native call: the gate decides only what the defense lets on, and its r
     trustProxy: true,
     deny: ['192.0.2.0/24'],
     bans: { rules: false },
-    perKey: { capacity: 2, refillPerSec: 0.001 },
+    perKey: { limit: 2, windowMs: 2000000 },
     limits: [{ name: 'per-ip', algorithm: 'sliding-window', limit: 3, windowMs: MIN }],
   });
   try {

@@ -98,7 +98,7 @@ function project(name, tarballs, { installArgs = [], pkg = {} } = {}) {
 // One request through gatekeeper() on a node:http server; prints the status, body and loaded binary.
 // The tier is protected: a loaded machine's event-loop lag in a process just started must not shed it.
 const SERVE = `
-const gate = gatekeeper({ tiers: [{ name: 'standard', protected: true, capacity: 10, refillPerSec: 10 }] });
+const gate = gatekeeper({ tiers: [{ name: 'standard', protected: true, limit: 10, windowMs: 1000 }] });
 const server = http.createServer((req, res) => gate(req, res, (err) => {
   res.statusCode = err ? 500 : 200;
   res.end(err ? String(err) : 'admitted');
@@ -131,14 +131,14 @@ import { RedisStore } from 'tiergate/cluster';
 import { Quota, type LeaseStore } from 'tiergate/quota';
 import { createService, client } from 'tiergate/service';
 
-const options: GatekeeperOptions = { tiers: [{ name: 'standard', capacity: 10, refillPerSec: 10 }] };
+const options: GatekeeperOptions = { tiers: [{ name: 'standard', limit: 10, windowMs: 1000 }] };
 const gate = gatekeeper(options);
 http.createServer((req, res) => gate(req, res, () => res.end('admitted')));
-new Ledger({ tiers: [{ name: 'standard', capacity: 1, refillPerSec: 1 }] });
-// @ts-expect-error capacity is a number: proves the installed types were found (not any)
-gatekeeper({ tiers: [{ name: 'standard', capacity: '10', refillPerSec: 10 }] });
+new Ledger({ tiers: [{ name: 'standard', limit: 1, windowMs: 1000 }] });
+// @ts-expect-error limit is a number: proves the installed types were found (not any)
+gatekeeper({ tiers: [{ name: 'standard', limit: '10', windowMs: 1000 }] });
 const store: LeaseStore = new RedisStore({ redis: 'redis://127.0.0.1:6379' });
-new Quota({ limits: [{ name: 'api', rate: 1, burst: 1 }] });
+new Quota({ limits: [{ name: 'api', algorithm: 'token-bucket', limit: 1, windowMs: 1000 }] });
 void [store, createService, client];
 // @ts-expect-error RedisStore is not at the root
 import { RedisStore as NotAtRoot } from 'tiergate';

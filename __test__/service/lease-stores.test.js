@@ -22,7 +22,7 @@ test.after(async () => {
 const HOUR = 3_600_000;
 const spec = (q, i) => q.limits[i];
 const limitsOf = () => new Quota({ limits: [
-  { name: 'bucket', algorithm: 'token-bucket', rate: 0, burst: 5 },
+  { name: 'bucket', algorithm: 'token-bucket', limit: 0, windowMs: 1000, burst: 5 },
   { name: 'fixed', algorithm: 'fixed-window', limit: 10, windowMs: HOUR },
   { name: 'sliding', algorithm: 'sliding-window', limit: 10, windowMs: HOUR },
 ] });
@@ -88,7 +88,7 @@ for (const [name, make, skip] of stores) {
 
   test(`${name}: three lease drivers on one store, 500 simultaneous spends on a limit of 100 → exactly 100`, { skip }, async () => {
     const limits = [
-      { name: 'bucket', algorithm: 'token-bucket', rate: 0, burst: 100, fallback: 'closed' },
+      { name: 'bucket', algorithm: 'token-bucket', limit: 0, windowMs: 1000, burst: 100, fallback: 'closed' },
       { name: 'window', algorithm: 'sliding-window', limit: 100, windowMs: HOUR, fallback: 'closed' },
     ];
     const store = make();

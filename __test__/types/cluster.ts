@@ -11,14 +11,14 @@ const c: Cluster = cluster({
   minHolders: 4,
   tiers: {
     free: { perKey: { algorithm: 'fixed-window', limit: 100, windowMs: 60_000 }, fallback: 'closed' },
-    paid: { perKey: { rate: 50, burst: 100 }, budget: { rate: 5000, burst: 10_000 } },
+    paid: { perKey: { algorithm: 'token-bucket', limit: 50, windowMs: 1000, burst: 100 }, budget: { algorithm: 'token-bucket', limit: 5000, windowMs: 1000, burst: 10_000 } },
   },
   limits: [{ name: 'login', algorithm: 'sliding-window', limit: 5, windowMs: 60_000, unfunded: 'provisional', provisional: 1 }],
 });
-const other: Cluster = cluster({ redis: 'redis://127.0.0.1:6379', limits: [{ name: 'x', rate: 1, burst: 1 }], bans: false });
-const signed: Cluster = cluster({ redis, limits: [{ name: 'y', rate: 1, burst: 1 }], banKey: [Buffer.alloc(32, 1), 'an older key of 16+ bytes'] });
+const other: Cluster = cluster({ redis: 'redis://127.0.0.1:6379', limits: [{ name: 'x', algorithm: 'token-bucket', limit: 1, windowMs: 1000 }], bans: false });
+const signed: Cluster = cluster({ redis, limits: [{ name: 'y', algorithm: 'token-bucket', limit: 1, windowMs: 1000 }], banKey: [Buffer.alloc(32, 1), 'an older key of 16+ bytes'] });
 void signed.close();
-const mw = gatekeeper({ tiers: [{ name: 'paid', capacity: 1e9, refillPerSec: 1e9 }, { name: 'free', capacity: 1e9, refillPerSec: 1e9 }], cluster: c, onReject: (info: DecisionInfo) => info.cluster?.reason });
+const mw = gatekeeper({ tiers: [{ name: 'paid', limit: 1e9, windowMs: 1000 }, { name: 'free', limit: 1e9, windowMs: 1000 }], cluster: c, onReject: (info: DecisionInfo) => info.cluster?.reason });
 void mw;
 c.check('login', 'user-1').then((d) => d.allowed);
 c.bans?.ban('203.0.113.9', { durationMs: 60_000, reason: 'abuse' }).then((d: BanDelivery) => d === 'queued');

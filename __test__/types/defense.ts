@@ -33,7 +33,7 @@ const options: GatekeeperOptions = {
     ttlSec: 600,
     header: 'x-tiergate-pass',
     cookie: false,
-    respond: (req, info) => ({ status: 302, headers: { location: `/challenge?back=${encodeURIComponent(req.url || '/')}&why=${info.pass || ''}` } }),
+    respond: (info, req) => ({ status: 302, headers: { location: `/challenge?back=${encodeURIComponent(req.url || '/')}&why=${info.pass || ''}` } }),
   },
   skip: (req) => req.url === '/healthz',
   onBan: (e: BanEvent) => void e.ban.target.length,
@@ -48,12 +48,12 @@ void [fairDefaults, fairNoSubnet];
 const mw = gatekeeper(options);
 const d: Defense | null = mw.defense;
 if (d !== null) {
-  const b: Ban | null = d.bans.add('203.0.113.7', { durationMs: 60_000, reason: 'abuse' });
+  const b: Ban | null = d.bans.ban('203.0.113.7', { durationMs: 60_000, reason: 'abuse' });
   void b?.until;
-  d.bans.add('198.51.100.0/24');
+  d.bans.ban('198.51.100.0/24');
   const all: Ban[] = d.bans.list();
   const report: { applied: number } = d.bans.import(d.bans.export());
-  void [all.length, report.applied, d.bans.remove('203.0.113.7')];
+  void [all.length, report.applied, d.bans.lift('203.0.113.7')];
   d.setLists({ deny: ['192.0.2.0/24'] });
   const lists: { allow: string[]; deny: string[] } = d.lists();
   const s: DefenseStats = d.stats();

@@ -7,9 +7,9 @@ import type { GatekeeperStats, ConcurrencyGateStats } from 'tiergate';
 const fastify = Fastify();
 fastify.register(tiergatePlugin, {
   tiers: [
-    { name: 'critical', protected: true, capacity: 2000, refillPerSec: 2000 },
-    { name: 'standard', capacity: 1000, refillPerSec: 1000 },
-    { name: 'background', capacity: 500, refillPerSec: 500 },
+    { name: 'critical', protected: true, limit: 2000, windowMs: 1000 },
+    { name: 'standard', limit: 1000, windowMs: 1000 },
+    { name: 'background', limit: 500, windowMs: 1000 },
   ],
   routes: [{ method: 'POST', path: '/checkout', tier: 'critical' }, { path: '/reports/', tier: 'background' }],
   tierSecret: process.env.TIER_SECRET,

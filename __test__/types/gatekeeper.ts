@@ -6,9 +6,9 @@ import type { DecisionInfo, GatekeeperOptions, GatekeeperStats, TierSource } fro
 
 const options: GatekeeperOptions = {
   tiers: [
-    { name: 'critical', protected: true, capacity: 2000, refillPerSec: 2000 },
-    { name: 'standard', capacity: 1000, refillPerSec: 1000, perKey: { capacity: 20, refillPerSec: 10 } },
-    { name: 'background', capacity: 500, refillPerSec: 500, perKey: null },
+    { name: 'critical', protected: true, limit: 2000, windowMs: 1000 },
+    { name: 'standard', limit: 1000, windowMs: 1000, perKey: { limit: 20, windowMs: 2000 } },
+    { name: 'background', limit: 500, windowMs: 1000, perKey: null },
   ],
   tierHeader: 'x-user-tier',
   trustTierHeader: false,
@@ -45,7 +45,7 @@ mw.injectHealth({ lagMs: 120, stalled: false });
 mw.useLiveHealth();
 const handler = gatekeeper.http({ shed: false }, (_req, res) => res.end('ok'));
 http.createServer(handler);
-const gk = new Gatekeeper({ ledger: new Ledger({ tiers: [{ name: 'only', capacity: 1, refillPerSec: 1 }] }) });
+const gk = new Gatekeeper({ ledger: new Ledger({ tiers: [{ name: 'only', limit: 1, windowMs: 1000 }] }) });
 const verdict = gk.admit({} as http.IncomingMessage, {} as http.ServerResponse);
 // A promise while a shaper delays the request (docs/defense.md), a thenable while the turn queue holds it.
 const status: number | undefined = verdict !== null && 'then' in verdict ? undefined : verdict?.status;

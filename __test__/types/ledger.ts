@@ -5,11 +5,11 @@ import { LEDGER_HANDLE, ledgerHandle, type LedgerHandle } from '../../lib/ledger
 
 const options: LedgerOptions = {
   tiers: [
-    { name: 'critical', capacity: 2000, refillPerSec: 2000, protected: true },
-    { name: 'standard', capacity: 1000, refillPerSec: 1000, perKey: { capacity: 20, refillPerSec: 5, maxKeys: 50_000, idleTtlMs: 30_000 } },
-    { name: 'background', capacity: 500, refillPerSec: 100, perKey: null },
+    { name: 'critical', limit: 2000, windowMs: 1000, protected: true },
+    { name: 'standard', limit: 1000, windowMs: 1000, perKey: { limit: 20, windowMs: 4000, maxKeys: 50_000, idleTtlMs: 30_000 } },
+    { name: 'background', limit: 500, windowMs: 5000, perKey: null },
   ],
-  perKey: { capacity: 10, refillPerSec: 1 },
+  perKey: { limit: 10, windowMs: 10000 },
 };
 const ledger = new Ledger(options);
 const shared: Ledger = Ledger.shared('api', options);
@@ -38,8 +38,8 @@ const sym: symbol = LEDGER_HANDLE;
 ledger.tryConsume(0, 42);
 // @ts-expect-error options need tiers
 new Ledger({});
-// @ts-expect-error a tier needs refillPerSec
-new Ledger({ tiers: [{ name: 'a', capacity: 1 }] });
+// @ts-expect-error a tier needs windowMs
+new Ledger({ tiers: [{ name: 'a', limit: 1 }] });
 // @ts-expect-error tiers are read-only
 ledger.tiers.push('x');
 

@@ -15,7 +15,7 @@ const registry = {
 };
 const m = metrics({ gatekeeper: gate, queue, lag, registry, waitBuckets: [0.001, 0.01, 0.1, 1, 10] });
 const names: readonly string[] = m.names;
-const leases = new LeaseDriver(new Quota({ limits: [{ name: 'api', algorithm: 'token-bucket', rate: 10, burst: 10 }] }), new MemoryStore());
+const leases = new LeaseDriver(new Quota({ limits: [{ name: 'api', algorithm: 'token-bucket', limit: 10, windowMs: 1000 }] }), new MemoryStore());
 metrics({ leases, registry }).unregister();
 const status = statusRoute({ gatekeeper: gate, queue, lag, path: '/status', recentMs: 5000, maxLagMs: 200 });
 const report: HealthReport = status.check();

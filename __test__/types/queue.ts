@@ -16,8 +16,8 @@ const options: ConcurrencyGateOptions = {
   displace: true,
   codel: { targetMs: 5, intervalMs: 100 },
   lifo: true,
-  onReject: (_req, info) => {
-    const reason: 'queue-full' | 'displaced' | 'queue-timeout' | 'queue-wait' | 'closing' = info.reason;
+  onReject: (info, _req) => {
+    const reason: 'queue-full' | 'displaced' | 'timeout' | 'codel' | 'closing' = info.reason;
     void reason;
   },
 };

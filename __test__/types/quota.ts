@@ -4,7 +4,7 @@ import type { LeaseStore, StoreGrant, StoreRequest, StoreReturn, QuotaDecision }
 
 const quota = new Quota({
   limits: [
-    { name: 'api', rate: 10, burst: 20, fallback: 'closed' },
+    { name: 'api', algorithm: 'token-bucket', limit: 10, windowMs: 1000, burst: 20, fallback: 'closed' },
     { name: 'daily', algorithm: 'fixed-window', limit: 1000, windowMs: 86_400_000, unfunded: 'provisional', provisional: 2 },
   ],
   maxKeys: 10_000,

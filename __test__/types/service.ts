@@ -10,7 +10,7 @@ const c = client('http://127.0.0.1:3000', { timeoutMs: 200, failOpen: false });
 c.check('user-1', { cost: 2 }).then((d: ServiceDecision) => (d.allowed ? d.remaining : d.error?.code));
 http.createServer((req, res) => c.middleware({ key: (r) => String(r.headers['x-api-client']) })(req, res, () => res.end('ok')));
 const store: LeaseStore = new SqliteLeaseStore({ file: '/tmp/leases.sqlite' });
-new LeaseDriver(new Quota({ limits: [{ name: 'api', rate: 10, burst: 20 }] }), store);
+new LeaseDriver(new Quota({ limits: [{ name: 'api', algorithm: 'token-bucket', limit: 10, windowMs: 1000, burst: 20 }] }), store);
 // @ts-expect-error failOpen is a boolean
 client('http://x', { failOpen: 'no' });
 // A framework's own request type, named (docs/service.md): its methods are then typed in `key`.

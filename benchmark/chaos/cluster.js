@@ -140,7 +140,7 @@ const CONTENTION_STORE_TIMEOUT_MS = 20;
 
 async function cpuContention({ rounds }) {
   const redis = await redisServer();
-  const tiers = ['open', 'closed'].map((name) => ({ name, capacity: 1e9, refillPerSec: 1e9 }));
+  const tiers = ['open', 'closed'].map((name) => ({ name, limit: 1e9, windowMs: 1000 }));
   const perKey = { algorithm: 'fixed-window', limit: 100, windowMs: 3_600_000 };
   const cfg = { url: redis.url, tiers, cluster: { storeTimeoutMs: CONTENTION_STORE_TIMEOUT_MS, tiers: { open: { fallback: 'open', perKey }, closed: { fallback: 'closed', perKey } } } };
   let nodes = [];

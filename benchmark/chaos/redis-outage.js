@@ -99,7 +99,7 @@ async function banDuringOutage(redis, nodes, fault, extra) {
 
 async function bansWhileRedisAway() {
   const redis = await redisServer();
-  const cfg = { url: redis.url, cluster: { storeTimeoutMs: 200, limits: [{ name: 'unused', rate: 1, burst: 1 }] } };
+  const cfg = { url: redis.url, cluster: { storeTimeoutMs: 200, limits: [{ name: 'unused', algorithm: 'token-bucket', limit: 1, windowMs: 1000 }] } };
   let nodes = [];
   try {
     nodes = await startNodes(2, cfg);
@@ -152,7 +152,7 @@ async function redisOutage(fault, { smoke }) {
   const faultMs = 2500;
   const loadMs = faultAtMs + faultMs + (smoke ? 1000 : 2000);
   const redis = await redisServer();
-  const cfg = { url: redis.url, tiers: [...TIER_NAMES, 'exact'].map((name) => ({ name, capacity: 1e9, refillPerSec: 1e9 })), cluster: OUTAGE_CLUSTER };
+  const cfg = { url: redis.url, tiers: [...TIER_NAMES, 'exact'].map((name) => ({ name, limit: 1e9, windowMs: 1000 })), cluster: OUTAGE_CLUSTER };
   let nodes = [];
   let stopped = false;
   try {

@@ -8,7 +8,7 @@
 const express = require('express');
 const cfg = JSON.parse(process.env.TG_BENCH_CLUSTER);
 
-const TIERS = [{ name: 'api', capacity: 1e9, refillPerSec: 1e9 }];
+const TIERS = [{ name: 'api', limit: 1e9, windowMs: 1000 }];
 const keyOf = (req) => req.headers['x-key'] || 'anonymous';
 let stats = () => null;
 let redis = null;
@@ -19,7 +19,7 @@ function limiter() {
   if (kind === 'tiergate-memory') {
     const { gatekeeper } = require('../..');
     // A window of `limit` per `windowMs` as a bucket that refills it over the window (no cluster).
-    return gatekeeper({ tiers: TIERS, perKey: { capacity: limit, refillPerSec: limit / (windowMs / 1000) }, key: keyOf, shed: false });
+    return gatekeeper({ tiers: TIERS, perKey: { limit, windowMs }, key: keyOf, shed: false });
   }
   const Redis = require('ioredis');
   redis = new Redis(cfg.redisUrl, { maxRetriesPerRequest: 1 });

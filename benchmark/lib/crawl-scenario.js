@@ -45,7 +45,7 @@ const DEFAULTS = Object.freeze({
 /** The global limit only: one tier whose pool refills at `global` x C (a burst of 0.2 s of it). */
 function globalLimit(cap, s) {
   const rate = Math.round(s.global * cap);
-  return { tiers: [{ name: 'standard', capacity: Math.max(10, Math.round(0.2 * rate)), refillPerSec: rate }], trustProxy: 1, shed: false };
+  return { tiers: [{ name: 'standard', limit: rate, windowMs: 1000, burst: Math.max(10, Math.round(0.2 * rate)) }], trustProxy: 1, shed: false };
 }
 
 /** The global limit plus per-IP and per-/24 limits and the ban rule. */

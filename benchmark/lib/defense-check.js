@@ -12,7 +12,7 @@ const { POLICY } = require('./defense-policy');
 const TIGHT = Object.freeze({
   ...POLICY,
   ip: { limit: 3, windowMs: 1000 },
-  user: { capacity: 5, refillPerSec: 0.001, windowMs: 60_000 },
+  user: { limit: 1, windowMs: 1_000_000, burst: 5 },
   bans: { ...POLICY.bans, strikes: 3 },
 });
 
@@ -41,7 +41,7 @@ async function checkComposition(build) {
   await new Promise((r) => setTimeout(r, TIGHT.ip.windowMs + 150));
   expect('address A after the window (banned)', await send(chain, spec('198.51.100.10', fresh())), false);
   expect('address B after the window', await send(chain, spec('198.51.100.20', fresh())), true);
-  for (let i = 0; i < TIGHT.user.capacity; i++) expect(`user H, request ${i + 1}`, await send(chain, spec(`198.51.100.${100 + i}`, 'heavy')), true);
+  for (let i = 0; i < TIGHT.user.burst; i++) expect(`user H, request ${i + 1}`, await send(chain, spec(`198.51.100.${100 + i}`, 'heavy')), true);
   expect('user H over its quota', await send(chain, spec('198.51.100.200', 'heavy')), false);
   return failed;
 }

@@ -54,9 +54,9 @@ function tiergateTiers(p, perKey) {
   return p.tiers.map((name, i) => ({
     name,
     ...(i === 0 ? { protected: true } : {}),
-    capacity: 1e9,
-    refillPerSec: 1e9,
-    ...(perKey ? { perKey: { capacity: p.user.capacity * p.tierScale[name], refillPerSec: p.user.refillPerSec * p.tierScale[name], maxKeys: 100_000 } } : {}),
+    limit: 1e9,
+    windowMs: 1000,
+    ...(perKey ? { perKey: { limit: p.user.limit * p.tierScale[name], windowMs: p.user.windowMs, burst: p.user.burst * p.tierScale[name], maxKeys: 100_000 } } : {}),
   }));
 }
 
@@ -173,7 +173,7 @@ function erlChain(p = POLICY) {
   const perUser = rateLimit({
     ...common,
     windowMs: p.user.windowMs,
-    limit: (req) => p.user.capacity * p.tierScale[tierOf(req, p)],
+    limit: (req) => p.user.burst * p.tierScale[tierOf(req, p)],
     keyGenerator: (req) => {
       const u = req.headers[p.userHeader];
       return typeof u === 'string' && u !== '' ? `u:${u}` : ipKey(req);
@@ -194,7 +194,7 @@ function rlfChain(p = POLICY) {
   });
   const perUser = {};
   for (const t of p.tiers) {
-    perUser[t] = new RateLimiterMemory({ keyPrefix: `user-${t}`, points: p.user.capacity * p.tierScale[t], duration: p.user.windowMs / 1000 });
+    perUser[t] = new RateLimiterMemory({ keyPrefix: `user-${t}`, points: p.user.burst * p.tierScale[t], duration: p.user.windowMs / 1000 });
   }
   const answer = (res, next, rej) => {
     if (rej instanceof Error) return next(rej);

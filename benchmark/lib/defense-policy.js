@@ -45,9 +45,9 @@ const POLICY = Object.freeze({
   deny: Object.freeze(denyList()),
   // Per IP: an exact sliding window (peers without one use what they have: a fixed window).
   ip: Object.freeze({ limit: 600, windowMs: 60_000 }),
-  // Per user (the `x-user-id` header): a token bucket of `capacity`, refilled at `refillPerSec`;
-  // peers without a bucket use a fixed window of `capacity` per `windowMs`.
-  user: Object.freeze({ capacity: 100_000, refillPerSec: 1_000, windowMs: 60_000 }),
+  // Per user (the `x-user-id` header): a token bucket of `limit` per `windowMs` (1,000/s) holding
+  // `burst`; peers without a bucket use a fixed window of `burst` per `windowMs`.
+  user: Object.freeze({ limit: 60_000, windowMs: 60_000, burst: 100_000 }),
   // The user's quota by tier (peers: the per-user limit picks its number by tier).
   tiers: Object.freeze(['critical', 'standard', 'background']),
   tierScale: Object.freeze({ critical: 4, standard: 2, background: 1 }),

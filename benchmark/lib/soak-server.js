@@ -34,14 +34,14 @@ process.on('unhandledRejection', (err) => keep('unhandled', err));
 // The key flood's tiers: one bucket per x-api-key value, a few requests each, slow refill; the cap on
 // keys (and idle eviction) is what keeps millions of distinct keys from growing memory. 'partner' is
 // protected, so its keys reach the per-key buckets even while the shed controller sheds 'api'.
-const PER_KEY = { capacity: 3, refillPerSec: 0.05, maxKeys: cfg.maxKeys || 50000, idleTtlMs: 30000 };
+const PER_KEY = { limit: 3, windowMs: 60000, maxKeys: cfg.maxKeys || 50000, idleTtlMs: 30000 };
 const TIERS = [
-  { name: 'critical', protected: true, capacity: 5000, refillPerSec: 5000 },
-  { name: 'partner', protected: true, capacity: 20000, refillPerSec: 20000, perKey: PER_KEY },
-  { name: 'standard', capacity: 2000, refillPerSec: 2000 },
-  { name: 'api', capacity: 20000, refillPerSec: 20000, perKey: PER_KEY },
+  { name: 'critical', protected: true, limit: 5000, windowMs: 1000 },
+  { name: 'partner', protected: true, limit: 20000, windowMs: 1000, perKey: PER_KEY },
+  { name: 'standard', limit: 2000, windowMs: 1000 },
+  { name: 'api', limit: 20000, windowMs: 1000, perKey: PER_KEY },
   // A small pool, so surges also meet 'tier-full' 503s.
-  { name: 'background', capacity: 200, refillPerSec: 150 },
+  { name: 'background', limit: 150, windowMs: 1000, burst: 200 },
 ];
 const ROUTES = [
   { path: '/api', tier: 'api' },
@@ -185,7 +185,7 @@ function gateFigures() {
   return {
     inFlight: s.inFlight, queued: s.queued, peakInFlight: s.peakInFlight, peakQueued: s.peakQueued,
     admitted: s.admitted, admittedFromQueue: s.admittedFromQueue, released: s.released, rejected: s.rejected,
-    displaced: s.displaced, timedOut: s.timedOut, abandoned: s.abandoned,
+    displaced: s.displaced, timeout: s.timeout, codel: s.codel, abandoned: s.abandoned,
   };
 }
 

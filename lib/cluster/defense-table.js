@@ -6,8 +6,8 @@
 // process ends a ban by its own clock, and what it evicts is its own memory bound.
 
 /**
- * What `bans.remove` takes for a lifted target: a CIDR ban as it is; a client key as an address in it
- * (an IPv6 client is keyed by its prefix, `2001:db8::/56`, which remove() would read as a CIDR ban).
+ * What `bans.lift` takes for a lifted target: a CIDR ban as it is; a client key as an address in it
+ * (an IPv6 client is keyed by its prefix, `2001:db8::/56`, which lift() would read as a CIDR ban).
  */
 function addressOf(e) {
   if (e.cidr === true) return e.target;
@@ -36,11 +36,11 @@ class DefenseTable {
   }
 
   ban(target, { durationMs = null, reason = 'operator' } = {}) {
-    this.#d.bans.add(target, durationMs === null ? { reason } : { durationMs, reason });
+    this.#d.bans.ban(target, { durationMs, reason });
   }
 
   lift(target) {
-    this.#d.bans.remove(target);
+    this.#d.bans.lift(target);
   }
 
   setLists(lists) {
@@ -58,7 +58,7 @@ class DefenseTable {
     } else if (e.op === 'lift') {
       const target = addressOf(e);
       const b = this.#d.bans.get(target);
-      if (b === null || !(b.since > e.before)) this.#d.bans.remove(target);
+      if (b === null || !(b.since > e.before)) this.#d.bans.lift(target);
     }
     else this.#d.setLists({ allow: e.allow, deny: e.deny });
   }

@@ -3,11 +3,14 @@ import type { LeaseDriver, LeaseDriverStats, LeaseStore, Quota, QuotaCode, Quota
 /** A limit without its name: the tier names it. */
 export type ClusterTierLimit = QuotaLimitOptions extends infer L ? (L extends QuotaLimitOptions ? Omit<L, 'name'> : never) : never;
 
+/** A tier's limit: a token bucket unless its `algorithm` says otherwise (as the local tier buckets). */
+export type ClusterTierBucket = Omit<ClusterTierLimit, 'algorithm'> & { algorithm?: 'token-bucket' | 'fixed-window' | 'sliding-window'; burst?: number };
+
 export interface ClusterTierOptions {
   /** A cluster-wide limit per key (the gatekeeper's key: IP, header or function). */
-  perKey?: ClusterTierLimit;
+  perKey?: ClusterTierBucket;
   /** A cluster-wide budget for the whole tier. */
-  budget?: ClusterTierLimit;
+  budget?: ClusterTierBucket;
   /** While Redis does not answer: 'open' (the last leases, then a safe share) or 'closed' (refuse). Default `options.fallback`. */
   fallback?: 'open' | 'closed';
 }

@@ -59,7 +59,8 @@ function normalize(options) {
         if (!isObject(t[field])) throw new TypeError(`${at}.${field} must be an object (a limit without name), got ${typeName(t[field])}`);
         if (t[field].name !== undefined) throw new TypeError(`${at}.${field}.name is given by the tier; leave it out`);
         ids[suffix] = limits.length;
-        limits.push(common({ name: `tier:${name}:${suffix}`, ...t[field] }, tf));
+        // A tier's limits are token buckets unless they say otherwise, as the local tier buckets are.
+        limits.push(common({ name: `tier:${name}:${suffix}`, algorithm: 'token-bucket', ...t[field] }, tf));
       }
       tiers.set(name, ids);
     }
@@ -162,15 +163,15 @@ class Cluster {
    * The gatekeeper's cluster step for an admitted request of `tier` (a name) and `key` (or undefined):
    * the ban cache (unless the defense holds the bans: it refused banned clients already), then the
    * gatekeeper's cluster limits that apply (`named`: lib/defense's clusterStep, or null), then the tier's per-key limit, then its budget. null: admit; else `{ code, limit:
-   * 'ban' | 'named' | 'key' | 'budget', retryAfterMs }` (code BANNED, or a quota refusal code; 'named'
-   * with `index` and `name`), or a Promise of
+   * 'ban' | 'named' | 'key' | 'budget', retryAfterMs, quota }` (code BANNED, or a quota refusal code; 'named'
+   * with `index` and `name`; `quota`: the refusing limit's `limit`), or a Promise of
    * either when a key waits for its first lease.
    */
   gate(tier, key, cost, named) {
     const cache = this.#cache;
     if (cache !== null && key !== undefined) {
       const b = cache.get(key);
-      if (b !== null) return { code: BANNED, limit: 'ban', reason: 'BANNED', retryAfterMs: b.until - Date.now(), capacity: 0 };
+      if (b !== null) return { code: BANNED, limit: 'ban', reason: 'BANNED', retryAfterMs: b.until - Date.now(), quota: 0 };
     }
     if (named !== undefined && named !== null && named.any) return this.#named(named, 0, tier, key, cost);
     return this.#tierSteps(tier, key, cost);
@@ -196,7 +197,7 @@ class Cluster {
 
   #namedRefusal(id, index, code, retryAfterMs) {
     const spec = this.#driver.quota.limits[id];
-    return { code, limit: 'named', index, name: spec.name, reason: CODE_NAMES[code], retryAfterMs, capacity: spec.algorithm === 'token-bucket' ? spec.burst : spec.limit };
+    return { code, limit: 'named', index, name: spec.name, reason: CODE_NAMES[code], retryAfterMs, quota: spec.limit };
   }
 
   #tierSteps(tier, key, cost) {
@@ -216,7 +217,7 @@ class Cluster {
   #next(t, code, retryAfterMs, cost, which) {
     if (code >= NEED_LEASE) {
       const spec = this.#driver.quota.limits[which === 'key' ? t.key : t.budget];
-      return { code, limit: which, reason: CODE_NAMES[code], retryAfterMs, capacity: spec.algorithm === 'token-bucket' ? spec.burst : spec.limit };
+      return { code, limit: which, reason: CODE_NAMES[code], retryAfterMs, quota: spec.limit };
     }
     if (which === 'key' && t.budget >= 0) return this.#step(t, t.budget, '', cost, 'budget');
     return null;

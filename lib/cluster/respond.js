@@ -24,7 +24,7 @@ function clusterRejection(responder, d, tier, tierName) {
     return { status: 403, headers: { 'content-type': PROBLEM_TYPE, 'content-length': String(Buffer.byteLength(body)), 'cache-control': 'no-store' }, body };
   }
   const keyed = d.limit === 'key' && (d.code === QUOTA_CODE.EXHAUSTED || d.code === QUOTA_CODE.SHARE || d.code === QUOTA_CODE.WAITED);
-  if (keyed) return responder.rateLimited(tier, 0, d.capacity, d.retryAfterMs, d.retryAfterMs);
+  if (keyed) return responder.rateLimited(tier, 0, d.retryAfterMs, d.retryAfterMs);
   return responder.tierFull(tier, d.retryAfterMs);
 }
 

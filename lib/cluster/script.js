@@ -152,7 +152,8 @@ const ALG = Object.freeze({ 'token-bucket': 'b', 'fixed-window': 'f', 'sliding-w
 /** ARGV[2..4] for a limit spec. */
 function limitArgs(spec) {
   const code = ALG[spec.algorithm];
-  return code === 'b' ? [code, spec.rate, spec.burst] : [code, spec.limit, spec.windowMs];
+  // The script's bucket refills in tokens per second (the spec says limit per windowMs).
+  return code === 'b' ? [code, (spec.limit * 1000) / spec.windowMs, spec.burst] : [code, spec.limit, spec.windowMs];
 }
 
 module.exports = { LUA, limitArgs };

@@ -41,7 +41,7 @@ const SECTIONS = {
     const raw = {};
     for (const [name, t] of Object.entries(s.tiers)) {
       const p = prev && prev.raw.queue ? prev.raw.queue[name] : undefined;
-      const refused = t.rejected + t.displaced + t.timedOut;
+      const refused = t.rejected + t.displaced + t.timeout + t.codel;
       raw[name] = { admitted: t.admitted, refused };
       tiers[name] = { queued: t.queued, dispatched: rate(t.admitted, p && p.admitted, dt), refused: rate(refused, p && p.refused, dt), waitP99Ms: t.waitMs.p99, waitMaxMs: t.waitMs.max };
     }

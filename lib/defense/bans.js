@@ -17,7 +17,7 @@ const BAN_CHANNEL = 'tiergate:ban';
 const banChannel = diagnostics.channel(BAN_CHANNEL);
 /** How often expired bans are swept and reported while any ban is held. */
 const SWEEP_MS = 5000;
-const ADD_FIELDS = new Set(['durationMs', 'reason']);
+const BAN_FIELDS = new Set(['durationMs', 'reason']);
 const LIST_FIELDS = new Set(['allow', 'deny']);
 const RECORD_FIELDS = new Set(['target', 'cidr', 'reason', 'source', 'offense', 'since', 'until']);
 
@@ -86,7 +86,7 @@ class BanEvents {
   }
 }
 
-/** `gate.defense.bans`: list, get, add, remove, export, import. */
+/** `gate.defense.bans`: list, get, ban, lift, export, import (cluster mode's `bans` has the same ban/lift). */
 class Bans {
   #handle;
   #events;
@@ -107,21 +107,22 @@ class Bans {
   }
 
   /**
-   * Bans an address or a CIDR prefix for `durationMs` (omitted: permanent, until removed). Returns
-   * the ban as held (a longer ban already there is kept).
+   * Bans an address or a CIDR prefix for `durationMs` (omitted or null: permanent, until lifted).
+   * Returns the ban as held (a longer ban already there is kept).
    */
-  add(target, { durationMs, reason = 'operator' } = {}) {
-    const at = 'bans.add';
+  ban(target, { durationMs, reason = 'operator' } = {}) {
+    const at = 'bans.ban';
     const opts = arguments[1];
     if (opts !== undefined) {
       if (!isObject(opts)) throw codedError(TypeError, CODES.INVALID_ARGUMENT, `${at}: options must be an object { durationMs?, reason? }, got ${typeName(opts)}`);
       try {
-        onlyKnown(opts, ADD_FIELDS, `${at}: options`);
+        onlyKnown(opts, BAN_FIELDS, `${at}: options`);
       } catch (err) {
         throw withCode(err, CODES.INVALID_ARGUMENT);
       }
     }
     targetArg(target, at);
+    if (durationMs === null) durationMs = undefined; // as cluster mode's bans.ban takes it
     if (durationMs !== undefined) call(() => finite(durationMs, `${at}: durationMs`, { min: 0, exclusiveMin: true, max: 1e12 }), at);
     if (typeof reason !== 'string' || reason.length > 256) throw codedError(TypeError, CODES.INVALID_ARGUMENT, `${at}: reason must be a string of at most 256 characters`);
     let events;
@@ -136,8 +137,8 @@ class Bans {
   }
 
   /** Lifts the ban on `target` (and, for an address, forgets its strikes). True if there was one. */
-  remove(target) {
-    const events = call(() => this.#handle.lift(targetArg(target, 'bans.remove')), 'bans.remove');
+  lift(target) {
+    const events = call(() => this.#handle.lift(targetArg(target, 'bans.lift')), 'bans.lift');
     this.#events.publish(events);
     return events.some((e) => e.kind === 'lifted');
   }

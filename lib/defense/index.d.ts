@@ -118,7 +118,7 @@ export interface ChallengeOptions {
   header?: string | false;
   /** Default 'tiergate_pass'; false: not read. */
   cookie?: string | false;
-  respond?: (req: IncomingMessage, info: ChallengeInfo) => { status: number; headers?: Record<string, string>; body?: string | Uint8Array | object | null } | undefined;
+  respond?: (info: ChallengeInfo, req: IncomingMessage) => { status: number; headers?: Record<string, string>; body?: string | Uint8Array | object | null } | undefined;
 }
 
 export interface Ban {
@@ -176,9 +176,10 @@ export interface FairShareOptions {
 export interface Bans {
   list(): Ban[];
   get(target: string): Ban | null;
-  /** Without durationMs: permanent. */
-  add(target: string, options?: { durationMs?: number; reason?: string }): Ban | null;
-  remove(target: string): boolean;
+  /** Without durationMs (or null): permanent, until lifted. The same pair as cluster mode's `bans`. */
+  ban(target: string, options?: { durationMs?: number | null; reason?: string }): Ban | null;
+  /** True if there was a ban to lift. */
+  lift(target: string): boolean;
   export(): Ban[];
   import(records: Ban[]): { applied: number; skipped: number; refused: number };
 }
@@ -251,7 +252,7 @@ export interface Defense {
   stats(): DefenseStats;
 }
 
-/** `req.rateLimit`: the tightest limit that applied. */
+/** `req.rateLimit`: the tightest limit that applied (a named limit, or the tier's per-key quota). */
 export interface RateLimitInfo {
   name: string;
   limit: number;

@@ -301,11 +301,11 @@ class Defense {
    * The 429 for cluster limit `i` refused by the cluster (`retryAfterMs`), counted as a refusal and
    * as a rate-limit strike against the client (the ban rules see it as a local limit's refusal).
    */
-  clusterRefusal(i, retryAfterMs, ip, capacity) {
+  clusterRefusal(i, retryAfterMs, ip, quota) {
     this.#clusterRefused[i]++;
     if (typeof ip === 'string') this.#events.publish(this.#handle.report(ip, 'rate-limited'));
     const name = this.#clusterLimits[i].name;
-    const info = { verdict: 'rate-limited', status: 429, key: ip, limitName: name, limit: capacity, remaining: 0, retryAfterMs, resetMs: retryAfterMs, banned: null };
+    const info = { verdict: 'rate-limited', status: 429, key: ip, limitName: name, limit: quota, remaining: 0, retryAfterMs, resetMs: retryAfterMs, banned: null };
     return { verdict: 'rate-limited', info, rejection: this.#responder.rateLimited(this.#limits.length + i, retryAfterMs) };
   }
 
@@ -463,7 +463,7 @@ class Defense {
     if (c.respond !== null) {
       let custom;
       try {
-        custom = c.respond(req, info);
+        custom = c.respond(info, req); // info first, as every hook
       } catch (err) {
         this.#warn('challenge.respond', err);
       }

@@ -11,6 +11,7 @@ const { compileScope, compileMethods } = require('../adapters/route-rules');
 const { compileBy } = require('./keys');
 const { compileOutcome } = require('./outcome');
 const { secretBuffer } = require('../gatekeeper/tier-header');
+const { limitNumbers } = require('../limit-options');
 
 const { banDefaults: BAN_DEFAULTS, fairShareDefaults: FAIR_DEFAULTS, algorithms: ALGORITHMS, strikeKinds: STRIKE_KINDS, maxLimits: MAX_LIMITS } = native.defenseConstants();
 
@@ -106,13 +107,16 @@ function compileLimit(l, i, tierIds, ipPrefixes) {
     return compileClusterLimit(l, at, tierIds, ipPrefixes);
   }
   const algorithm = l.algorithm === undefined ? 'fixed-window' : l.algorithm;
-  if (!ALGORITHMS.includes(algorithm)) throw new RangeError(`${at}.algorithm must be one of ${ALGORITHMS.map((a) => `'${a}'`).join(', ')}, got ${JSON.stringify(algorithm)}`);
   const limitFn = typeof l.limit === 'function' ? l.limit : null;
-  if (limitFn !== null && algorithm === 'sliding-window') throw new TypeError(`${at}.limit: a function limit is not available with 'sliding-window' (its memory is sized by the limit); use 'sliding-counter'`);
-  if (limitFn !== null && l.burst !== undefined) throw new TypeError(`${at}.burst: a function limit sets the burst too (it is the limit); leave burst out`);
-  if (limitFn === null && typeof l.limit !== 'number') throw new TypeError(`${at}.limit must be a number or a function (req) => number, got ${typeName(l.limit)}`);
-  if (typeof l.windowMs !== 'number') throw new TypeError(`${at}.windowMs must be a number, got ${typeName(l.windowMs)}`);
-  for (const k of ['burst', 'maxDelayMs', 'maxKeys']) {
+  if (limitFn !== null) {
+    if (algorithm === 'sliding-window') throw new TypeError(`${at}.limit: a function limit is not available with 'sliding-window' (its memory is sized by the limit); use 'sliding-counter'`);
+    if (l.burst !== undefined) throw new TypeError(`${at}.burst: a function limit sets the burst too (it is the limit); leave burst out`);
+    limitNumbers({ ...l, limit: 1 }, at, algorithm, ALGORITHMS); // the rest of the one check; the function's values are checked per request
+  } else {
+    if (typeof l.limit !== 'number') throw new TypeError(`${at}.limit must be a number or a function (req) => number, got ${typeName(l.limit)}`);
+    limitNumbers(l, at, algorithm, ALGORITHMS); // the one check of limit, windowMs and burst (lib/limit-options.js)
+  }
+  for (const k of ['maxDelayMs', 'maxKeys']) {
     if (l[k] !== undefined && typeof l[k] !== 'number') throw new TypeError(`${at}.${k} must be a number, got ${typeName(l[k])}`);
   }
   const by = compileBy(l.by, `${at}.by`, ipPrefixes);

@@ -134,7 +134,11 @@ export interface GatekeeperOptions extends DefenseOptions {
   tiers?: TierOptions[];
   /** Use this ledger (e.g. `Ledger.shared(...)`) instead of building one from `tiers`. */
   ledger?: Ledger;
-  /** Per-key quota for every tier that does not set its own. */
+  /**
+   * Per-key quota for every tier that does not set its own: a token bucket per client key, named
+   * after its tier. It behaves as a named limit does: it sets `req.rateLimit` on admitted requests
+   * and answers with the same rate-limit fields (`"<tier>";q=<limit>;w=<windowMs in s>`).
+   */
   perKey?: PerKeyOptions;
   /** Header carrying the tier (a plain name or a signed token), or false. Default 'x-user-tier'. */
   tierHeader?: string | false;
@@ -155,11 +159,11 @@ export interface GatekeeperOptions extends DefenseOptions {
   ipv6Prefix?: number;
   /** IPv4 clients are keyed by this prefix. Default 32. */
   ipv4Prefix?: number;
-  /** Tokens each request costs. Default 1; at most every tier's capacity and per-key capacity. */
+  /** Tokens each request costs. Default 1; at most every tier's `burst` and per-key `burst`. */
   cost?: number;
   /** The shed controller, or false for no load shedding (quotas only). */
   shed?: ShedOptions | false;
-  /** Rate-limit fields on 429s. Default 'draft'. */
+  /** Rate-limit fields on 429s (named limits and per-key quotas alike). Default 'draft'. */
   rateLimitHeaders?: 'draft' | 'draft-6' | 'draft-7' | 'draft-8' | 'legacy' | 'both' | false;
   /** Also send the rate-limit fields on admitted responses that have a per-key quota. Default false. */
   rateLimitHeadersOnSuccess?: boolean;

@@ -10,7 +10,7 @@
 // and the key's bucket, and returns a verdict; the details land in a preallocated Float64Array.
 const diagnostics = require('node:diagnostics_channel');
 const native = require('../native');
-const { Ledger, ledgerHandle } = require('../ledger');
+const { Ledger, ledgerHandle, ledgerConfig, bucketWords } = require('../ledger');
 const { MAX_TICKS_PER_WINDOW } = require('../lag'); // also registers this thread's heap source for the native sampler
 const { expressMiddleware, httpHandler, fastifyPlugin } = require('../adapters');
 const { koaMiddleware } = require('../adapters/koa');
@@ -18,7 +18,7 @@ const { compileRoutes, compileRouteConfig, matchRoute } = require('../adapters/r
 const { checkTrustProxy, clientIp, headersTruncated } = require('../adapters/client');
 const { compileKey, usableKey } = require('./key');
 const { TierHeader, TIER_NAME, TIER_NAME_RULE, checkTierName, tierHeaderOption, tierSecretOption, secretBuffer } = require('./tier-header');
-const { Defense, compileDefense, DEFENSE_OPTIONS, BAN_CHANNEL, CLUSTER_STEP } = require('../defense');
+const { Defense, compileDefense, DEFENSE_OPTIONS, BAN_CHANNEL, CLUSTER_STEP, RateLimitInfo } = require('../defense');
 const { MODES: RATE_LIMIT_HEADER_MODES } = require('../defense/headers');
 const { DIALECTS } = require('../adapters/routing');
 const { Responder } = require('./respond');
@@ -48,11 +48,11 @@ const decisionChannel = diagnostics.channel(DECISION_CHANNEL);
 // The default tiers' budgets: no practical cap (a billion requests per second and tier), so that
 // `gatekeeper()` refuses nothing on a healthy loop; under overload their refill scales shed them
 // tier by tier (a scale of 0 refuses at once), and the turn budget trims what the loop cannot run.
-const UNBOUNDED_RATE = 1e9;
+const UNBOUNDED = Object.freeze({ limit: 1e9, windowMs: 1000 });
 const DEFAULT_TIERS = Object.freeze([
-  Object.freeze({ name: 'critical', protected: true, capacity: UNBOUNDED_RATE, refillPerSec: UNBOUNDED_RATE }),
-  Object.freeze({ name: 'standard', capacity: UNBOUNDED_RATE, refillPerSec: UNBOUNDED_RATE }),
-  Object.freeze({ name: 'background', capacity: UNBOUNDED_RATE, refillPerSec: UNBOUNDED_RATE }),
+  Object.freeze({ name: 'critical', protected: true, ...UNBOUNDED }),
+  Object.freeze({ name: 'standard', ...UNBOUNDED }),
+  Object.freeze({ name: 'background', ...UNBOUNDED }),
 ]);
 
 /** With the default tiers, after the given route rules: health probes are never shed. */
@@ -274,22 +274,30 @@ class Gatekeeper {
         concurrency: o.concurrency === null ? undefined : o.concurrency,
       }, s); // the shed options go as they are: src/node/gate.rs reads them by name
     } catch (err) {
-      if (err && err.code === 'InvalidArg') throw new RangeError(`gatekeeper: ${err.message}`, { cause: err });
+      // The ledger's native units in its message (`cost 3 exceeds tiers[0].perKey.capacity 2`): a
+      // bucket's capacity is its `burst` as the options say it.
+      if (err && err.code === 'InvalidArg') throw new RangeError(`gatekeeper: ${err.message.replace(/(tiers\[\d+\](?:\.perKey)?)\.capacity\b/g, '$1.burst')}`, { cause: err });
       throw err;
     }
     const bound = {};
     this.#handle.bind(bound);
     this.#decide = bound.decide;
     this.#result = bound.result;
-    // Per tier, the per-key quota { capacity, refillPerSec } or null, as the ledger holds it.
-    o.perKeyByTier = this.#handle.perKeyQuotas().map((q) => (q.capacity > 0 ? q : null));
+    // Per tier, the per-key quota { limit, windowMs, burst } or null: as configured, or (a shared
+    // ledger attached without options) the equivalent of the ledger's native units.
+    const config = ledgerConfig(o.ledger);
+    o.perKeyByTier = this.#handle.perKeyQuotas().map((q, i) => {
+      if (!(q.capacity > 0)) return null;
+      return config !== null ? config[i].perKey : bucketWords(q);
+    });
     this.#responder = new Responder(o.names, o.perKeyByTier, {
       headers: o.rateLimitHeaders,
       retryMinSec: o.retryAfter.minSec,
       retryMaxSec: o.retryAfter.maxSec,
       shedStatus: o.shedStatus,
     });
-    this.#observe = o.onDecision !== null || o.rateLimitHeadersOnSuccess;
+    // A per-key quota sets req.rateLimit on every keyed admit, as a named limit does.
+    this.#observe = o.onDecision !== null || o.rateLimitHeadersOnSuccess || o.perKeyByTier.some(Boolean);
     if (o.concurrency !== null) {
       this.#slots = new Slots(this.#handle, o.names.length, o.concurrency, {
         shed: (w, waitedMs, why) => this.#slotShed(w, waitedMs, why),
@@ -565,7 +573,7 @@ class Gatekeeper {
     const o = this.#o;
     if (d.limit === 'named') {
       const ip = clientIp(req, o.trustProxy, headersTruncated(req));
-      const out = this.#defense.clusterRefusal(d.index, d.retryAfterMs, ip, d.capacity);
+      const out = this.#defense.clusterRefusal(d.index, d.retryAfterMs, ip, d.quota);
       out.info.cause = 'cluster';
       out.info.cluster = { limit: d.name, reason: d.reason };
       return this.#refusedByDefense(out, req, tier, given);
@@ -580,7 +588,7 @@ class Gatekeeper {
         tierSource: given !== null ? given : SOURCES[r[R.SOURCE]],
         key,
         remaining: 0,
-        limit: d.capacity,
+        limit: d.quota,
         retryAfterMs: d.retryAfterMs,
         resetMs: d.retryAfterMs,
         refillScale: r[R.SCALE],
@@ -619,15 +627,23 @@ class Gatekeeper {
       };
     }
     if (verdict === 0) {
-      if (o.rateLimitHeadersOnSuccess && key !== undefined && o.perKeyByTier[tier] && !res.headersSent) {
-        const h = this.#responder.quotaHeaders({}, tier, r[R.REMAINING], r[R.LIMIT], r[R.RESET_MS]);
-        for (const name in h) res.setHeader(name, h[name]);
+      const pk = key !== undefined ? o.perKeyByTier[tier] : null;
+      if (pk) {
+        // req.rateLimit: the tightest quota that applied (a named limit's, or this one).
+        const remaining = r[R.REMAINING];
+        if (!(req.rateLimit instanceof RateLimitInfo) || remaining < req.rateLimit.remaining) {
+          req.rateLimit = new RateLimitInfo(o.names[tier], this.#responder.perKeyQuota(tier).quota, remaining, r[R.RESET_MS]);
+        }
+        if (o.rateLimitHeadersOnSuccess && !res.headersSent) {
+          const h = this.#responder.quotaHeaders({}, tier, remaining, r[R.RESET_MS]);
+          for (const name in h) res.setHeader(name, h[name]);
+        }
       }
       this.#emit(info, req, null);
       return null;
     }
     let rejection;
-    if (verdict === VERDICT.RATE_LIMITED) rejection = this.#responder.rateLimited(tier, r[R.REMAINING], r[R.LIMIT], r[R.RETRY_AFTER_MS], r[R.RESET_MS]);
+    if (verdict === VERDICT.RATE_LIMITED) rejection = this.#responder.rateLimited(tier, r[R.REMAINING], r[R.RETRY_AFTER_MS], r[R.RESET_MS]);
     else if (verdict === VERDICT.TIER_FULL) rejection = this.#responder.tierFull(tier, r[R.RETRY_AFTER_MS]);
     else rejection = this.#responder.shed(tier);
     if (o.respond !== null) rejection = this.#respond(info, req, rejection);

@@ -2,16 +2,10 @@
 // Rejection responses of the gatekeeper: 503 for load shedding (jittered Retry-After), 429 for a
 // per-key quota (Retry-After plus rate-limit fields), bodies as RFC 9457 problem documents.
 //
-// Rate-limit fields:
-//  - 'draft': the IETF httpapi draft (draft-ietf-httpapi-ratelimit-headers-08 and later) —
-//      RateLimit-Policy: "<tier>";q=<quota>;w=<window seconds>
-//      RateLimit: "<tier>";r=<remaining>;t=<seconds until the quota is fully restored>
-//    A token bucket has no fixed window; `w` is the time it takes to refill from empty
-//    (capacity / refillPerSec, rounded up), `q` its capacity.
-//  - 'legacy': X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset (Unix time in seconds at
-//    which the bucket is full again, as GitHub and most APIs send it).
-//  - 'both', or false for none.
+// Rate-limit fields of a per-key quota: the same as a named limit's (lib/defense/headers.js), the
+// quota named after its tier: `q` its `limit`, `w` its `windowMs` in seconds (rounded up).
 const { MAX_RETRY_AFTER_SEC } = require('../options');
+const { LimitHeaders } = require('../defense/headers');
 
 const PROBLEM_TYPE = 'application/problem+json';
 
@@ -44,34 +38,32 @@ function problemBody(kind, tier, shedStatus = 503) {
   return JSON.stringify(doc);
 }
 
-/** A structured-field integer (RFC 8941: at most 15 digits), never `2.5` or `1e+21`. */
-const SF_INTEGER_MAX = 999_999_999_999_999;
-function sfInteger(n) {
-  return String(Math.min(SF_INTEGER_MAX, Math.max(0, Math.floor(n))));
-}
-
 function seconds(ms) {
   // Whole seconds, at least 1 (Retry-After 0 invites an immediate retry), capped at a day.
   if (!(ms > 0)) return 1;
   return Math.min(MAX_RETRY_AFTER_SEC, Math.max(1, Math.ceil(ms / 1000)));
 }
 
+/**
+ * A per-key quota as a rate-limit policy: `limit` per `windowMs`; a fixed allowance (limit 0) has no
+ * window, so its `burst` per day (`w` is required by the drafts).
+ */
+function quotaPolicy(name, pk) {
+  return pk.limit > 0 ? { name, quota: pk.limit, windowMs: pk.windowMs } : { name, quota: pk.burst, windowMs: 86_400_000 };
+}
+
 class Responder {
   /**
    * @param {string[]} tierNames
-   * @param {Array<{capacity:number, refillPerSec:number}|null>} perKey per tier (null: no per-key quota)
+   * @param {Array<{limit:number, windowMs:number}|null>} perKey per tier (null: no per-key quota)
    * @param {{ headers: 'draft'|'draft-6'|'draft-7'|'draft-8'|'legacy'|'both'|false, retryMinSec: number, retryMaxSec: number, shedStatus?: 429|503 }} opts
    */
   constructor(tierNames, perKey, opts) {
-    // Every draft-* value: the tier quota keeps its named form (the named limits follow each draft: lib/defense/headers.js).
-    this.draft = opts.headers === 'both' || (typeof opts.headers === 'string' && opts.headers.startsWith('draft'));
-    this.legacy = opts.headers === 'legacy' || opts.headers === 'both';
     this.retryMinSec = opts.retryMinSec;
     this.retrySpan = opts.retryMaxSec - opts.retryMinSec + 1;
     this.shedStatus = opts.shedStatus === undefined ? 503 : opts.shedStatus;
     this.tiers = tierNames.map((name, i) => {
       const pk = perKey[i];
-      const windowSec = pk && pk.refillPerSec > 0 ? Math.ceil(pk.capacity / pk.refillPerSec) : 0;
       const overloaded = problemBody('overloaded', name, this.shedStatus);
       const capacity = problemBody('tier-capacity', name, this.shedStatus);
       const limited = problemBody('rate-limited', name);
@@ -83,8 +75,7 @@ class Responder {
         capacityLength: String(Buffer.byteLength(capacity)),
         limited,
         limitedLength: String(Buffer.byteLength(limited)),
-        // `w` is required by the draft; a quota that never refills has no window: say a day.
-        policy: pk ? `"${name}";q=${sfInteger(pk.capacity)};w=${sfInteger(windowSec || 86400)}` : null,
+        quota: pk ? new LimitHeaders(opts.headers, [quotaPolicy(name, pk)]) : null,
       };
     });
   }
@@ -115,28 +106,23 @@ class Responder {
     };
   }
 
-  /** The rate-limit fields for a keyed decision (also used on admitted responses when asked). */
-  quotaHeaders(headers, tier, remaining, limit, resetMs) {
-    const t = this.tiers[tier];
-    const r = sfInteger(remaining);
-    const resetSec = Number.isFinite(resetMs) ? Math.max(0, Math.ceil(resetMs / 1000)) : 86400;
-    if (this.draft && t.policy !== null) {
-      headers['ratelimit-policy'] = t.policy;
-      headers.ratelimit = `"${t.name}";r=${r};t=${resetSec}`;
-    }
-    if (this.legacy) {
-      headers['x-ratelimit-limit'] = sfInteger(limit);
-      headers['x-ratelimit-remaining'] = r;
-      headers['x-ratelimit-reset'] = String(Math.ceil(Date.now() / 1000) + resetSec);
-    }
-    return headers;
+  /** The rate-limit fields of the tier's per-key quota (also on admitted responses when asked). */
+  quotaHeaders(headers, tier, remaining, resetMs) {
+    const q = this.tiers[tier].quota;
+    return q === null ? headers : q.write(headers, 1, 0, () => remaining, () => resetMs);
+  }
+
+  /** The tier's per-key quota as a policy `{ name, quota, ... }` (lib/defense/headers.js), or null. */
+  perKeyQuota(tier) {
+    const q = this.tiers[tier].quota;
+    return q === null ? null : q.policies[0];
   }
 
   /** 429: the key's own quota is used up. */
-  rateLimited(tier, remaining, limit, retryAfterMs, resetMs) {
+  rateLimited(tier, remaining, retryAfterMs, resetMs) {
     const t = this.tiers[tier];
     const headers = { 'content-type': PROBLEM_TYPE, 'content-length': t.limitedLength, 'retry-after': String(seconds(retryAfterMs)), 'cache-control': 'no-store' };
-    this.quotaHeaders(headers, tier, remaining, limit, resetMs);
+    this.quotaHeaders(headers, tier, remaining, resetMs);
     return { status: 429, headers, body: t.limited };
   }
 }

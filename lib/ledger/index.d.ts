@@ -1,22 +1,30 @@
+/**
+ * A token bucket in the one vocabulary of a limit: `limit` tokens per `windowMs` refill it, and it
+ * holds `burst` (default `limit`) when full. The same words as a named limit's.
+ */
+export interface BucketOptions {
+  /** Only 'token-bucket' (the default): the ledger's buckets are token buckets. */
+  algorithm?: 'token-bucket';
+  /** Tokens regained per `windowMs` (integer 1 to 2^32-1). */
+  limit: number;
+  /** The window `limit` refills over (ms, > 0, at most 1e12). */
+  windowMs: number;
+  /** Tokens the bucket holds when full (integer 1 to 2^32-1, default `limit`). */
+  burst?: number;
+}
+
 /** Per-key buckets inside a tier: one bucket per key (user, IP, API client), bounded in number. */
-export interface PerKeyOptions {
-  /** Tokens a key's bucket holds when full (> 0). */
-  capacity: number;
-  /** Tokens per second a key's bucket regains (>= 0). */
-  refillPerSec: number;
+export interface PerKeyOptions extends BucketOptions {
   /** Most keys kept for the tier (integer >= 1, default 100000); at the cap idle and full buckets go first. */
   maxKeys?: number;
   /** A bucket untouched this long may be forgotten (ms > 0, default 60000). */
   idleTtlMs?: number;
 }
 
-export interface TierOptions {
+/** A tier: its pool is a token bucket (`limit` per `windowMs` at refill scale 1, `burst` when full). */
+export interface TierOptions extends BucketOptions {
   /** Unique, non-empty. */
   name: string;
-  /** Tokens the tier pool holds when full (> 0). */
-  capacity: number;
-  /** Tokens per second the pool regains at refill scale 1 (>= 0). */
-  refillPerSec: number;
   /** A protected tier keeps its full refill under load (the gatekeeper never scales it down). */
   protected?: boolean;
   /** Per-key buckets for this tier; `null` opts out of `LedgerOptions.perKey`. */
@@ -38,8 +46,10 @@ export interface TierSnapshot {
   protected: boolean;
   /** Tokens in the tier pool now. */
   tokens: number;
-  capacity: number;
-  refillPerSec: number;
+  /** The pool's budget as configured (a shared ledger attached without options: `{ limit: burst, windowMs }`). */
+  limit: number;
+  windowMs: number;
+  burst: number;
   /** 0..1, set by `setRefillScale`. */
   refillScale: number;
   /** Keyed buckets held now. */
@@ -52,7 +62,7 @@ export interface ConsumeResult {
   allowed: boolean;
   /** Tokens left in the key's bucket (keyed debit) or the tier pool. */
   remaining: number;
-  /** Capacity of that bucket. */
+  /** That bucket's `burst` (the tokens it holds when full). */
   limit: number;
   /** 0 when allowed; else ms until the refusing bucket could grant the cost (Infinity: never). */
   retryAfterMs: number;

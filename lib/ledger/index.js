@@ -10,6 +10,7 @@
 const native = require('../native');
 const { keyedTryConsume } = require('./key-cache');
 const { typeName, isObject, onlyKnown, number, boolean } = require('../options');
+const { tokenBucket, bucketUnits } = require('../limit-options');
 const { CODES, codedError, buildingOptions } = require('../errors');
 
 const argError = (Ctor, message) => codedError(Ctor, CODES.INVALID_ARGUMENT, message);
@@ -23,45 +24,51 @@ Object.freeze(LIMITED_BY);
 const LEDGER_HANDLE = Symbol.for('tiergate.ledger.handle');
 
 const PER_KEY_DEFAULTS = Object.freeze({ maxKeys: 100_000, idleTtlMs: 60_000 });
-const TIER_FIELDS = new Set(['name', 'capacity', 'refillPerSec', 'protected', 'perKey']);
-const PER_KEY_FIELDS = new Set(['capacity', 'refillPerSec', 'maxKeys', 'idleTtlMs']);
+// A tier's budget and a per-key quota are token buckets in the one vocabulary of a limit
+// (lib/limit-options.js); the native ledger takes them as { capacity, refillPerSec }.
+const BUCKET_FIELDS = ['algorithm', 'limit', 'windowMs', 'burst'];
+const TIER_FIELDS = new Set(['name', ...BUCKET_FIELDS, 'protected', 'perKey']);
+const PER_KEY_FIELDS = new Set([...BUCKET_FIELDS, 'maxKeys', 'idleTtlMs']);
 const OPTION_FIELDS = new Set(['tiers', 'perKey']);
 
 function perKeyOptions(pk, at) {
-  if (!isObject(pk)) throw new TypeError(`${at} must be an object { capacity, refillPerSec, maxKeys?, idleTtlMs? }, got ${typeName(pk)}`);
+  if (!isObject(pk)) throw new TypeError(`${at} must be an object { limit, windowMs, burst?, maxKeys?, idleTtlMs? }, got ${typeName(pk)}`);
   onlyKnown(pk, PER_KEY_FIELDS, at);
+  const b = tokenBucket(pk, at);
   return {
-    capacity: number(pk.capacity, `${at}.capacity`),
-    refillPerSec: number(pk.refillPerSec, `${at}.refillPerSec`),
-    maxKeys: number(pk.maxKeys === undefined ? PER_KEY_DEFAULTS.maxKeys : pk.maxKeys, `${at}.maxKeys`),
-    idleTtlMs: number(pk.idleTtlMs === undefined ? PER_KEY_DEFAULTS.idleTtlMs : pk.idleTtlMs, `${at}.idleTtlMs`),
+    words: { limit: b.limit, windowMs: b.windowMs, burst: b.burst },
+    native: {
+      ...bucketUnits(b),
+      maxKeys: number(pk.maxKeys === undefined ? PER_KEY_DEFAULTS.maxKeys : pk.maxKeys, `${at}.maxKeys`),
+      idleTtlMs: number(pk.idleTtlMs === undefined ? PER_KEY_DEFAULTS.idleTtlMs : pk.idleTtlMs, `${at}.idleTtlMs`),
+    },
   };
 }
 
-// Options -> the complete tier list the native constructor takes. Types here, values in Rust.
+// Options -> { tiers: the complete tier list the native constructor takes, config: each tier's
+// budget and per-key quota in the words they were given (what snapshot() reports) }. Bucket numbers
+// are checked here (lib/limit-options.js), the rest in Rust.
 function normalize(options) {
   if (!isObject(options)) throw new TypeError(`Ledger options must be an object { tiers, perKey? }, got ${typeName(options)}`);
   onlyKnown(options, OPTION_FIELDS, 'options');
   const { tiers } = options;
   if (!Array.isArray(tiers)) throw new TypeError(`options.tiers must be an array of tiers, highest priority first, got ${typeName(tiers)}`);
   const shared = options.perKey === undefined ? null : perKeyOptions(options.perKey, 'options.perKey');
-  return tiers.map((t, i) => {
+  const config = [];
+  const native = tiers.map((t, i) => {
     const at = `tiers[${i}]`;
-    if (!isObject(t)) throw new TypeError(`${at} must be an object { name, capacity, refillPerSec, protected?, perKey? }, got ${typeName(t)}`);
+    if (!isObject(t)) throw new TypeError(`${at} must be an object { name, limit, windowMs, burst?, protected?, perKey? }, got ${typeName(t)}`);
     onlyKnown(t, TIER_FIELDS, at);
     if (typeof t.name !== 'string') throw new TypeError(`${at}.name must be a string, got ${typeName(t.name)}`);
     if (t.protected !== undefined) boolean(t.protected, `${at}.protected`);
     let perKey = shared;
     if (t.perKey === null) perKey = null; // this tier opts out of options.perKey
     else if (t.perKey !== undefined) perKey = perKeyOptions(t.perKey, `${at}.perKey`);
-    return {
-      name: t.name,
-      capacity: number(t.capacity, `${at}.capacity`),
-      refillPerSec: number(t.refillPerSec, `${at}.refillPerSec`),
-      protected: t.protected === true,
-      perKey: perKey ?? undefined,
-    };
+    const budget = tokenBucket(t, at);
+    config.push({ limit: budget.limit, windowMs: budget.windowMs, burst: budget.burst, perKey: perKey === null ? null : perKey.words });
+    return { name: t.name, ...bucketUnits(budget), protected: t.protected === true, perKey: perKey === null ? undefined : perKey.native };
   });
+  return { tiers: native, config };
 }
 
 // options.perKey is copied into every tier that does not set its own, so Rust names a bad value
@@ -95,14 +102,16 @@ function callNative(fn) {
 
 class Ledger {
   /**
-   * @param {{ tiers: Array<{ name: string, capacity: number, refillPerSec: number, protected?: boolean,
+   * @param {{ tiers: Array<{ name: string, limit: number, windowMs: number, burst?: number, protected?: boolean,
    *   perKey?: object | null }>, perKey?: object }} options
    */
   constructor(options) {
+    let config;
     attach(this, buildingOptions(() => {
-      const tiers = normalize(options);
-      return namingSharedPerKey(options, () => callNative(() => new native.LedgerHandle(tiers)));
-    }));
+      const n = normalize(options);
+      config = n.config;
+      return namingSharedPerKey(options, () => callNative(() => new native.LedgerHandle(n.tiers)));
+    }), config);
   }
 
   /**
@@ -111,11 +120,13 @@ class Ledger {
    */
   static shared(name, options) {
     const ledger = Object.create(Ledger.prototype);
+    let config = null;
     attach(ledger, buildingOptions(() => {
       if (typeof name !== 'string' || name === '') throw new TypeError(`Ledger.shared: name must be a non-empty string, got ${typeName(name)}`);
-      const tiers = options === undefined ? undefined : normalize(options);
-      return namingSharedPerKey(options, () => callNative(() => native.LedgerHandle.shared(name, tiers)));
-    }));
+      const n = options === undefined ? undefined : normalize(options);
+      if (n !== undefined) config = n.config;
+      return namingSharedPerKey(options, () => callNative(() => native.LedgerHandle.shared(name, n && n.tiers)));
+    }), config);
     return ledger;
   }
 
@@ -159,9 +170,18 @@ class Ledger {
     return this[LEDGER_HANDLE].native.refillScale(tierIndex(this, tier));
   }
 
-  /** Per tier, as of now: `{ name, protected, tokens, capacity, refillPerSec, refillScale, keys }`. */
+  /**
+   * Per tier, as of now: `{ name, protected, tokens, limit, windowMs, burst, refillScale, keys }`: the
+   * budget as it was configured (a `Ledger.shared(name)` attached without options reports the
+   * equivalent `{ limit: burst, windowMs }` of the native rate, or `{ limit: 0, windowMs: 1000 }`
+   * for a fixed allowance).
+   */
   snapshot() {
-    return this[LEDGER_HANDLE].native.snapshot();
+    const h = this[LEDGER_HANDLE];
+    return h.native.snapshot().map((t, i) => {
+      const b = h.config !== null ? h.config[i] : bucketWords(t);
+      return { name: t.name, protected: t.protected, tokens: t.tokens, limit: b.limit, windowMs: b.windowMs, burst: b.burst, refillScale: t.refillScale, keys: t.keys };
+    });
   }
 
   /**
@@ -192,15 +212,29 @@ function tierIndex(ledger, tier) {
   return tier;
 }
 
-function attach(ledger, handle) {
+function attach(ledger, handle, config = null) {
   const names = Object.freeze(handle.tierNames());
   const ids = new Map(names.map((n, i) => [n, i]));
-  Object.defineProperty(ledger, LEDGER_HANDLE, { value: Object.freeze({ native: handle, names, ids }) });
+  Object.defineProperty(ledger, LEDGER_HANDLE, { value: Object.freeze({ native: handle, names, ids, config }) });
   // Defines ledger.consume (raw native callback) and ledger.result (Float64Array) on the ledger, and the
   // raw callbacks tryConsume's wrapper calls on `raw`.
   const raw = {};
   handle.bind(ledger, raw);
   ledger.tryConsume = keyedTryConsume(raw, ids, handle.maxKeys(), 2 ** handle.slotCodeBits());
+}
+
+/**
+ * Per tier, its budget and per-key quota `{ limit, windowMs, burst, perKey: { limit, windowMs, burst } | null }`
+ * as they were configured, or null for a `Ledger.shared(name)` attached without options.
+ */
+function ledgerConfig(ledger) {
+  return ledger[LEDGER_HANDLE].config;
+}
+
+/** A native bucket `{ capacity, refillPerSec }` in the limit words, for a ledger attached without options. */
+function bucketWords(q) {
+  if (!(q.refillPerSec > 0)) return { limit: 0, windowMs: 1000, burst: q.capacity };
+  return { limit: q.capacity, windowMs: (q.capacity * 1000) / q.refillPerSec, burst: q.capacity };
 }
 
 /** The native LedgerHandle behind a Ledger, for native components that share its state. */
@@ -209,4 +243,4 @@ function ledgerHandle(ledger) {
   return ledger[LEDGER_HANDLE].native;
 }
 
-module.exports = { Ledger, LEDGER_RESULT: RESULT, LEDGER_HANDLE, ledgerHandle };
+module.exports = { Ledger, LEDGER_RESULT: RESULT, LEDGER_HANDLE, ledgerHandle, ledgerConfig, bucketWords };

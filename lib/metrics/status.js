@@ -17,7 +17,7 @@ function protectedRefusals(c) {
   if (c.gatekeeper) for (const t of Object.values(c.gatekeeper.stats().tiers)) if (t.protected) n += t.shed + t.tierFull;
   if (c.queue) {
     const s = c.queue.stats();
-    for (const { name, protected: p } of c.queue.tierInfo()) if (p) n += s.tiers[name].rejected + s.tiers[name].displaced + s.tiers[name].timedOut;
+    for (const { name, protected: p } of c.queue.tierInfo()) if (p) n += s.tiers[name].rejected + s.tiers[name].displaced + s.tiers[name].timeout + s.tiers[name].codel;
   }
   return n;
 }

@@ -19,7 +19,7 @@ const OPTION_KEYS = new Set([
 ]);
 const TIER_KEYS = ['name', 'protected', 'maxQueue', 'queueTimeoutMs'];
 // Keys a gatekeeper tier carries, accepted (and ignored) so one tiers array can configure both guards.
-const FOREIGN_TIER_KEYS = ['capacity', 'refillPerSec', 'perKey'];
+const FOREIGN_TIER_KEYS = ['algorithm', 'limit', 'windowMs', 'burst', 'perKey'];
 const KNOWN_TIER_KEYS = new Set([...TIER_KEYS, ...FOREIGN_TIER_KEYS]);
 
 /** A tier record: its settings and its counters (the waiters themselves live in WaitQueues). */
@@ -46,10 +46,10 @@ function parseTiers(tiers, defaults) {
       queuedTotal: 0,
       rejected: 0,
       displaced: 0,
-      timedOut: 0,
-      codelDropped: 0,
+      timeout: 0,
+      codel: 0,
       abandoned: 0,
-      timedOutWaitMax: 0,
+      timeoutWaitMax: 0,
       wait: new WaitHistogram(),
     };
   });

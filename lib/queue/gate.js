@@ -19,8 +19,8 @@ const { ConnectionWatch } = require('./connections');
 const DETAILS = {
   'queue-full': 'The service is at its concurrency limit and its queue for this tier is full. Retry after the time in Retry-After.',
   displaced: 'The request was waiting in the queue and gave its place to a higher-priority request. Retry after the time in Retry-After.',
-  'queue-timeout': 'The request waited in the queue for longer than the allowed time.',
-  'queue-wait': 'The queue has been standing; waiting requests of this tier are given only a short wait.',
+  timeout: 'The request waited in the queue for longer than the allowed time.',
+  codel: 'The queue has been standing; waiting requests of this tier are given only a short wait.',
   closing: 'The service is closing its request queue.',
 };
 /** Resolution for a waiter whose client has gone: nothing is written (adapters skip gone responses). */
@@ -39,7 +39,7 @@ function problemBodies(tiers, timeoutStatus) {
   const bodies = {};
   for (const reason of Object.keys(DETAILS)) {
     bodies[reason] = tiers.map((tier) => {
-      const status = reason === 'queue-timeout' || reason === 'queue-wait' ? timeoutStatus : 503;
+      const status = reason === 'timeout' || reason === 'codel' ? timeoutStatus : 503;
       const body = JSON.stringify({
         type: `urn:tiergate:problem:${reason}`,
         title: STATUS_CODES[status] || 'Request Rejected', // timeoutStatus may be any 4xx/5xx
@@ -102,7 +102,7 @@ class ConcurrencyGate {
     else headers['retry-after'] = String(this.retry.minSec + Math.floor(Math.random() * this.retrySpan)); // jittered: no lockstep return
     if (this.onReject !== undefined) {
       try {
-        this.onReject(req, { reason, status: b.status, tier: tier.name });
+        this.onReject({ reason, status: b.status, tier: tier.name }, req); // info first, as every hook
       } catch (err) {
         process.emitWarning(err);
       }
@@ -186,10 +186,12 @@ class ConcurrencyGate {
     const waited = t - node.t0;
     const byCodel = waited < tier.queueTimeoutMs;
     this.unlink(node);
-    tier.timedOut++;
-    if (waited > tier.timedOutWaitMax) tier.timedOutWaitMax = waited;
-    if (byCodel) tier.codelDropped++;
-    node.resolve(this.rejection(node.req, tier, byCodel ? 'queue-wait' : 'queue-timeout'));
+    // One name per cause in hooks, stats and metrics: 'timeout' (the tier's whole queueTimeoutMs),
+    // 'codel' (the short wait of a standing queue).
+    const cause = byCodel ? 'codel' : 'timeout';
+    tier[cause]++;
+    if (waited > tier.timeoutWaitMax) tier.timeoutWaitMax = waited;
+    node.resolve(this.rejection(node.req, tier, cause));
   }
 
   // Hands free slots to waiters: highest tier first, oldest first (newest first under adaptive LIFO
@@ -294,14 +296,16 @@ class ConcurrencyGate {
     const queues = this.queues;
     const perTier = {};
     const queuedByTier = {};
-    let timedOut = 0;
+    let timeout = 0;
+    let codel = 0;
     let rejected = 0;
     let displaced = 0;
     let abandoned = 0;
     for (const tier of this.tiers) {
       const size = queues.sizeOf(tier.id);
       queuedByTier[tier.name] = size;
-      timedOut += tier.timedOut;
+      timeout += tier.timeout;
+      codel += tier.codel;
       rejected += tier.rejected;
       displaced += tier.displaced;
       abandoned += tier.abandoned;
@@ -311,11 +315,11 @@ class ConcurrencyGate {
         queuedTotal: tier.queuedTotal,
         rejected: tier.rejected,
         displaced: tier.displaced,
-        timedOut: tier.timedOut,
-        codelDropped: tier.codelDropped,
+        timeout: tier.timeout,
+        codel: tier.codel,
         abandoned: tier.abandoned,
         waitMs: { p50: round3(tier.wait.percentile(50)), p99: round3(tier.wait.percentile(99)), max: round3(tier.wait.max) },
-        timedOutWaitMaxMs: round3(tier.timedOutWaitMax),
+        timeoutWaitMaxMs: round3(tier.timeoutWaitMax),
         allowedWaitMs: this.standing.allowedWait(tier, queues, t),
       };
     }
@@ -340,7 +344,8 @@ class ConcurrencyGate {
       released: this.released,
       rejected,
       displaced,
-      timedOut,
+      timeout,
+      codel,
       abandoned,
       lifoDequeues: this.lifoDequeues,
       peakInFlight: this.peakInFlight,
@@ -366,7 +371,7 @@ class ConcurrencyGate {
     this.peakInFlight = this.inFlight;
     this.queues.peak = this.queues.size;
     for (const tier of this.tiers) {
-      tier.admitted = tier.queuedTotal = tier.rejected = tier.displaced = tier.timedOut = tier.codelDropped = tier.abandoned = tier.timedOutWaitMax = 0;
+      tier.admitted = tier.queuedTotal = tier.rejected = tier.displaced = tier.timeout = tier.codel = tier.abandoned = tier.timeoutWaitMax = 0;
       tier.wait.reset();
     }
   }

@@ -11,8 +11,10 @@ export type QueueTier =
       maxQueue?: number;
       /** This tier's queue timeout (default: the gate's queueTimeoutMs). */
       queueTimeoutMs?: number;
-      capacity?: number;
-      refillPerSec?: number;
+      algorithm?: 'token-bucket';
+      limit?: number;
+      windowMs?: number;
+      burst?: number;
       perKey?: unknown;
     };
 
@@ -32,7 +34,8 @@ export interface CodelOptions {
   intervalMs?: number;
 }
 
-export type QueueRejectReason = 'queue-full' | 'displaced' | 'queue-timeout' | 'queue-wait' | 'closing';
+/** Why the gate refused: the same names in the hook, the stats and the metrics' `reason` label. */
+export type QueueRejectReason = 'queue-full' | 'displaced' | 'timeout' | 'codel' | 'closing';
 
 export interface ConcurrencyGateOptions {
   /** Requests in flight at once: a positive integer, or 'auto' for an adaptive limit. Required. */
@@ -67,8 +70,8 @@ export interface ConcurrencyGateOptions {
   codel?: boolean | CodelOptions;
   /** Serve the newest waiter of a tier first while the queue is standing. Default false. */
   lifo?: boolean;
-  /** Called for every rejection the gate answers. */
-  onReject?: (req: IncomingMessage, info: { reason: QueueRejectReason; status: number; tier: string }) => void;
+  /** Called for every rejection the gate answers: info first, as every tiergate hook. */
+  onReject?: (info: { reason: QueueRejectReason; status: number; tier: string }, req: IncomingMessage) => void;
 }
 
 export interface WaitSummary {
@@ -83,13 +86,16 @@ export interface QueueTierStats {
   queuedTotal: number;
   rejected: number;
   displaced: number;
-  timedOut: number;
-  codelDropped: number;
+  /** Waiters refused after the tier's whole queueTimeoutMs (reason 'timeout'). */
+  timeout: number;
+  /** Waiters refused after the short wait of a standing queue (reason 'codel'). */
+  codel: number;
+  /** Waiters whose client went away (no answer is sent). */
   abandoned: number;
   /** Wait of admitted requests (0 for immediate admissions), ms. */
   waitMs: WaitSummary;
-  /** Longest wait of a request that was answered with the timeout status (timer lateness included), ms. */
-  timedOutWaitMaxMs: number;
+  /** Longest wait of a request refused for 'timeout' or 'codel' (timer lateness included), ms. */
+  timeoutWaitMaxMs: number;
   /** The wait this tier's waiters are allowed right now (CoDel's target under a standing queue), ms. */
   allowedWaitMs: number;
 }
@@ -108,7 +114,8 @@ export interface ConcurrencyGateStats {
   released: number;
   rejected: number;
   displaced: number;
-  timedOut: number;
+  timeout: number;
+  codel: number;
   abandoned: number;
   lifoDequeues: number;
   peakInFlight: number;

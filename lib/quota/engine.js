@@ -10,6 +10,7 @@
 const native = require('../native');
 const { typeName, isObject, onlyKnown, number } = require('../options');
 const { buildingOptions } = require('../errors');
+const { limitNumbers, tokenBucket, bucketUnits } = require('../limit-options');
 
 const { codes, reasons, defaults, maxKeyBytes } = native.quotaConstants();
 /** trySpend's codes: admitted (LEASE, PROVISIONAL, FALLBACK), waiting (NEED_LEASE, AWAITING), refused (the rest). */
@@ -24,9 +25,11 @@ const MAX_KEY_BYTES = maxKeyBytes;
 
 /** The algorithms a limit may name; the engine sees 'bucket' or 'window', the store all three. */
 const ALGORITHMS = Object.freeze(['token-bucket', 'fixed-window', 'sliding-window']);
+/** A limit without `algorithm` counts in fixed windows, as a gatekeeper's named limit does. */
+const DEFAULT_ALGORITHM = 'fixed-window';
 const FALLBACKS = Object.freeze(['open', 'closed']);
 const TUNING_FIELDS = ['renewalPeriodMs', 'leadTimeMs', 'leaseTtlMs', 'maxLease', 'initialLease', 'retryMs', 'minHolders'];
-const LIMIT_FIELDS = new Set(['name', 'algorithm', 'rate', 'burst', 'limit', 'windowMs', 'unfunded', 'provisional', 'fallback', ...TUNING_FIELDS]);
+const LIMIT_FIELDS = new Set(['name', 'algorithm', 'limit', 'windowMs', 'burst', 'unfunded', 'provisional', 'fallback', ...TUNING_FIELDS]);
 const OPTION_FIELDS = new Set(['limits', 'maxKeys', 'idleTtlMs', 'sweepPerPoll']);
 
 /**
@@ -38,23 +41,17 @@ function limitSpec(l, at) {
   if (!isObject(l)) throw new TypeError(`${at} must be an object { name, algorithm, ... }, got ${typeName(l)}`);
   onlyKnown(l, LIMIT_FIELDS, at);
   if (typeof l.name !== 'string') throw new TypeError(`${at}.name must be a string, got ${typeName(l.name)}`);
-  const algorithm = l.algorithm === undefined ? 'token-bucket' : l.algorithm;
-  if (!ALGORITHMS.includes(algorithm)) throw new TypeError(`${at}.algorithm must be one of ${ALGORITHMS.map((a) => `'${a}'`).join(', ')}, got ${JSON.stringify(algorithm)}`);
+  const algorithm = l.algorithm === undefined ? DEFAULT_ALGORITHM : l.algorithm;
+  // The one check of limit, windowMs and burst (lib/limit-options.js), as the gatekeeper's named limits.
+  // A token bucket as the ledger's (limit 0 with a burst: a fixed allowance, never refilled).
+  const n = algorithm === 'token-bucket' ? tokenBucket(l, at) : limitNumbers(l, at, algorithm, ALGORITHMS);
   const fallback = l.fallback === undefined ? 'open' : l.fallback;
   if (!FALLBACKS.includes(fallback)) throw new TypeError(`${at}.fallback must be 'open' or 'closed', got ${JSON.stringify(fallback)}`);
   const unfunded = l.unfunded === undefined ? 'wait' : l.unfunded;
   if (unfunded !== 'wait' && unfunded !== 'provisional') throw new TypeError(`${at}.unfunded must be 'wait' or 'provisional', got ${JSON.stringify(unfunded)}`);
   if (l.provisional !== undefined && unfunded !== 'provisional') throw new TypeError(`${at}.provisional is the allowance of unfunded: 'provisional'; set that too or leave it out`);
-  const spec = { name: l.name, algorithm, fallback, unfunded, provisional: 0 };
-  if (algorithm === 'token-bucket') {
-    for (const f of ['limit', 'windowMs']) if (l[f] !== undefined) throw new TypeError(`${at}.${f} is a window option; a token bucket takes rate and burst`);
-    spec.rate = number(l.rate, `${at}.rate`);
-    spec.burst = number(l.burst, `${at}.burst`);
-  } else {
-    for (const f of ['rate', 'burst']) if (l[f] !== undefined) throw new TypeError(`${at}.${f} is a token bucket option; a window takes limit and windowMs`);
-    spec.limit = number(l.limit, `${at}.limit`);
-    spec.windowMs = number(l.windowMs, `${at}.windowMs`);
-  }
+  const spec = { name: l.name, algorithm, limit: n.limit, windowMs: n.windowMs, fallback, unfunded, provisional: 0 };
+  if (algorithm === 'token-bucket') spec.burst = n.burst;
   if (unfunded === 'provisional') spec.provisional = number(l.provisional === undefined ? 1 : l.provisional, `${at}.provisional`);
   for (const f of TUNING_FIELDS) spec[f] = number(l[f] === undefined ? QUOTA_DEFAULTS[f] : l[f], `${at}.${f}`);
   return Object.freeze(spec);
@@ -66,7 +63,7 @@ function toNative(s) {
   return {
     name: s.name,
     algorithm: { 'token-bucket': 'bucket', 'fixed-window': 'window', 'sliding-window': 'sliding' }[s.algorithm],
-    rate: win ? 0 : s.rate,
+    rate: win ? 0 : bucketUnits(s).refillPerSec,
     burst: win ? 0 : s.burst,
     limit: win ? s.limit : 0,
     windowMs: win ? s.windowMs : 0,

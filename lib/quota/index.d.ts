@@ -24,18 +24,23 @@ export interface QuotaLimitCommon {
   minHolders?: number;
 }
 
+/** A token bucket: `limit` tokens per `windowMs` refill it; it holds `burst` (default `limit`) when full. */
 export interface QuotaBucketLimit extends QuotaLimitCommon {
-  algorithm?: 'token-bucket';
-  /** Tokens per second (>= 0). */
-  rate: number;
-  /** Tokens when full (> 0). */
-  burst: number;
+  algorithm: 'token-bucket';
+  /** Tokens per window (integer 1 to 2^32-1). */
+  limit: number;
+  /** ms, > 0, at most 1e12. */
+  windowMs: number;
+  /** Tokens when full (integer 1 to 2^32-1, default `limit`). */
+  burst?: number;
 }
 
+/** A window: `limit` admissions per `windowMs`. The default algorithm is 'fixed-window', as a gatekeeper's named limit's. */
 export interface QuotaWindowLimit extends QuotaLimitCommon {
-  algorithm: 'fixed-window' | 'sliding-window';
-  /** Admissions per window (> 0). */
+  algorithm?: 'fixed-window' | 'sliding-window';
+  /** Admissions per window (integer 1 to 2^32-1). */
   limit: number;
+  /** ms, > 0, at most 1e12. */
   windowMs: number;
 }
 
@@ -54,10 +59,11 @@ export interface QuotaOptions {
 export interface LimitSpec {
   readonly name: string;
   readonly algorithm: 'token-bucket' | 'fixed-window' | 'sliding-window';
-  readonly rate?: number;
+  /** Units per `windowMs` (a token bucket refills at limit / windowMs). */
+  readonly limit: number;
+  readonly windowMs: number;
+  /** Token bucket only: tokens when full (filled in: `limit` unless given). */
   readonly burst?: number;
-  readonly limit?: number;
-  readonly windowMs?: number;
   readonly fallback: 'open' | 'closed';
   readonly unfunded: 'wait' | 'provisional';
   readonly provisional: number;

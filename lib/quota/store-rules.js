@@ -15,7 +15,7 @@ function advance(s, limit, now) {
   for (const h of Object.keys(s.holders)) if (s.holders[h] <= now) delete s.holders[h];
   if (limit.algorithm === 'token-bucket') {
     if (now > s.at) {
-      s.tokens = Math.min(limit.burst, s.tokens + ((now - s.at) * limit.rate) / 1000);
+      s.tokens = Math.min(limit.burst, s.tokens + ((now - s.at) * limit.limit) / limit.windowMs); // limit per windowMs
       s.at = now;
     }
   } else if (limit.algorithm === 'fixed-window') {
@@ -40,7 +40,7 @@ function grant(s, { limit, size, ttlMs, holder }, now, leaseId) {
     s.tokens -= granted;
     remaining = Math.floor(s.tokens);
     // A bucket that never refills may still get tokens back (returns): ask again after a lease's life.
-    if (remaining === 0) retryAfterMs = limit.rate > 0 ? Math.ceil(((1 - s.tokens) / limit.rate) * 1000) : ttlMs;
+    if (remaining === 0) retryAfterMs = limit.limit > 0 ? Math.ceil(((1 - s.tokens) * limit.windowMs) / limit.limit) : ttlMs;
   } else if (limit.algorithm === 'fixed-window') {
     const cap = Math.floor(limit.limit);
     granted = Math.min(size, cap - s.used);

@@ -17,7 +17,7 @@
 //       lease     = the lease's name, an integer >= 0 echoed in returns (fixed window: the window
 //                   index; otherwise a record id or any integer);
 //       retryAfterMs = when remaining is 0, ms until the store may grant again (the window's end,
-//                   one token's refill; the asked ttlMs for a bucket with rate 0), else 0.
+//                   one token's refill; the asked ttlMs for a bucket that never refills, limit 0), else 0.
 //     The holder of a lease must be remembered until the lease's TTL, never less.
 //
 //   store.release(batch: StoreReturn[]) -> Promise<void>
@@ -37,7 +37,8 @@
 //                 reason: 'released'|'evicted'|'expired'|'late'|'unusable'|'overflow'|'spent',
 //                 idleMs?: number, holder: string }
 // LimitSpec (frozen, from Quota's options): { name, algorithm: 'token-bucket'|'fixed-window'|
-//   'sliding-window', rate & burst (token bucket; tokens/s, tokens) | limit & windowMs (windows),
+//   'sliding-window', limit & windowMs (limit units per windowMs), burst (token bucket: tokens
+//   when full, default limit),
 //   fallback, unfunded, provisional, renewalPeriodMs, leadTimeMs, leaseTtlMs, maxLease,
 //   initialLease, retryMs, minHolders }
 //

@@ -12,7 +12,7 @@ const FOREVER = Number.MAX_SAFE_INTEGER;
 function forgetAt(s, limit) {
   let t = 0;
   for (const exp of Object.values(s.holders)) t = Math.max(t, exp);
-  if (limit.algorithm === 'token-bucket') t = Math.max(t, limit.rate > 0 ? s.at + ((limit.burst - s.tokens) * 1000) / limit.rate : s.tokens < limit.burst ? FOREVER : 0);
+  if (limit.algorithm === 'token-bucket') t = Math.max(t, limit.limit > 0 ? s.at + ((limit.burst - s.tokens) * limit.windowMs) / limit.limit : s.tokens < limit.burst ? FOREVER : 0);
   else if (limit.algorithm === 'fixed-window') t = Math.max(t, (s.window + 1) * limit.windowMs);
   else for (const r of s.records) t = Math.max(t, r.until);
   return Math.ceil(t);
