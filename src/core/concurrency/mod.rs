@@ -430,7 +430,8 @@ impl Concurrency {
         if queueing {
             // The knee and a headroom, so the downstream never idles while the next request is on
             // its way to it; the rest of the queue goes (requests of a protected tier come on top).
-            let mut target = if measured { knee + (HEADROOM * knee).max(1.0) } else { self.limit };
+            // (Never above the limit: a queue is no reason to let more in, whatever the figures say.)
+            let mut target = if measured { (knee + (HEADROOM * knee).max(1.0)).min(self.limit) } else { self.limit };
             // A queue `signal` times the downstream's size waits there: of the requests in flight,
             // the downstream serves one in (1 + signal).
             if self.signal > 0.0 {
