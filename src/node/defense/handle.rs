@@ -1,12 +1,11 @@
 //! The `#[napi]` class `DefenseHandle`: construction, binding the hot path, the lists, the ban API,
-//! passes, policies and stats. Off the hot path.
-use super::hot::{defend, defend_and_decide, Both, Bound, Scratch, RESULT_LEN};
-use super::options::{ban_spec, limit_spec, lists, ms_to_ns, prefixes, DefenseOptions, Lists};
+//! passes, policies and stats. Off the hot path: the decisions are the core's (`DefenseFront`).
+use super::hot::{defend, defend_and_decide, Both, Bound, RESULT_LEN};
+use super::options::{front_spec, lists, ms_to_ns, DefenseOptions, Lists};
 use super::records::{ban_info, event_infos, now_pair, target_text, BanEventInfo, BanInfo, DefenseStats, ImportResult, LimitPolicy, LimitStats};
-use crate::core::defense::{rng, BanEvent, BanRecord, BanSource, BanTable, BanTarget, Cidr, Defense, FairShare, FairShareSpec, PassSigner, StrikeKind};
+use crate::core::defense::{rng, BanEvent, BanRecord, BanSource, BanTarget, Cidr, DefenseFront, Scratch, StrikeKind};
 use crate::core::health::{sampler::SamplerOptions, LoopHealth};
-use crate::core::limit::{LimitSet, LimitSpec};
-use crate::core::net::ipkey::{ip_key, parse_ip, IpKeyBuf, IpKeyConfig};
+use crate::core::net::ipkey::IpKeyBuf;
 use crate::node::gate::{invalid, GateHandle};
 use crate::node::lag::{acquire_thread_sampler_with, SamplerGuard};
 use crate::node::raw;
@@ -17,16 +16,11 @@ use std::cell::UnsafeCell;
 use std::sync::Arc;
 
 pub(crate) struct Shared {
-    pub(crate) defense: Defense,
+    pub(crate) front: DefenseFront,
     /// Replaced whole by `setLists`; a decision reads whichever it locked (core/defense/lists.rs).
     pub(crate) lists: RwLock<Arc<Lists>>,
-    pub(crate) signer: Option<PassSigner>,
-    /// Per limit, the prefixes its address keys are masked to.
-    pub(crate) ip_cfgs: Vec<IpKeyConfig>,
-    pub(crate) ban_ip: IpKeyConfig,
     /// Ban events the hot path produced, for `takeEvents()`.
     pub(crate) pending: Mutex<Vec<BanEvent>>,
-    pub(crate) fair: Option<FairShare>,
     /// This thread's loop health, for the fair-share backstop's lag part (`lagMs` > 0).
     pub(crate) loop_health: Option<Arc<LoopHealth>>,
 }
@@ -43,64 +37,24 @@ pub struct DefenseHandle {
 impl Shared {
     /// An operator's target: a CIDR prefix (`/n`), or an address, keyed as requests are.
     fn target(&self, text: &str) -> Result<BanTarget> {
-        if text.contains('/') {
-            return Cidr::parse(text).map(BanTarget::Cidr).map_err(|e| invalid(e.0));
-        }
-        if parse_ip(text.as_bytes()).is_none() {
-            return Err(invalid(format!("{text:?} is not an IP address or CIDR prefix")));
-        }
-        let mut buf = IpKeyBuf::default();
-        Ok(BanTarget::Key(ip_key(text.as_bytes(), &self.ban_ip, &mut buf).into()))
+        self.front.operator_target(text).map_err(|e| invalid(e.0))
     }
 }
 
 #[napi]
 impl DefenseHandle {
     #[napi(constructor, catch_unwind)]
-    pub fn new(env: Env, o: DefenseOptions) -> Result<Self> {
+    pub fn new(env: Env, mut o: DefenseOptions) -> Result<Self> {
         let _panic = raw::throw_on_panic(&env, "DefenseHandle::new");
-        let specs: Vec<LimitSpec> = o.limits.iter().enumerate().map(|(i, l)| limit_spec(l, i)).collect::<Result<_>>()?;
-        let set = LimitSet::new(&specs).map_err(|e| invalid(e.0))?;
-        let ip_cfgs: Vec<IpKeyConfig> =
-            o.limits.iter().enumerate().map(|(i, l)| prefixes(l.ipv4_prefix, l.ipv6_prefix, &format!("limits[{i}].by"))).collect::<Result<_>>()?;
-        let cfg = ban_spec(&o.bans)?.validate("bans").map_err(|e| invalid(e.0))?;
-        let mut defense = Defense::new(set, BanTable::new(cfg, rng::random_seed()));
-        let signer = match &o.challenge_secrets {
-            Some(s) if !s.is_empty() => Some(PassSigner::new(s).map_err(|e| invalid(e.0))?),
-            _ => None,
-        };
-        if let Some(after) = o.challenge_after {
-            if signer.is_none() {
-                return Err(invalid("challenge.secret is required"));
-            }
-            defense = defense.with_challenge(after as usize);
-        }
-        let ban_ip = prefixes(o.ipv4_prefix, o.ipv6_prefix, "ipv4Prefix/ipv6Prefix")?;
-        // A limit by a wider prefix than the ban key's strikes (and bans) its prefix: header and
-        // function limits carry the gatekeeper's prefixes, the ban key's, so they strike the ban key.
-        let by_prefix: Vec<Option<(u8, u8)>> = ip_cfgs.iter().map(|c: &IpKeyConfig| Some((c.ipv4_prefix, c.ipv6_prefix))).collect();
-        let defense = defense.with_prefix_strikes(&by_prefix, (ban_ip.ipv4_prefix, ban_ip.ipv6_prefix));
+        let front = DefenseFront::new(front_spec(&mut o)?, rng::random_seed()).map_err(|e| invalid(e.0))?;
         let lists = lists(o.allow, o.deny)?;
-        let fair = match &o.fair_share {
-            None => None,
-            Some(f) => {
-                let subnet = match (f.subnet_v4, f.subnet_v6) {
-                    (Some(a), Some(b)) => Some((a, b)),
-                    (None, None) => None,
-                    _ => return Err(invalid("fairShare.subnet needs both prefixes")),
-                };
-                let spec = FairShareSpec { reserve: f.reserve, window_ms: f.window_ms, max_share: f.max_share, subnet, slots: f.slots, lag_ms: f.lag_ms };
-                Some(FairShare::new(spec.validate("fairShare").map_err(|e| invalid(e.0))?, ban_ip))
-            }
-        };
         // The gate's sampler may be off (shed: false): the backstop's lag part keeps its own.
-        let sampler = match &fair {
+        let sampler = match front.fair_share() {
             Some(f) if f.config().lag_ms > 0.0 => Some(acquire_thread_sampler_with(env.raw(), SamplerOptions::default())?),
             _ => None,
         };
         let loop_health = sampler.as_ref().map(|g| g.health().clone());
-        let shared =
-            Arc::new(Shared { defense, lists: RwLock::new(Arc::new(lists)), signer, ip_cfgs, ban_ip, pending: Mutex::new(Vec::new()), fair, loop_health });
+        let shared = Arc::new(Shared { front, lists: RwLock::new(Arc::new(lists)), pending: Mutex::new(Vec::new()), loop_health });
         Ok(DefenseHandle { shared, _sampler: sampler, bound: Mutex::new(None) })
     }
 
@@ -159,7 +113,7 @@ impl DefenseHandle {
         let d = duration_ms.map(|ms| ms_to_ns(ms, "durationMs")).transpose()?;
         let (ns, ms) = now_pair();
         let mut ev = Vec::new();
-        let full = self.shared.defense.bans().ban(t, &reason, d, ns, &mut ev).is_err();
+        let full = self.shared.front.defense().bans().ban(t, &reason, d, ns, &mut ev).is_err();
         let out = event_infos(ev, ns, ms);
         if full {
             return Err(Error::new(Status::GenericFailure, "the ban table is full of permanent bans (bans.maxBans)".to_string()));
@@ -174,7 +128,7 @@ impl DefenseHandle {
         let t = self.shared.target(&target)?;
         let (ns, ms) = now_pair();
         let mut ev = Vec::new();
-        self.shared.defense.bans().lift(&t, ns, &mut ev);
+        self.shared.front.defense().bans().lift(&t, ns, &mut ev);
         Ok(event_infos(ev, ns, ms))
     }
 
@@ -184,14 +138,14 @@ impl DefenseHandle {
         let _panic = raw::throw_on_panic(&env, "DefenseHandle::get");
         let t = self.shared.target(&target)?;
         let (ns, ms) = now_pair();
-        Ok(self.shared.defense.bans().get(&t, ns).map(|b| ban_info(&b, ns, ms)))
+        Ok(self.shared.front.defense().bans().get(&t, ns).map(|b| ban_info(&b, ns, ms)))
     }
 
     #[napi(catch_unwind)]
     pub fn list(&self, env: Env) -> Vec<BanInfo> {
         let _panic = raw::throw_on_panic(&env, "DefenseHandle::list");
         let (ns, ms) = now_pair();
-        self.shared.defense.bans().list(ns).iter().map(|b| ban_info(b, ns, ms)).collect()
+        self.shared.front.defense().bans().list(ns).iter().map(|b| ban_info(b, ns, ms)).collect()
     }
 
     /// Removes expired bans; their `expired` events.
@@ -200,7 +154,7 @@ impl DefenseHandle {
         let _panic = raw::throw_on_panic(&env, "DefenseHandle::sweep");
         let (ns, ms) = now_pair();
         let mut ev = Vec::new();
-        self.shared.defense.bans().sweep(ns, &mut ev);
+        self.shared.front.defense().bans().sweep(ns, &mut ev);
         event_infos(ev, ns, ms)
     }
 
@@ -218,16 +172,10 @@ impl DefenseHandle {
     #[napi(catch_unwind)]
     pub fn report(&self, env: Env, ip: String, kind: String) -> Result<Vec<BanEventInfo>> {
         let _panic = raw::throw_on_panic(&env, "DefenseHandle::report");
-        let kind = StrikeKind::ALL
-            .iter()
-            .copied()
-            .find(|k| k.as_str() == kind)
-            .ok_or_else(|| invalid(format!("kind must be one of {}", StrikeKind::NAMES.join(", "))))?;
-        let mut buf = IpKeyBuf::default();
-        let key = ip_key(ip.as_bytes(), &self.shared.ban_ip, &mut buf);
+        let kind = StrikeKind::from_name(&kind).ok_or_else(|| invalid(format!("kind must be one of {}", StrikeKind::NAMES.join(", "))))?;
         let (ns, ms) = now_pair();
         let mut ev = Vec::new();
-        self.shared.defense.report(key, kind, ns, &mut ev);
+        self.shared.front.report(ip.as_bytes(), kind, ns, &mut ev);
         Ok(event_infos(ev, ns, ms))
     }
 
@@ -237,7 +185,8 @@ impl DefenseHandle {
         let _panic = raw::throw_on_panic(&env, "DefenseHandle::export");
         let (ns, ms) = now_pair();
         self.shared
-            .defense
+            .front
+            .defense()
             .bans()
             .export(ns, ms)
             .into_iter()
@@ -269,11 +218,8 @@ impl DefenseHandle {
             } else {
                 BanTarget::Key(r.target.as_bytes().into())
             };
-            let source = BanSource::ALL
-                .iter()
-                .copied()
-                .find(|s| s.as_str() == r.source)
-                .ok_or_else(|| invalid(format!("records[{i}].source must be one of {}", BanSource::NAMES.join(", "))))?;
+            let source =
+                BanSource::from_name(&r.source).ok_or_else(|| invalid(format!("records[{i}].source must be one of {}", BanSource::NAMES.join(", "))))?;
             let until_unix_ms = r.until.map(|u| ms_field(u, format!("records[{i}].until"))).transpose()?;
             recs.push(BanRecord {
                 target,
@@ -286,7 +232,7 @@ impl DefenseHandle {
         }
         let (ns, ms) = now_pair();
         let mut ev = Vec::new();
-        let rep = self.shared.defense.bans().import(&recs, ns, ms, &mut ev);
+        let rep = self.shared.front.defense().bans().import(&recs, ns, ms, &mut ev);
         self.shared.pending.lock().extend(ev);
         Ok(ImportResult { applied: rep.applied as u32, skipped: rep.skipped as u32, refused: rep.refused as u32 })
     }
@@ -296,28 +242,21 @@ impl DefenseHandle {
     pub fn ban_key(&self, env: Env, ip: String) -> String {
         let _panic = raw::throw_on_panic(&env, "DefenseHandle::ban_key");
         let mut buf = IpKeyBuf::default();
-        String::from_utf8_lossy(ip_key(ip.as_bytes(), &self.shared.ban_ip, &mut buf)).into_owned()
+        String::from_utf8_lossy(self.shared.front.ban_key(ip.as_bytes(), &mut buf)).into_owned()
     }
 
     /// A challenge pass for the client at `ip`, valid until `expires_at_sec` (Unix seconds).
     #[napi(catch_unwind)]
     pub fn mint_pass(&self, env: Env, ip: String, expires_at_sec: f64) -> Result<String> {
         let _panic = raw::throw_on_panic(&env, "DefenseHandle::mint_pass");
-        let Some(signer) = &self.shared.signer else {
-            return Err(invalid("mintPass needs options.challenge.secret"));
-        };
-        if !(expires_at_sec.is_finite() && expires_at_sec >= 0.0 && expires_at_sec.fract() == 0.0) {
-            return Err(invalid("expiresAt must be a whole number of seconds >= 0"));
-        }
-        let mut buf = IpKeyBuf::default();
-        signer.mint(ip_key(ip.as_bytes(), &self.shared.ban_ip, &mut buf), expires_at_sec as u64).map_err(|e| invalid(e.0))
+        self.shared.front.mint_pass(ip.as_bytes(), expires_at_sec).map_err(|e| invalid(e.0))
     }
 
     /// Each limit's `q` and `w` (for RateLimit-Policy), in order.
     #[napi(catch_unwind)]
     pub fn policies(&self, env: Env) -> Vec<LimitPolicy> {
         let _panic = raw::throw_on_panic(&env, "DefenseHandle::policies");
-        let l = self.shared.defense.limits();
+        let l = self.shared.front.defense().limits();
         (0..l.len())
             .map(|i| LimitPolicy { name: l.name(i).to_string(), quota: l.policy(i).quota as f64, window_ms: l.policy(i).window_ns as f64 / 1e6 })
             .collect()
@@ -326,9 +265,9 @@ impl DefenseHandle {
     #[napi(catch_unwind)]
     pub fn stats(&self, env: Env) -> DefenseStats {
         let _panic = raw::throw_on_panic(&env, "DefenseHandle::stats");
-        let b = self.shared.defense.bans();
+        let b = self.shared.front.defense().bans();
         let s = b.stats();
-        let l = self.shared.defense.limits();
+        let l = self.shared.front.defense().limits();
         DefenseStats {
             bans: b.len() as u32,
             tracked: b.tracked() as u32,
@@ -340,7 +279,7 @@ impl DefenseHandle {
             limits: (0..l.len())
                 .map(|i| LimitStats { name: l.name(i).to_string(), keys: l.limit(i).len() as u32, max_keys: l.limit(i).max_keys() as u32 })
                 .collect(),
-            fair_share_refused: self.shared.fair.as_ref().map_or(0.0, |f| f.refused() as f64),
+            fair_share_refused: self.shared.front.fair_share().map_or(0.0, |f| f.refused() as f64),
         }
     }
 }

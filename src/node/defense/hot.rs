@@ -2,18 +2,14 @@
 //! callbacks over the handle's shared state, and the layout of the `result` array they fill.
 use super::handle::Shared;
 use super::records::unix_ms;
-use crate::core::defense::{BanEvent, Outcome, PassError, Request, StrikeKind, Verdict, MAX_PASS_LEN};
-use crate::core::gate::IP_KEY_TAG;
+use crate::core::defense::{Answer, ClientRequest, KeySpan, PassCheck, Scratch, Verdict, MAX_IP_INPUT, MAX_PASS_LEN};
 use crate::core::limit::{MAX_LIMITS, NEVER};
 use crate::core::names::named_enum;
-use crate::core::net::ipkey::{client_addr, ip_bin_key, ip_key_of, IpKeyBuf, BIN_KEY_LEN};
-use crate::core::shed::LagSignal;
 use crate::node::gate::{decide_args, gate_now_ns, read_bounded, Bound as GateBound};
 use crate::node::ledger::MAX_KEY_BYTES;
 use crate::node::raw;
 use napi::sys;
 use std::cell::UnsafeCell;
-use std::net::IpAddr;
 use std::sync::Arc;
 
 named_enum! {
@@ -54,21 +50,12 @@ pub(crate) const GATE_ARGS: usize = 3;
 /// given (the missing ones with `undefined`, a few instructions each), so sets of more limits are read
 /// again with room for `MAX_LIMITS`.
 pub(crate) const FEW_LIMITS: usize = 4;
-/// Client addresses longer than this are not addresses (`ipkey::MAX_INPUT_LEN` is 96).
-pub(crate) const MAX_IP_INPUT: usize = 128;
 
 /// What the raw callback carries: the shared state and this thread's reusable buffers.
 pub(crate) struct Bound {
     pub(crate) shared: Arc<Shared>,
     pub(crate) out: Box<UnsafeCell<[f64; RESULT_LEN]>>,
     pub(crate) scratch: UnsafeCell<Scratch>,
-}
-
-#[derive(Default)]
-pub(crate) struct Scratch {
-    pub(crate) keys: Vec<u8>,
-    pub(crate) outcome: Outcome,
-    pub(crate) events: Vec<BanEvent>,
 }
 
 // `out` and `scratch` are only used by the JS thread that owns the function (one call at a time).
@@ -123,7 +110,7 @@ raw::guarded!(pub(crate) defend = "Defense.defend" => defend_unguarded);
 pub(crate) unsafe fn defend_unguarded(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
     let (argv, argc, data) = raw::args::<{ ARGS + FEW_LIMITS }>(env, info);
     let bound = &*(data as *const Bound);
-    if bound.shared.defense.limits().len() > FEW_LIMITS {
+    if bound.shared.front.defense().limits().len() > FEW_LIMITS {
         let (argv, argc, _) = raw::args::<{ ARGS + MAX_LIMITS }>(env, info);
         return defend_on(env, bound, &argv, argc);
     }
@@ -133,7 +120,7 @@ pub(crate) unsafe fn defend_unguarded(env: sys::napi_env, info: sys::napi_callba
 #[inline(always)]
 pub(crate) unsafe fn defend_on(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value], argc: usize) -> sys::napi_value {
     match defend_args(env, bound, argv, argc, gate_now_ns()) {
-        Some((v, _, _)) => raw::int32(env, v as i32),
+        Some((a, _)) => raw::int32(env, a.verdict as i32),
         None => std::ptr::null_mut(),
     }
 }
@@ -144,7 +131,7 @@ raw::guarded!(pub(crate) defend_and_decide = "Defense.defendAndDecide" => defend
 pub(crate) unsafe fn defend_and_decide_unguarded(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
     let (argv, argc, data) = raw::args::<{ GATE_ARGS + ARGS + FEW_LIMITS }>(env, info);
     let both = &*(data as *const Both);
-    if both.defense.shared.defense.limits().len() > FEW_LIMITS {
+    if both.defense.shared.front.defense().limits().len() > FEW_LIMITS {
         let (argv, argc, _) = raw::args::<{ GATE_ARGS + ARGS + MAX_LIMITS }>(env, info);
         return defend_and_decide_on(env, both, &argv, argc);
     }
@@ -155,42 +142,28 @@ pub(crate) unsafe fn defend_and_decide_unguarded(env: sys::napi_env, info: sys::
 pub(crate) unsafe fn defend_and_decide_on(env: sys::napi_env, both: &Both, argv: &[sys::napi_value], argc: usize) -> sys::napi_value {
     // One clock reading for both (the gate's clock, the one the limits and bans run on too).
     let now_ns = gate_now_ns();
-    let Some((v, flags, ip)) = defend_args(env, &both.defense, &argv[GATE_ARGS..], argc.saturating_sub(GATE_ARGS), now_ns) else {
+    let Some((answer, flags)) = defend_args(env, &both.defense, &argv[GATE_ARGS..], argc.saturating_sub(GATE_ARGS), now_ns) else {
         return std::ptr::null_mut();
     };
-    let out = &*both.defense.out.get();
-    let go = match v {
-        Verdict::Pass => out[R::DelayMs as usize] == 0.0,
-        Verdict::Exempt => flags & FLAG_EXEMPT_ENDS == 0,
-        _ => false,
-    };
-    if !go {
+    let v = answer.verdict;
+    if !answer.gate_follows(flags & FLAG_EXEMPT_ENDS != 0) {
         return raw::int32(env, v as i32);
     }
     // The fair-share backstop ranks what reaches the pool: requests the defense let on.
     let shared = &*both.defense.shared;
-    let ranked = shared.fair.as_ref().filter(|_| v == Verdict::Pass).map(|f| {
-        let load = shared.loop_health.as_ref().map_or(0.0, |h| f.load(LagSignal::Max.of(&h.sample())));
-        (f, ip, load)
-    });
+    let ranked = shared.front.ranked(shared.loop_health.as_deref()).filter(|_| v == Verdict::Pass).map(|(f, load)| (f, answer.ip, load));
     match decide_args(env, &both.gate, &argv[..GATE_ARGS], GATE_ARGS, now_ns, ranked) {
         Some(g) => raw::int32(env, v as i32 | ((g + 1) << 4)),
         None => std::ptr::null_mut(),
     }
 }
 
-/// `defend`'s work on its arguments `argv[..argc]`: the verdict, the flags and the client address,
-/// or `None` with an exception pending.
+/// `defend`'s work on its arguments `argv[..argc]`: reads them, has the core decide, writes `result`.
+/// The answer and the flags, or `None` with an exception pending.
 #[inline(always)]
-pub(crate) unsafe fn defend_args(
-    env: sys::napi_env,
-    bound: &Bound,
-    argv: &[sys::napi_value],
-    argc: usize,
-    now_ns: u64,
-) -> Option<(Verdict, i32, Option<IpAddr>)> {
+unsafe fn defend_args(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value], argc: usize, now_ns: u64) -> Option<(Answer, i32)> {
     let s = &*bound.shared;
-    let n = s.defense.limits().len();
+    let n = s.front.defense().limits().len();
     if argc < ARGS + n {
         raw::throw_type_error(env, "defend: expected (flags, ip, pass, cost) and one key per limit");
         return None;
@@ -208,7 +181,6 @@ pub(crate) unsafe fn defend_args(
         raw::throw_type_error(env, "defend: ip must be a string");
         return None;
     };
-    // Longer is not an address (`ipkey::MAX_INPUT_LEN`): cut, it still parses as none.
     let ip_in = &ip_in[..ip_in.len().min(MAX_IP_INPUT)];
     // One cost for every limit, or a Float64Array of one per limit.
     let mut costs = [0u32; MAX_LIMITS];
@@ -242,56 +214,26 @@ pub(crate) unsafe fn defend_args(
             }
         },
     };
-    // Parsed once: the lists, the ban key and every limit's address key come from this.
-    let ip = client_addr(ip_in);
-    // The ban key is text (what an operator writes in `bans.add`), so making it costs: it is made
-    // up front only when something before the limits reads it (a pass, a ban held, the challenge).
-    // Otherwise only a refusal needs it, for its strike, and it is made then (below). (A ban added
-    // while this request runs may miss it by key, as if the request had come first.)
-    let pass_given = raw::is_string(env, argv[2]);
-    let eager = pass_given || s.defense.challenge_after().is_some() || !s.defense.bans().is_empty();
-    let mut bkbuf = IpKeyBuf::default();
-    let ban_key: &[u8] = if eager { ip_key_of(ip, &s.ban_ip, &mut bkbuf) } else { &[] };
-    let out = &mut *bound.out.get();
+    // A pass that is not read whole is malformed: the core refuses one longer than `MAX_PASS_LEN`.
+    let mut pbuf = [0u8; MAX_PASS_LEN + 8];
+    let pass = if raw::is_string(env, argv[2]) { Some(read_bounded(env, argv[2], &mut pbuf).map_or(&pbuf[..], |len| &pbuf[..len])) } else { None };
     let sc = &mut *bound.scratch.get();
-
-    // A pass first: a valid one clears the key's strikes, so the challenge below lets it on.
-    out[R::Pass as usize] = 0.0;
-    if pass_given {
-        let mut pbuf = [0u8; MAX_PASS_LEN + 8];
-        let code = match (&s.signer, read_bounded(env, argv[2], &mut pbuf)) {
-            (Some(signer), Some(len)) if len <= MAX_PASS_LEN => match s.defense.honour_pass(signer, &pbuf[..len], ban_key, now_ns, unix_ms()) {
-                Ok(_) => 1.0,
-                Err(e) => 2.0 + f64::from(e as u8),
-            },
-            _ => 2.0 + f64::from(PassError::Malformed as u8),
-        };
-        out[R::Pass as usize] = code;
-    }
-
-    // Keys, one per limit, into the reused scratch buffer: (start, len), or None.
+    // Given keys into the reused scratch buffer; address keys are the core's to make.
     sc.keys.clear();
-    // (start, len) per limit; NO_KEY where it does not apply. Compact: zeroed on every call.
-    const NO_KEY: (u32, u32) = (u32::MAX, 0);
-    let mut spans = [NO_KEY; MAX_LIMITS];
+    let mut spans = [KeySpan::None; MAX_LIMITS];
     let mut kstack = [0u8; 256];
     let mut kheap = Vec::new();
     for (i, span) in spans.iter_mut().enumerate().take(n) {
         let v = argv[ARGS + i];
         // In the order of their frequency, each test one check (`napi_typeof` runs up to ten).
         if raw::get_bool(env, v).is_some() {
-            // Tagged binary (no one reads a limit's keys back): never equal to a given key's UTF-8.
-            let mut kb = [0u8; BIN_KEY_LEN];
-            let len = ip_bin_key(ip, &s.ip_cfgs[i], IP_KEY_TAG, &mut kb);
-            *span = (sc.keys.len() as u32, len as u32);
-            sc.keys.extend_from_slice(&kb[..len]);
+            *span = KeySpan::Address;
             continue;
         }
         match raw::get_key(env, v, &mut kstack, &mut kheap) {
             Some(k) if k.len() <= MAX_KEY_BYTES => {
-                let start = sc.keys.len();
+                *span = KeySpan::Given(sc.keys.len() as u32, k.len() as u32);
                 sc.keys.extend_from_slice(k);
-                *span = (start as u32, k.len() as u32);
             }
             Some(k) => {
                 raw::throw_range_error(env, &format!("defend: key {i} is {} bytes long; the limit is {MAX_KEY_BYTES}", k.len()));
@@ -306,36 +248,25 @@ pub(crate) unsafe fn defend_args(
             },
         }
     }
-    let mut keys: [Option<&[u8]>; MAX_LIMITS] = [None; MAX_LIMITS];
-    for i in 0..n {
-        let (a, l) = spans[i];
-        if a != u32::MAX {
-            keys[i] = Some(&sc.keys[a as usize..(a + l) as usize]);
-        }
-    }
     let (cost, per_limit) = if ncosts == 1 { (costs[0], &costs[..0]) } else { (1, &costs[..n]) };
-    let req = Request { ip, skip: flags & FLAG_SKIP != 0, ban_key, limit_keys: &keys[..n], cost, costs: per_limit, passed: out[R::Pass as usize] == 1.0 };
-    let verdict = {
+    let req = ClientRequest { ip: ip_in, pass, skip: flags & FLAG_SKIP != 0, keys: &spans[..n], cost, costs: per_limit };
+    let answer = {
         let lists = s.lists.read();
-        s.defense.decide(&lists.access, &req, now_ns, &mut sc.outcome, &mut sc.events)
+        s.front.decide(&lists.access, &req, now_ns, unix_ms, sc)
     };
-    if verdict == Verdict::RateLimited && !eager {
-        // The strike the chain counts for a refusal with a ban key (core/defense/chain.rs), counted
-        // here with the key made now.
-        let mut late = IpKeyBuf::default();
-        s.defense.report(ip_key_of(ip, &s.ban_ip, &mut late), StrikeKind::RateLimited, now_ns, &mut sc.events);
-    }
+    let out = &mut *bound.out.get();
+    out[R::Pass as usize] = match answer.pass {
+        PassCheck::Absent => 0.0,
+        PassCheck::Valid => 1.0,
+        PassCheck::Refused(e) => 2.0 + f64::from(e as u8),
+    };
     let d = &sc.outcome.limits;
-    out[R::Verdict as usize] = f64::from(verdict as u8);
+    out[R::Verdict as usize] = f64::from(answer.verdict as u8);
     out[R::RefusedBy as usize] = d.refused_by.map_or(-1.0, |i| i as f64);
-    out[R::RetryAfterMs as usize] = if verdict == Verdict::RateLimited { ms(d.retry_after_ns) } else { 0.0 };
-    out[R::DelayMs as usize] = if verdict == Verdict::Pass { ms(d.delay_ns) } else { 0.0 };
-    let (left, by_cidr) = match &sc.outcome.ban {
-        Some(hit) => (ms(hit.retry_after_ns(now_ns)), hit.by_cidr),
-        None => (0.0, false),
-    };
-    out[R::BanLeftMs as usize] = left;
-    out[R::ByCidr as usize] = f64::from(u8::from(by_cidr));
+    out[R::RetryAfterMs as usize] = ms(answer.retry_after_ns);
+    out[R::DelayMs as usize] = ms(answer.delay_ns);
+    out[R::BanLeftMs as usize] = ms(answer.ban_left_ns);
+    out[R::ByCidr as usize] = f64::from(u8::from(answer.by_cidr));
     out[R::Evaluated as usize] = f64::from(d.evaluated);
     let mut bits = d.evaluated;
     while bits != 0 {
@@ -351,5 +282,5 @@ pub(crate) unsafe fn defend_args(
     } else {
         out[R::Events as usize] = 0.0;
     }
-    Some((verdict, flags, ip))
+    Some((answer, flags))
 }

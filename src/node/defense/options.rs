@@ -1,8 +1,7 @@
 //! The defense's options as lib/defense passes them (complete: lib/defense fills in the defaults), and
 //! their reading into the core's specs.
-use crate::core::defense::{AccessLists, BanSpec, EscalationSpec, StrikeKind, StrikeRuleSpec};
+use crate::core::defense::{address_prefixes, AccessLists, BanSpec, EscalationSpec, FairShareSpec, FrontSpec, StrikeKind, StrikeRuleSpec};
 use crate::core::limit::{AlgorithmKind, LimitSpec};
-use crate::core::net::ipkey::IpKeyConfig;
 use crate::node::gate::invalid;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -81,14 +80,38 @@ pub(crate) struct Lists {
     pub(crate) deny: Vec<String>,
 }
 
-pub(crate) fn prefixes(v4: u32, v6: u32, at: &str) -> Result<IpKeyConfig> {
-    let (Ok(a), Ok(b)) = (u8::try_from(v4), u8::try_from(v6)) else {
-        return Err(invalid(format!("{at}: prefixes must be 0..32 and 0..128")));
+/// The options, read into the core's composition (which checks the values).
+pub(crate) fn front_spec(o: &mut DefenseOptions) -> Result<FrontSpec<Buffer>> {
+    let limits = o.limits.iter().enumerate().map(|(i, l)| limit_spec(l, i)).collect::<Result<_>>()?;
+    let limit_prefixes = o
+        .limits
+        .iter()
+        .enumerate()
+        .map(|(i, l)| address_prefixes(l.ipv4_prefix, l.ipv6_prefix, &format!("limits[{i}].by")).map_err(|e| invalid(e.0)))
+        .collect::<Result<_>>()?;
+    let fair_share = match &o.fair_share {
+        None => None,
+        Some(f) => {
+            let subnet = match (f.subnet_v4, f.subnet_v6) {
+                (Some(a), Some(b)) => Some((a, b)),
+                (None, None) => None,
+                _ => return Err(invalid("fairShare.subnet needs both prefixes")),
+            };
+            Some(FairShareSpec { reserve: f.reserve, window_ms: f.window_ms, max_share: f.max_share, subnet, slots: f.slots, lag_ms: f.lag_ms })
+        }
     };
-    IpKeyConfig::new(a, b).map_err(|e| invalid(format!("{at}: {e}")))
+    Ok(FrontSpec {
+        limits,
+        limit_prefixes,
+        bans: ban_spec(&o.bans)?,
+        challenge_secrets: o.challenge_secrets.take().unwrap_or_default(),
+        challenge_after: o.challenge_after,
+        ban_prefixes: address_prefixes(o.ipv4_prefix, o.ipv6_prefix, "ipv4Prefix/ipv6Prefix").map_err(|e| invalid(e.0))?,
+        fair_share,
+    })
 }
 
-pub(crate) fn limit_spec(l: &LimitOptions, i: usize) -> Result<LimitSpec> {
+fn limit_spec(l: &LimitOptions, i: usize) -> Result<LimitSpec> {
     let algorithm = AlgorithmKind::parse(&format!("limits[{i}]"), &l.algorithm).map_err(|e| invalid(e.0))?;
     Ok(LimitSpec {
         name: l.name.clone(),
@@ -101,13 +124,10 @@ pub(crate) fn limit_spec(l: &LimitOptions, i: usize) -> Result<LimitSpec> {
     })
 }
 
-pub(crate) fn ban_spec(b: &BanOptions) -> Result<BanSpec> {
+fn ban_spec(b: &BanOptions) -> Result<BanSpec> {
     let mut rules = Vec::with_capacity(b.rules.len());
     for (i, r) in b.rules.iter().enumerate() {
-        let on = StrikeKind::ALL
-            .iter()
-            .copied()
-            .find(|k| k.as_str() == r.on)
+        let on = StrikeKind::from_name(&r.on)
             .ok_or_else(|| invalid(format!("bans.rules[{i}].on must be one of {} (got {:?})", StrikeKind::NAMES.join(", "), r.on)))?;
         rules.push(StrikeRuleSpec { name: r.name.clone(), on, threshold: r.threshold, window_ms: r.window_ms, ban_ms: r.ban_ms });
     }

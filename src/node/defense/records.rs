@@ -78,10 +78,16 @@ pub(crate) fn target_text(t: &BanTarget) -> (String, bool) {
 
 pub(crate) fn ban_info(b: &Ban, now_ns: u64, now_ms: u64) -> BanInfo {
     let (target, cidr) = target_text(&b.target);
-    let since = now_ms.saturating_sub(now_ns.saturating_sub(b.since_ns) / 1_000_000) as f64;
-    let until =
-        b.until_ns.map(|u| if u >= now_ns { now_ms as f64 + ((u - now_ns) as f64 / 1e6).ceil() } else { now_ms as f64 - ((now_ns - u) as f64 / 1e6).floor() });
-    BanInfo { target, cidr, reason: b.reason.to_string(), source: b.source.as_str().to_string(), offense: b.offense, since, until }
+    let (since, until) = b.unix_ms(now_ns, now_ms);
+    BanInfo {
+        target,
+        cidr,
+        reason: b.reason.to_string(),
+        source: b.source.as_str().to_string(),
+        offense: b.offense,
+        since: since as f64,
+        until: until.map(|u| u as f64),
+    }
 }
 
 pub(crate) fn event_infos(events: Vec<BanEvent>, now_ns: u64, now_ms: u64) -> Vec<BanEventInfo> {
