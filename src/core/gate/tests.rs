@@ -442,3 +442,19 @@ fn a_ranked_decision_refuses_a_heavy_client_before_the_pool_runs_dry_and_debits_
     let (g2, _) = gate();
     assert_eq!((0..101).filter(|_| decide(&g2, Some(1), None, 0).verdict == Verdict::Admit).count(), 100);
 }
+
+#[test]
+fn only_unprotected_requests_admitted_inline_under_a_turn_budget_are_noted() {
+    let mut c = cfg();
+    c.shed.turn_budget_ms = 5.0;
+    let (g, _) = gate_with(c, None);
+    let standard = decide(&g, Some(1), None, 0);
+    assert!(g.notes_inline(&standard, false));
+    assert!(!g.notes_inline(&standard, true), "the turn queue runs");
+    assert!(!g.notes_inline(&decide(&g, Some(0), None, 0), false), "protected");
+    assert!(!g.notes_inline(&Decision { verdict: Verdict::Shed, ..standard }, false), "not admitted");
+    let mut off = cfg();
+    off.shed.turn_budget_ms = 0.0;
+    let (g, _) = gate_with(off, None);
+    assert!(!g.notes_inline(&decide(&g, Some(1), None, 0), false), "no turn budget");
+}

@@ -3,7 +3,7 @@
 use crate::core::clock::{Clock, MonotonicClock};
 use crate::core::concurrency::Slot;
 use crate::core::defense::FairShare;
-use crate::core::gate::{Decision, Gate, InlineRuns, Verdict, MAX_HEADER_LEN};
+use crate::core::gate::{Decision, Gate, InlineRuns, MAX_HEADER_LEN};
 use crate::core::names::named_enum;
 use crate::node::lag::{current_turn, current_turn_age_ms};
 use crate::node::ledger::MAX_KEY_BYTES;
@@ -186,7 +186,7 @@ pub(crate) unsafe fn decide_args(
     let out = &mut *bound.out.get();
     write_result(out, &d);
     // Costly requests running back to back start the turn queue (core/gate/burst.rs).
-    let noted = !queued && gate.config().shed.turn_budget_ms > 0.0 && d.verdict == Verdict::Admit && !gate.ledger().is_protected(d.tier);
+    let noted = gate.notes_inline(&d, queued);
     out[R::InlineRunMs as usize] = if noted { current_turn().map_or(0.0, |(turn_ns, age_ms)| bound.inline.note(turn_ns, age_ms)) } else { 0.0 };
     Some(d.verdict as i32)
 }
