@@ -1,5 +1,6 @@
 //! The benchmark's floor (npm run bench, benchmark/ledger.js): raw callbacks that take `tryConsume`'s
-//! arguments and do nothing with them.
+//! arguments and do nothing with them. Built only with the `bench-seams` feature: not in the release
+//! binary.
 use crate::node::raw;
 use napi::bindgen_prelude::*;
 use napi::sys;

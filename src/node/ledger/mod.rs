@@ -9,7 +9,8 @@
 //!
 //! - `options.rs`: the tiers as JS gives them; `handle.rs`: the `#[napi]` class (off the hot path);
 //! - `hot.rs`: the raw callbacks and the `result` layout; `constants.rs`: `ledgerConstants()`;
-//! - `bench.rs`: the benchmark's floor.
+//! - `bench.rs`: the benchmark's floor, only with the `bench-seams` feature.
+#[cfg(feature = "bench-seams")]
 mod bench;
 mod constants;
 mod handle;
