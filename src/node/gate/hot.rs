@@ -58,7 +58,7 @@ pub(crate) const SEL_TURN_QUEUED: i32 = 0x200;
 /// Tiers a gate can select through `sel` (ids 0..=253 as id + 1 in the low byte).
 pub(crate) const MAX_TIERS: i32 = SEL_TIER_MASK - 1;
 
-/// What the raw callback carries (also the defense's combined call: src/node/defense.rs).
+/// What the raw callback carries (also the defense's combined call: src/node/defense/hot.rs).
 pub(crate) struct Bound {
     pub(crate) gate: Arc<Gate>,
     pub(crate) out: Box<UnsafeCell<[f64; RESULT_LEN]>>,
