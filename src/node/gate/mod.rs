@@ -22,7 +22,7 @@ use napi::{Error, Status};
 pub(crate) use handle::GateHandle;
 pub(crate) use hot::{decide_args, gate_now_ns, read_bounded, unix_now_sec, Bound};
 
-/// An option or argument the caller got wrong: `InvalidArg`, which lib/ rethrows with its code.
+/// A value the caller got wrong: code `InvalidArg`, which lib/ rethrows as a RangeError.
 pub(crate) fn invalid(msg: impl Into<String>) -> Error {
     Error::new(Status::InvalidArg, msg.into())
 }
