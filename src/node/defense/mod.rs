@@ -21,11 +21,12 @@
 //! - `hot.rs`: the raw callbacks `defend` and `defendAndDecide` and the `result` layout;
 //! - `constants.rs`: `defenseConstants()`, what lib/defense shares with the hot path.
 mod constants;
-mod handle;
+pub(crate) mod handle;
 mod hot;
-mod options;
-mod records;
+pub(crate) mod options;
+pub(crate) mod records;
 
-// The class by its short path, for other napi files that add methods to it (a second `#[napi] impl`).
+// The class by its short path; `handle`, `options` and `records` are open to other napi files that
+// add methods to it (a second `#[napi] impl`).
 #[allow(unused_imports)]
 pub(crate) use handle::DefenseHandle;
