@@ -1,6 +1,6 @@
 'use strict';
 // The numbers lib/gatekeeper.js shares with the native decide come from the native side
-// (src/node/gate.rs `gateConstants`): one declaration, read by both. These tests check that the JS view
+// (src/node/gate/constants.rs `gateConstants`): one declaration, read by both. These tests check that the JS view
 // of them matches what the native gate actually does.
 const test = require('node:test');
 const assert = require('node:assert/strict');

@@ -61,7 +61,8 @@ test('every native entry point is guarded against panics', () => {
   const unguarded = [];
   let napiFns = 0;
   let cFns = 0;
-  for (const file of fs.readdirSync(dir).filter((f) => f.endsWith('.rs'))) {
+  // src/node/<thing>/*.rs too: each binding is a folder of files (options, handle, hot, ...).
+  for (const file of fs.readdirSync(dir, { recursive: true }).filter((f) => f.endsWith('.rs'))) {
     const lines = fs.readFileSync(path.join(dir, file), 'utf8').split('\n');
     for (let i = 0; i < lines.length; i++) {
       const attr = /^\s*#\[napi(\((.*)\))?\]\s*$/.exec(lines[i]);

@@ -7,7 +7,8 @@
 //   as an optionalDependency). Otherwise it builds with the locked dependencies into a temporary
 //   target directory and deletes it, so node_modules keeps only the binary, no build tree.
 //
-// Flags: --debug (dev profile); --target <rust triple> (cross builds for a release; CI).
+// Flags: --debug (dev profile); --target <rust triple> (cross builds for a release; CI);
+// --features <list> (cargo features, e.g. bench-seams for `npm run bench`: never in a release).
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
@@ -20,6 +21,9 @@ const debug = argv.includes('--debug');
 const targetAt = argv.indexOf('--target');
 const rustTarget = targetAt === -1 ? undefined : argv[targetAt + 1];
 if (targetAt !== -1 && !rustTarget) fail('--target needs a Rust target triple');
+const featuresAt = argv.indexOf('--features');
+const features = featuresAt === -1 ? undefined : argv[featuresAt + 1];
+if (featuresAt !== -1 && !features) fail('--features needs a comma-separated list of cargo features');
 const triple = rustTarget ? fromRustTarget(rustTarget).triple : platformTriple();
 const inCheckout = fs.existsSync(path.join(root, '.git'));
 
@@ -41,6 +45,7 @@ const targetDir = process.env.CARGO_TARGET_DIR
 const args = ['build', '--lib'];
 if (!debug) args.push('--release');
 if (rustTarget) args.push('--target', rustTarget);
+if (features) args.push('--features', features);
 if (!inCheckout) args.push('--locked'); // the napi crates are pinned together (DESIGN.md)
 const env = { ...process.env, CARGO_TARGET_DIR: targetDir };
 // musl targets link libc statically by default, and a static-CRT target cannot be a cdylib.
@@ -76,7 +81,7 @@ function place() {
   // Copy through a temporary name and rename: a running process that has the old addon mapped keeps it.
   fs.copyFileSync(built, `${out}.tmp`);
   fs.renameSync(`${out}.tmp`, out);
-  console.log(`tiergate: built ${path.relative(root, out)} (${debug ? 'debug' : 'release'})`);
+  console.log(`tiergate: built ${path.relative(root, out)} (${debug ? 'debug' : 'release'}${features ? `, features ${features}` : ''})`);
 }
 
 function cleanup() {

@@ -23,6 +23,12 @@ macro_rules! named_enum {
             pub fn as_str(self) -> &'static str {
                 Self::NAMES[self as usize]
             }
+
+            /// The variant of that name.
+            #[allow(dead_code)]
+            pub fn from_name(name: &str) -> Option<Self> {
+                Self::NAMES.iter().position(|n| *n == name).map(|i| Self::ALL[i])
+            }
         }
     };
 }

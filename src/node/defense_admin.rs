@@ -3,7 +3,7 @@
 //!
 //! A key is given as the hot path gets it: a string (a header's value, a function's result), or, for a
 //! limit that counts by the client address (`by_ip`), the address as text, masked to the limit's
-//! prefixes and tagged as `defend` does (src/node/defense.rs), so both name the same entry.
+//! prefixes and tagged as `defend` does (core/defense/front.rs), so both name the same entry.
 use crate::core::clock::{Clock, MonotonicClock};
 use crate::core::gate::IP_KEY_TAG;
 use crate::core::limit::{LimitSet, MAX_OVERRIDES, MAX_PER_REQUEST, NEVER};
@@ -47,7 +47,7 @@ fn units(v: f64, at: &str) -> Result<u32> {
 
 impl DefenseHandle {
     fn limit_set(&self) -> &LimitSet {
-        self.shared.defense.limits()
+        self.shared.front.defense().limits()
     }
 
     fn index(&self, i: u32) -> Result<usize> {
@@ -64,7 +64,7 @@ impl DefenseHandle {
         let i = self.index(i)?;
         if by_ip {
             let mut kb = [0u8; BIN_KEY_LEN];
-            let len = ip_bin_key(client_addr(key.as_bytes()), &self.shared.ip_cfgs[i], IP_KEY_TAG, &mut kb);
+            let len = ip_bin_key(client_addr(key.as_bytes()), &self.shared.front.limit_prefixes()[i], IP_KEY_TAG, &mut kb);
             return Ok(f(i, &kb[..len]));
         }
         if key.len() > MAX_KEY_BYTES {

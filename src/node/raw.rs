@@ -53,8 +53,8 @@ pub unsafe fn guard(env: sys::napi_env, what: &'static str, body: impl FnOnce() 
 
 /// `unsafe extern "C" fn $name(env, info)`: the raw callback that runs `$body(env, info)` under `guard`.
 macro_rules! guarded {
-    ($name:ident = $what:literal => $body:path) => {
-        unsafe extern "C" fn $name(env: napi::sys::napi_env, info: napi::sys::napi_callback_info) -> napi::sys::napi_value {
+    ($vis:vis $name:ident = $what:literal => $body:path) => {
+        $vis unsafe extern "C" fn $name(env: napi::sys::napi_env, info: napi::sys::napi_callback_info) -> napi::sys::napi_value {
             $crate::node::raw::guard(env, $what, || $body(env, info))
         }
     };

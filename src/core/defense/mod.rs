@@ -10,12 +10,17 @@
 //! - `persist.rs`: export and import as records with Unix-millisecond times;
 //! - challenge passes (HMAC-SHA256, bound to the key, expiring) live with the tier tokens, in `token/pass.rs`;
 //! - `rng.rs`: the seeded generator behind the jitter;
+//! - `front.rs`: the defense as a request reaches it (raw inputs to the chain's verdict and the response's
+//!   figures), the composition it is built from, and the operator's view of it;
 //! - `usage.rs`: requests per client in a window, in fixed memory; `fair.rs`: the fair-share backstop
 //!   that refuses the heaviest clients first when the global limit runs low.
 mod ban;
 mod chain;
 mod cidr;
 mod fair;
+mod front;
+#[cfg(test)]
+mod front_tests;
 mod lists;
 mod persist;
 pub mod rng;
@@ -32,6 +37,7 @@ pub use ban::{Ban, BanEvent, BanEventKind, BanHit, BanSource, BanStats, BanTarge
 pub use chain::{Defense, Outcome, Request, Verdict};
 pub use cidr::{Addr, Cidr, CidrError};
 pub use fair::{FairShare, FairShareConfig, FairShareSpec};
+pub use front::{address_prefixes, Answer, ClientRequest, DefenseFront, FrontSpec, KeySpan, PassCheck, Scratch, MAX_IP_INPUT};
 pub use lists::{Access, AccessLists};
 pub use persist::{BanRecord, ImportReport};
 pub use rules::{BanConfig, BanSpec, Escalation, EscalationSpec, StrikeKind, StrikeRule, StrikeRuleSpec, MAX_THRESHOLD};

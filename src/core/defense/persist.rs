@@ -32,19 +32,32 @@ pub struct ImportReport {
 
 const NS_PER_MS: u64 = 1_000_000;
 
+impl Ban {
+    /// When the ban began and ends (`None`: permanent), in Unix ms, by the pair (`now_ns`,
+    /// `now_unix_ms`) read together. An end still ahead is rounded up (a ban never shows shorter), one
+    /// already past (an expired or lifted ban's event) down, as a start is.
+    pub fn unix_ms(&self, now_ns: u64, now_unix_ms: u64) -> (u64, Option<u64>) {
+        let since = now_unix_ms.saturating_sub(now_ns.saturating_sub(self.since_ns) / NS_PER_MS);
+        let until = self.until_ns.map(|u| {
+            if u >= now_ns {
+                now_unix_ms.saturating_add((u - now_ns).div_ceil(NS_PER_MS))
+            } else {
+                now_unix_ms.saturating_sub((now_ns - u) / NS_PER_MS)
+            }
+        });
+        (since, until)
+    }
+}
+
 impl BanTable {
     /// The live bans as records.
     pub fn export(&self, now_ns: u64, now_unix_ms: u64) -> Vec<BanRecord> {
         self.state
             .lock()
             .live(now_ns)
-            .map(|b| BanRecord {
-                target: b.target.clone(),
-                reason: b.reason.to_string(),
-                since_unix_ms: now_unix_ms.saturating_sub(now_ns.saturating_sub(b.since_ns) / NS_PER_MS),
-                until_unix_ms: b.until_ns.map(|u| now_unix_ms.saturating_add((u - now_ns).div_ceil(NS_PER_MS))),
-                offense: b.offense,
-                source: b.source,
+            .map(|b| {
+                let (since_unix_ms, until_unix_ms) = b.unix_ms(now_ns, now_unix_ms);
+                BanRecord { target: b.target.clone(), reason: b.reason.to_string(), since_unix_ms, until_unix_ms, offense: b.offense, source: b.source }
             })
             .collect()
     }

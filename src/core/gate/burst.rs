@@ -4,7 +4,16 @@
 //! run; a request whose two runs before it in the same turn (the time between one such request and the
 //! next) each lasted at least the turn budget is a burst. The shorter of those two runs is what the
 //! gate reports, so one pause between cheap requests (a collection) never reaches the budget.
+use super::{Decision, Gate, Verdict};
 use std::cell::Cell;
+
+impl Gate {
+    /// Whether `d` is a request `InlineRuns` notes: an unprotected one admitted inline while a turn
+    /// budget is set. Not while the turn queue runs (`queued`): it spends the budget itself.
+    pub fn notes_inline(&self, d: &Decision, queued: bool) -> bool {
+        !queued && self.config().shed.turn_budget_ms > 0.0 && d.verdict == Verdict::Admit && !self.ledger().is_protected(d.tier)
+    }
+}
 
 /// The last noted request: its turn, the turn's age then (ms), and the run before it (ms, 0 if none).
 /// Cells: the gate's binding notes through a shared reference, on the one thread that owns it.

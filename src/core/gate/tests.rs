@@ -459,3 +459,19 @@ fn while_the_loop_is_the_bottleneck_finished_requests_teach_the_concurrency_limi
         assert_eq!(g.stats().concurrency.intervals > 0, learns, "lag {lag_ms} ms: {:?}", g.stats().concurrency);
     }
 }
+
+#[test]
+fn only_unprotected_requests_admitted_inline_under_a_turn_budget_are_noted() {
+    let mut c = cfg();
+    c.shed.turn_budget_ms = 5.0;
+    let (g, _) = gate_with(c, None);
+    let standard = decide(&g, Some(1), None, 0);
+    assert!(g.notes_inline(&standard, false));
+    assert!(!g.notes_inline(&standard, true), "the turn queue runs");
+    assert!(!g.notes_inline(&decide(&g, Some(0), None, 0), false), "protected");
+    assert!(!g.notes_inline(&Decision { verdict: Verdict::Shed, ..standard }, false), "not admitted");
+    let mut off = cfg();
+    off.shed.turn_budget_ms = 0.0;
+    let (g, _) = gate_with(off, None);
+    assert!(!g.notes_inline(&decide(&g, Some(1), None, 0), false), "no turn budget");
+}

@@ -1,7 +1,7 @@
 //! One event loop's sampler state, shared by its users: the subscribers' windows and health records,
 //! and what another thread (a guard being dropped, the stall watchdog) needs to read.
 //!
-//! The loop's thread owns the timer that drives it (src/node/lag.rs: a libuv timer and prepare handle);
+//! The loop's thread owns the timer that drives it (src/node/lag: a libuv timer and prepare handle);
 //! everything here is the arithmetic and the fan-out, on any monotonic nanosecond clock that all
 //! arguments share:
 //! * `tick` measures drift = (now − previous tick) − interval and feeds it to every subscriber's

@@ -224,7 +224,7 @@ impl Ledger {
     ///
     /// # Safety
     /// No other thread may call into this ledger, or hold it, while this runs (a ledger made for one
-    /// JS thread and never shared: src/node/ledger.rs).
+    /// JS thread and never shared: src/node/ledger/handle.rs, `exclusive`).
     #[inline]
     pub unsafe fn try_consume_slot_exclusive(&self, tier: usize, slot: Slot, cost: f64) -> Option<bool> {
         #[cfg(loom)]
