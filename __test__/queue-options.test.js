@@ -106,18 +106,20 @@ test('AdaptiveLimit: an app-limited service does not grow the limit', () => {
 test('AdaptiveLimit: latency inflation shrinks the limit, never below min; recovery raises it again', () => {
   const l = new AdaptiveLimit({ min: 3, max: 100, initial: 50 });
   let t = 0;
-  // Baseline 10 ms, long enough for the estimator's first probe (a reached limit is probed at once) to end.
-  for (let i = 0; i < 1000; i++) l.sample(10, l.limit, (t += 1));
+  // Samples come at the rate Little's law makes: the limit in flight, each `ms` long.
+  const sample = (ms) => l.sample(ms, l.limit, (t += ms / l.limit));
+  // Baseline 10 ms, long enough for the estimator's first probes (a reached limit is probed at once) to end.
+  for (let i = 0; i < 3000; i++) sample(10);
   const before = l.limit;
   let lowest = before;
-  for (let i = 0; i < 1000; i++) {
-    l.sample(10 + 2 * l.limit, l.limit, (t += 1)); // latency grows with concurrency: queueing
+  for (let i = 0; i < 3000; i++) {
+    sample(10 + 2 * l.limit); // latency grows with concurrency: queueing
     lowest = Math.min(lowest, l.limit);
     assert.ok(l.limit >= 3);
   }
   assert.ok(lowest < before * 0.75, `limit fell from ${before} to ${lowest}`);
   const low = l.limit;
-  for (let i = 0; i < 3000; i++) l.sample(10, l.limit, (t += 1)); // back to the baseline
+  for (let i = 0; i < 6000; i++) sample(10); // back to the baseline
   assert.ok(l.limit > low, `limit recovered from ${low} to ${l.limit}`);
 });
 

@@ -71,6 +71,16 @@ function tiergateOptions(cap, shed) {
 // (confirmMs 0): the settings the benchmark tuned before the filter existed, run side by side.
 const NO_FILTER_SHED = { targetLagMs: LAG_MS, criticalLagMs: CRITICAL_LAG_MS, lagSignal: 'ewma', ewmaMs: 50, confirmMs: 0 };
 
+/**
+ * `options` as the checkout at `dir` spells them: one from before the one limit vocabulary (no
+ * lib/limit-options.js) takes tiers' budgets as { capacity, refillPerSec }.
+ */
+function inVocabularyOf(dir, options) {
+  if (fs.existsSync(path.join(dir, 'lib', 'limit-options.js')) || !options.tiers) return options;
+  const tiers = options.tiers.map(({ limit, windowMs, burst, ...t }) => ({ ...t, capacity: burst ?? limit, refillPerSec: (limit * 1000) / windowMs }));
+  return { ...options, tiers };
+}
+
 /** Every configuration; `extra` ones run only when named with --only. */
 function configurations(cap) {
   return [
@@ -481,7 +491,7 @@ async function main() {
     c.title += ` + ${JSON.stringify(args.shed)}`;
   }
   if (args.alt) {
-    const alt = configs.filter((c) => c.protection === 'tiergate').map((c) => ({ ...c, id: `${c.id}@alt`, title: `${c.title} [${args.alt}]`, tiergateDir: args.alt, options: { ...c.options, shed: { ...c.options.shed } } }));
+    const alt = configs.filter((c) => c.protection === 'tiergate').map((c) => ({ ...c, id: `${c.id}@alt`, title: `${c.title} [${args.alt}]`, tiergateDir: args.alt, options: inVocabularyOf(args.alt, { ...c.options, shed: { ...c.options.shed } }) }));
     configs = configs.flatMap((c) => [c, ...alt.filter((a) => a.id === `${c.id}@alt`)]);
   }
   const ideal = idealTierLatency({ rate: args.load * cap, durationMs: args.seconds * 1000, serviceMs: 1000 / cap, mix: MIX });

@@ -4,28 +4,31 @@
 //! upstream, where the loop idles while requests queue downstream.
 //!
 //! Every interval (at least `INTERVAL_NS`, four baselines, and `MIN_SAMPLES` finished requests):
-//! - `typical`: the interval's median latency (robust to a downstream's own jitter and tail, which
-//!   a mean or a minimum would take for a queue);
-//! - `baseline`: the service's latency without a queue: the median of the last probe (below), and
-//!   before the first one the lowest `typical` of the last `BASELINE_INTERVALS` intervals.
+//! - `typical`: the interval's median latency, and its mean;
+//! - `baseline`: the service's latency without a queue, median and mean, as the last **probe**
+//!   measured it: the limit held low until the queue it found has drained, then one interval. A
+//!   reached limit is probed at once, then every `PROBE_EVERY_NS`; a probe holds the limit at the
+//!   last measured knee (the queue of one its headroom keeps drains, the downstream stays busy), or
+//!   at `PROBE_SEARCH_FACTOR` of it while searching: after the first probe, and after one that found
+//!   a much lower baseline (a limit far above the knee looks the same as one just over it, but for
+//!   the latency). Intervals' medians are no baseline: one of fast requests alone (health checks, a
+//!   pool's warm-up) would pass for the service.
 //! - `knee`: `throughput × baseline mean`, the requests the downstream serves at once without a
 //!   queue (Little's law: a pool of 4 at 20 ms makes 200/s × 20 ms = 4), and `queued`:
-//!   `throughput × (mean − baseline mean)`, the requests that waited there on average.
-//! - `queueing`: the limit was reached and more than `QUEUE_SHARE` of the knee (at least
-//!   `QUEUE_MIN`) waited downstream, or a user signal above 0 (requests waiting downstream over the
-//!   downstream's size: a pool's `waitingCount / max`). A downstream slow for reasons of its own is
-//!   no reason to hold back a load below the limit.
-//! - queueing: the limit moves to the knee plus a headroom of `HEADROOM` of it and at least one
-//!   request (down at once, up half-way per interval), so the downstream never idles while the next
-//!   request is on its way to it and holds a queue of about one. With a signal `v`, at most the
-//!   most requests in flight ÷ (1 + v) (the share the downstream serves, the rest waits there), plus
-//!   one. Means, not medians: a queue of fewer requests than the pool has servers leaves the median
-//!   untouched, and each of them is a wait for the protected tier.
-//! - no queueing while the limit was reached: it may carry more; the limit grows by `GROWTH` (2%, at
-//!   least one request) per interval.
-//! - otherwise (the limit was not reached): it keeps room for a burst of the square root of the
-//!   most requests in flight (at least `SPARE_MIN`) more than them and no more, so an overload's onset does not first fill the
-//!   downstream's queue up to a limit nothing has tested (the protected tier would wait behind it).
+//!   `throughput × (mean − baseline mean)`, the requests that waited there on average. Means, not
+//!   medians: a queue shorter than the pool leaves the median untouched, and each request in it is a
+//!   wait for the protected tier.
+//! - a queue (the limit reached, more than `QUEUE_SHARE` of the knee and `QUEUE_MIN` queued, against
+//!   a probed baseline), or a user signal above 0 (requests waiting downstream over its size: a
+//!   pool's `waitingCount / max`): the limit goes down to the knee rounded plus `HEADROOM` of it (at
+//!   least one request), so the downstream never idles while the next request is on its way to it;
+//!   with a signal `v`, to at most the most requests in flight ÷ (1 + v), plus one.
+//! - reached without a queue: it grows by `GROWTH` (at least one request) an interval — or, when
+//!   requests waited two intervals running and the latency shows nothing, by as many as waited (up
+//!   to `RAMP` of it, and not past a knee measured before), so a ramp after a lull catches up.
+//! - not reached: it keeps room for a burst of the square root of the most requests in flight (at
+//!   least `SPARE_MIN`) and no more, so an overload's onset does not first fill the downstream's
+//!   queue up to a limit nothing has tested (the protected tier would wait behind it).
 //!
 //! A request of a protected tier always gets a slot (it is counted in flight, so the others have
 //! fewer); one of another tier gets one while fewer than the limit are in flight, else it waits (the
@@ -39,7 +42,7 @@
 //! the limit, and its latency is no sample.
 //!
 //! Anchors: Netflix concurrency-limits (Gradient2, Vegas), Envoy's adaptive concurrency filter
-//! (a measured minimum latency, a gradient), BBR's bottleneck bandwidth × min RTT.
+//! (a measured minimum latency, periodic re-measurement), BBR's bottleneck bandwidth × min RTT.
 #[cfg(test)]
 mod sim;
 #[cfg(test)]
@@ -61,19 +64,25 @@ pub const MAX_INTERVAL_NS: u64 = 1_000_000_000;
 pub const HEADROOM: f64 = 0.1;
 /// A queue downstream: on average more requests waiting there than this share of the knee...
 pub const QUEUE_SHARE: f64 = 0.1;
-/// ... and than this many.
+/// ... and than this many, with a mean latency over this multiple of the baseline's (a loop's own
+/// overhead at a high rate is a fraction of a millisecond that Little's law would count as requests).
 pub const QUEUE_MIN: f64 = 0.5;
+pub const QUEUE_LATENCY: f64 = 1.1;
 /// Growth per interval while the limit is reached without queueing, as a share of it (at least
 /// one request): additive, so the limit probes above the knee by little at a time.
 pub const GROWTH: f64 = 0.02;
+/// ... or, when requests waited for a slot and the latency shows nothing (the median within
+/// `RAMP_CALM` of the baseline, less than `QUEUE_MIN` queued), by as many as waited, up to this
+/// share of it.
+pub const RAMP: f64 = 0.5;
+pub const RAMP_CALM: f64 = 1.1;
 /// A limit in use is probed this often (ns): two intervals at a low concurrency, the second's median
 /// the baseline.
 pub const PROBE_EVERY_NS: u64 = 5_000_000_000;
-/// A probe holds the limit at this share of it (rounded up): enough to drain the queue of about one
-/// the knee's headroom keeps...
-pub const PROBE_FACTOR: f64 = 0.75;
-/// ... and at this share while it searches (the first probe, and one after a probe that found a
-/// much lower baseline: a limit far above the knee, as in a process that started under overload).
+/// A probe holds the limit at the last measured knee (the queue of about one its headroom keeps
+/// drains, and the downstream stays busy), or at this share of it (rounded up) while it searches:
+/// no knee measured yet, or the last probe found a much lower baseline (a limit far above the knee,
+/// as in a process that started under overload).
 pub const PROBE_SEARCH_FACTOR: f64 = 0.5;
 /// A probe whose median is under this share of the baseline before it is followed by another
 /// after `PROBE_SOON_NS`.
@@ -198,6 +207,14 @@ pub struct Concurrency {
     /// No load under the limit measured the baseline before the first probe, or the last probe found
     /// a much lower one: the next probe holds the limit lower.
     searching: bool,
+    /// The median of the interval that started the probe.
+    probe_from: u64,
+    /// The knee the last queue measured (0: none yet): routine probes hold the limit there.
+    knee: f64,
+    /// The most requests waiting for a slot during the interval (as the caller said), and whether
+    /// any waited in the interval before.
+    waiting_peak: u32,
+    waited_before: bool,
     stats: ConcurrencyStats,
 }
 
@@ -238,6 +255,10 @@ impl Concurrency {
             probed: (u64::MAX, u64::MAX),
             next_probe_ns: 0,
             searching: true,
+            probe_from: u64::MAX,
+            knee: 0.0,
+            waiting_peak: 0,
+            waited_before: false,
             stats: ConcurrencyStats::default(),
         }
     }
@@ -307,6 +328,7 @@ impl Concurrency {
     /// how many the caller may start now (counted in flight).
     pub fn hand_over(&mut self, waiting: u32, now_ns: u64) -> u32 {
         self.rotate(now_ns);
+        self.waiting_peak = self.waiting_peak.max(waiting);
         let n = self.limit().saturating_sub(self.in_flight).min(waiting);
         for _ in 0..n {
             self.take();
@@ -363,6 +385,12 @@ impl Concurrency {
         }
     }
 
+    /// The limit for a knee: the knee rounded, plus a headroom of `HEADROOM` of it (at least one
+    /// request), so that the limit (whole requests) keeps one more than the downstream serves.
+    fn knee_limit(&self, knee: f64) -> f64 {
+        knee.round() + (HEADROOM * knee).round().max(1.0)
+    }
+
     /// The limit before rounding down (the concurrency gate reports it).
     pub fn estimate(&self) -> f64 {
         self.limit
@@ -397,14 +425,20 @@ impl Concurrency {
                 return self.next_interval(now_ns);
             }
             Probe::Measure => {
-                // A probe that found a much lower baseline may have met a queue still: probe again
-                // soon (a process that started under overload converges in a few), else in 5 s.
-                let before = self.baseline().0;
+                // A probe whose median is much lower than the last probe's (the first: than the
+                // interval's that started it) found a queue and may have met some of it still: probe
+                // again soon, lower (a process that started under overload converges in a few), else
+                // in 5 s; the first is followed by another soon, lower, in any case (a saturated
+                // downstream looks the same at any concurrency over its knee but for the latency).
+                // (The first one always: the lowest interval median it replaces may have been an
+                // interval of fast requests alone, or of the queue the process started under.)
+                let first = self.probed.0 == u64::MAX;
+                let before = if first { self.probe_from } else { self.probed.0 };
                 let lower = (typical as f64) < PROBE_AGAIN_BELOW * before as f64;
                 self.probed = (typical, (self.sum_ns / f64::from(self.count)) as u64);
                 self.probe = Probe::Off;
-                self.next_probe_ns = now_ns.saturating_add(if lower { PROBE_SOON_NS } else { PROBE_EVERY_NS });
-                self.searching = lower;
+                self.next_probe_ns = now_ns.saturating_add(if first || lower { PROBE_SOON_NS } else { PROBE_EVERY_NS });
+                self.searching = first || lower;
                 self.stats.probes += 1;
                 return self.next_interval(now_ns);
             }
@@ -425,13 +459,20 @@ impl Concurrency {
         // (the knee), and those that waited there on average.
         let knee = throughput * baseline_mean_ns / 1e9;
         let queued = throughput * (mean as f64 - baseline_mean_ns).max(0.0) / 1e9;
-        let measured = reached && queued > (QUEUE_SHARE * knee).max(QUEUE_MIN);
+        // Only against a probed baseline: before the first probe the lowest interval median may be
+        // an interval of fast requests alone (health checks, a pool's warm-up), and a knee from it
+        // would be no concurrency at all.
+        let probed = self.probed.0 != u64::MAX;
+        let measured = probed && reached && queued > (QUEUE_SHARE * knee).max(QUEUE_MIN) && mean as f64 > QUEUE_LATENCY * baseline_mean_ns;
         let queueing = measured || self.signal > 0.0;
+        if measured {
+            self.knee = knee;
+        }
         if queueing {
             // The knee and a headroom, so the downstream never idles while the next request is on
             // its way to it; the rest of the queue goes (requests of a protected tier come on top).
             // (Never above the limit: a queue is no reason to let more in, whatever the figures say.)
-            let mut target = if measured { (knee + (HEADROOM * knee).max(1.0)).min(self.limit) } else { self.limit };
+            let mut target = if measured { self.knee_limit(knee).min(self.limit) } else { self.limit };
             // A queue `signal` times the downstream's size waits there: of the requests in flight,
             // the downstream serves one in (1 + signal).
             if self.signal > 0.0 {
@@ -441,20 +482,19 @@ impl Concurrency {
             let next = if target < self.limit { target } else { self.limit + (target - self.limit) * SMOOTHING };
             self.limit = next.clamp(min, max);
         } else if reached {
-            self.limit = (self.limit + (self.limit * GROWTH).max(1.0)).clamp(min, max);
+            // More than the limit asked, and nothing queued downstream: grow by what waited, up to
+            // half the limit an interval (a ramp after a lull catches up in a few), else by a little.
+            // (Not past a knee measured before: at the knee a queue of one shows in few samples.)
+            // (Nor in the first interval of a wait: an overload's onset shows in the next one's latency.)
+            let calm = probed && self.waited_before && typical_ns <= RAMP_CALM * baseline_ns && queued < QUEUE_MIN;
+            let room = if self.knee >= 1.0 { (self.knee_limit(self.knee) - self.limit).max(0.0) } else { f64::INFINITY };
+            let waited = if calm { f64::from(self.waiting_peak).min(RAMP * self.limit).min(room) } else { 0.0 };
+            self.limit = (self.limit + (self.limit * GROWTH).max(1.0).max(waited)).clamp(min, max);
         } else {
             // Unused headroom is no evidence: keep room for a burst of a few more than the use, no
             // more, so an overload's onset does not first fill the downstream's queue up to a limit
             // nothing has tested.
             self.limit = self.limit.min(peak + peak.sqrt().max(SPARE_MIN)).clamp(min, max);
-            // Before the first probe the baseline is the lowest interval median: one of a load under
-            // the limit is the service's own latency, so the first probe can wait (a process that
-            // starts under overload has no such interval, and probes at once).
-            // (Not the first interval: the initial limit is no test of anything.)
-            if self.probed.0 == u64::MAX && self.stats.intervals > 0 {
-                self.next_probe_ns = now_ns.saturating_add(PROBE_EVERY_NS);
-                self.searching = false;
-            }
         }
         self.interval_ns = ((INTERVAL_BASELINES * baseline_ns) as u64).clamp(INTERVAL_NS, MAX_INTERVAL_NS);
         self.stats.baseline_ms = baseline_ns / 1e6;
@@ -462,13 +502,12 @@ impl Concurrency {
         self.stats.throughput = throughput;
         self.stats.queueing = queueing;
         self.stats.intervals += 1;
-        // A limit reached is probed every `PROBE_EVERY_NS` (the first time at once, unless a load
-        // under the limit measured the baseline less than that ago), at
-        // `PROBE_FACTOR` of it: under a standing queue every request waits, and no interval's median
-        // is the service's own latency.
+        // A limit reached is probed every `PROBE_EVERY_NS` (the first time at once): under a standing
+        // queue every request waits, and no interval's median is the service's own latency.
         if reached && now_ns >= self.next_probe_ns {
-            let factor = if self.searching { PROBE_SEARCH_FACTOR } else { PROBE_FACTOR };
-            self.probe_limit = (self.limit * factor).ceil().clamp(min, max);
+            let at = if self.searching || self.knee < 1.0 { (self.limit * PROBE_SEARCH_FACTOR).ceil() } else { self.knee.floor().min(self.limit) };
+            self.probe_limit = at.clamp(min, max);
+            self.probe_from = typical;
             self.probe_started_ns = now_ns;
             self.probe = Probe::Drain(0);
         }
@@ -494,6 +533,8 @@ impl Concurrency {
         self.sum_ns = 0.0;
         self.earliest_admit_ns = u64::MAX;
         self.peak = self.in_flight;
+        self.waited_before = self.waiting_peak > 0;
+        self.waiting_peak = 0;
     }
 
     pub fn stats(&self) -> ConcurrencyStats {

@@ -67,8 +67,9 @@ use std::sync::Arc;
 const BUSY_TAU_MS: f64 = 100.0;
 /// Above this short-window utilisation the loop is the bottleneck: the concurrency limit does not bind.
 pub const LOOP_BOUND_BUSY: f64 = 0.75;
-/// ... and from this share of the shed controller's target lag (the turn queue starts there too).
-pub const LOOP_BOUND_LAG_SHARE: f64 = 0.25;
+/// From this share of the shed controller's target lag (the turn queue starts there too) a finished
+/// request's latency is no sample of the downstream's.
+pub const LOOP_LATE_LAG_SHARE: f64 = 0.25;
 /// Leads every client-IP key in the ledger, so IP keys and given keys (user ids) are separate
 /// namespaces: `x-user-id: 127.0.0.1` must not share the bucket of the client at 127.0.0.1. Given
 /// keys come from JS strings as UTF-8, which never contains the byte 0xFF.
@@ -515,17 +516,24 @@ impl Gate {
     /// overload ends).
     pub fn release(&self, epoch: u64, latency_ns: Option<u64>, waiting: u32, now_ns: u64) -> u32 {
         let mut st = self.state.lock();
-        let latency_ns = if Self::loop_bound(&st) { None } else { latency_ns };
+        let latency_ns = if Self::loop_late(&st) { None } else { latency_ns };
         st.conc.release(epoch, latency_ns, now_ns);
         let n = st.conc.hand_over(waiting, now_ns);
         st.waiting = waiting - n;
         n
     }
 
-    /// Whether the loop is the bottleneck: busy, in a lag episode, or lagging a quarter of the way to
-    /// the target already (an overload's onset, before the utilisation's average shows it).
+    /// Whether the loop is the bottleneck: busy, or in a lag episode (the controller's, past its
+    /// spike filter: a stall of a loaded machine lets no flood into the downstream).
     fn loop_bound(st: &State) -> bool {
-        st.busy > LOOP_BOUND_BUSY || st.ctl.pressure() > 0.0 || st.input.lag_ms >= LOOP_BOUND_LAG_SHARE * st.ctl.thresholds_ms().0
+        st.busy > LOOP_BOUND_BUSY || st.ctl.pressure() > 0.0
+    }
+
+    /// Whether a finished request's latency says nothing of the downstream: the loop is the
+    /// bottleneck, or lags a quarter of the way to the target already (an overload's onset before the
+    /// utilisation's average shows it, or a stall that every request in flight waited out).
+    fn loop_late(st: &State) -> bool {
+        Self::loop_bound(st) || st.input.lag_ms >= LOOP_LATE_LAG_SHARE * st.ctl.thresholds_ms().0
     }
 
     /// Slots for up to `waiting` requests waiting for one, without a release (the limit rose).
