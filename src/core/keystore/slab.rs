@@ -161,6 +161,12 @@ impl<V, G: Generation> Slab<V, G> {
         *self = Slab::new(self.index.cap());
     }
 
+    /// Positions handed out so far (held or free): the most values held at once.
+    #[cfg(test)]
+    pub(crate) fn positions(&self) -> usize {
+        self.slots.len()
+    }
+
     /// (value slots, table buckets) allocated.
     pub(crate) fn allocated(&self) -> (usize, usize) {
         (self.slots.capacity(), self.index.table_capacity())
