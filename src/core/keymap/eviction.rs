@@ -43,14 +43,26 @@ impl Shard {
         self.remove(idx, e, hash);
     }
 
-    /// Evicts one key (`Clock::victim` under `Buckets`). The shard holds at least one key.
+    /// Evicts one key (`Clock::victim` under `Buckets`). The shard holds at least one key. A bucket
+    /// that can go for free is dropped under the lock the scan took; the oldest is locked again.
     pub(crate) fn evict(&mut self, map: &KeyMap, entries: &Entries, now_ns: u64) {
         let policy = Buckets { map, now_ns };
-        let victim = self.clock.victim(self.index.high(), |i| {
-            let e = entries.get(i)?.0.lock();
-            (!e.is_free()).then(|| policy.look(&e))
+        let (mut clock, n) = (self.clock, self.index.high());
+        let mut taken = false;
+        let victim = clock.victim(n, |i| {
+            let mut e = entries.get(i)?.0.lock();
+            if e.is_free() {
+                return None;
+            }
+            let look = policy.look(&e);
+            if look == Look::Take {
+                self.drop_entry(map, i, &mut e);
+                taken = true;
+            }
+            Some(look)
         });
-        if let Some(i) = victim {
+        self.clock = clock;
+        if let (Some(i), false) = (victim, taken) {
             let mut e = entries.get(i).expect("scanned").0.lock();
             self.drop_entry(map, i, &mut e);
         }

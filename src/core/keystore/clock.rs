@@ -44,23 +44,38 @@ pub(crate) struct Clock {
 }
 
 impl Clock {
+    /// The hand's position among `0..n` (`n` > 0; a store that shrank may leave it past the end).
+    #[inline]
+    fn start(&self, n: usize) -> usize {
+        if self.hand < n {
+            self.hand
+        } else {
+            self.hand % n
+        }
+    }
+
     /// The victim among positions `0..n` (`None` if every scanned entry passes or none is held).
     /// `look(i)` is `None` for a free position.
+    #[inline]
     pub(crate) fn victim(&mut self, n: usize, mut look: impl FnMut(usize) -> Option<Look>) -> Option<usize> {
+        if n == 0 {
+            return None;
+        }
         let mut oldest: Option<(u64, usize)> = None;
         let mut seen = 0;
-        let start = self.hand;
-        for s in 0..n {
+        let mut i = self.start(n);
+        for _ in 0..n {
             if seen == EVICT_SCAN {
                 break;
             }
-            let i = (start + s) % n;
-            self.hand = i + 1;
-            let Some(l) = look(i) else { continue };
+            let at = i;
+            i = if i + 1 == n { 0 } else { i + 1 };
+            self.hand = i;
+            let Some(l) = look(at) else { continue };
             seen += 1;
             match l {
-                Look::Take => return Some(i),
-                Look::Keep(t) if oldest.is_none_or(|(o, _)| t < o) => oldest = Some((t, i)),
+                Look::Take => return Some(at),
+                Look::Keep(t) if oldest.is_none_or(|(o, _)| t < o) => oldest = Some((t, at)),
                 Look::Keep(_) | Look::Pass => {}
             }
         }
@@ -69,16 +84,21 @@ impl Clock {
 
     /// One sweep over positions `0..n`: `visit(i)` drops the entry at `i` if it should go and says
     /// whether `i` was held (`false`: a free position, not counted).
+    #[inline]
     pub(crate) fn sweep(&mut self, n: usize, mut visit: impl FnMut(usize) -> bool) {
+        if n == 0 {
+            return;
+        }
         let mut looked = 0;
-        let start = self.hand;
-        for s in 0..n.min(SWEEP_REACH) {
+        let mut i = self.start(n);
+        for _ in 0..n.min(SWEEP_REACH) {
             if looked == SWEEP {
                 break;
             }
-            let i = (start + s) % n;
-            self.hand = i + 1;
-            if visit(i) {
+            let at = i;
+            i = if i + 1 == n { 0 } else { i + 1 };
+            self.hand = i;
+            if visit(at) {
                 looked += 1;
             }
         }

@@ -76,6 +76,7 @@ impl<B: Bucket> KeyIndex<B> {
 
     /// A free position for a new key (the index must not be full), and the generation to stamp on it.
     /// The key is held once `link` is called.
+    #[inline]
     pub(crate) fn claim(&mut self) -> (usize, u32) {
         debug_assert!(!self.is_full());
         let idx = match self.free.pop() {
@@ -90,6 +91,7 @@ impl<B: Bucket> KeyIndex<B> {
 
     /// Holds the key of `hash` at `idx` (from `claim`); `rehash` gives a bucket's hash when the table
     /// grows.
+    #[inline]
     pub(crate) fn link(&mut self, hash: u64, idx: usize, rehash: impl Fn(&B) -> u64) {
         self.table.insert_unique(hash, B::new(hash, idx as u32), rehash);
         self.live += 1;
@@ -119,19 +121,23 @@ impl<B: Bucket> KeyIndex<B> {
         self.live = 0;
     }
 
+    #[inline]
     pub(crate) fn live(&self) -> usize {
         self.live
     }
 
+    #[inline]
     pub(crate) fn cap(&self) -> usize {
         self.cap
     }
 
+    #[inline]
     pub(crate) fn is_full(&self) -> bool {
         self.live >= self.cap
     }
 
     /// Positions handed out so far: every held position is below.
+    #[inline]
     pub(crate) fn high(&self) -> usize {
         self.high
     }

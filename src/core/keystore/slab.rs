@@ -52,6 +52,7 @@ impl<V, G: Generation> Slab<V, G> {
         Slab { index: KeyIndex::new(cap), slots: Vec::new(), clock: Clock::default() }
     }
 
+    #[inline]
     pub(crate) fn len(&self) -> usize {
         self.index.live()
     }
@@ -61,6 +62,7 @@ impl<V, G: Generation> Slab<V, G> {
         self.index.cap()
     }
 
+    #[inline]
     pub(crate) fn is_full(&self) -> bool {
         self.index.is_full()
     }
@@ -83,6 +85,7 @@ impl<V, G: Generation> Slab<V, G> {
     }
 
     /// Places `val` (the store must not be full); its position.
+    #[inline]
     pub(crate) fn insert(&mut self, hash: u64, val: V) -> u32 {
         let (idx, gen) = self.index.claim();
         let gen = G::stamp(gen);
@@ -114,6 +117,7 @@ impl<V, G: Generation> Slab<V, G> {
     }
 
     /// Makes room for one new key: evicts the victim if the store is full; whether there is room.
+    #[inline]
     pub(crate) fn make_room(&mut self, policy: &impl Eviction<V>) -> bool {
         if !self.is_full() {
             return true;
@@ -128,6 +132,7 @@ impl<V, G: Generation> Slab<V, G> {
     }
 
     /// Drops up to `clock::SWEEP` values at the hand that `policy` finds sweepable.
+    #[inline]
     pub(crate) fn sweep(&mut self, policy: &impl Eviction<V>) {
         let (slots, index) = (&mut self.slots, &mut self.index);
         self.clock.sweep(slots.len(), |i| {
