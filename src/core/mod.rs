@@ -7,6 +7,7 @@ pub mod defense;
 pub mod gate;
 pub mod health;
 pub mod keymap;
+pub(crate) mod keystore;
 pub mod ledger;
 pub mod limit;
 pub mod names;

@@ -81,7 +81,7 @@ impl BanTable {
             let mut st = self.state.lock();
             // Records carry whole milliseconds and each side's clock pair is read at its own instant:
             // an end up to 2 ms later is the same ban, not a longer one to report (and echo back).
-            let result = st.upsert(ban, self.cfg.max_bans, now_ns, 2 * NS_PER_MS, events);
+            let result = st.upsert(ban, now_ns, 2 * NS_PER_MS, events);
             self.note_len(&st);
             drop(st);
             match result {

@@ -3,10 +3,13 @@
 //!
 //! - Lookups (every request that reached the ban step) read an atomic count first: with no bans at all
 //!   they take no lock. Otherwise one lock, one keyed-hash probe, and for CIDR bans one trie walk.
-//! - Bounded: at most `max_bans`. Making room takes expired bans first, then the temporary ban closest
+//! - Bounded: at most `max_bans`, on the keystore (`core::keystore::Slab`: keyed hash, capped slots
+//!   reused). Making room takes expired bans first, then the temporary ban closest
 //!   to its end (it loses the least ban time; with equal durations that is the oldest). A permanent ban
 //!   is never dropped to make room: when only permanent bans remain, a new ban is refused, counted
-//!   (`BanStats::refused`) and reported (`BanEventKind::Refused`).
+//!   (`BanStats::refused`) and reported (`BanEventKind::Refused`). This order is exact (an index of
+//!   temporary bans by end time), not the keystore's sampled clock hand: a scan of a few bans would
+//!   drop one with more ban time left than another it did not look at.
 //! - Rules make at most `MAX_PERMANENT_SHARE` of `max_bans` permanent: past that, a rule's permanent
 //!   ban is given as the longest temporary one (`maxBanMs`) instead. Otherwise a botnet that keeps
 //!   earning bans could fill the table with permanent ones, after which no new ban could be added at
@@ -24,8 +27,7 @@ use super::rng::SplitMix64;
 use super::rules::{BanConfig, StrikeKind};
 use super::strikes::Strikes;
 use super::trie::{PrefixTrie, TrieBuilder};
-use crate::core::keymap::KeyHasher;
-use hashbrown::HashTable;
+use crate::core::keystore::{KeyHasher, Slab};
 use parking_lot::Mutex;
 use std::collections::BTreeSet;
 use std::net::IpAddr;
@@ -39,22 +41,16 @@ pub const MAX_PERMANENT_SHARE: f64 = 0.5;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BanTableFull;
 
-struct Slot {
-    hash: u64,
-    ban: Ban,
-}
-
 pub(super) struct BanState {
     hasher: KeyHasher,
-    slots: Vec<Option<Slot>>,
-    free: Vec<u32>,
-    by_key: HashTable<u32>,
+    /// Every ban, indexed by the keyed hash of its key (a prefix's: of `Cidr::strike_key`).
+    bans: Slab<Ban>,
+    /// The prefix bans' ids (for the trie).
     cidr_ids: Vec<u32>,
     trie: PrefixTrie<u32>,
     trie_dirty: bool,
     /// Temporary bans by end time: the next to expire, and the one to evict, come first.
     expiry: BTreeSet<(u64, u32)>,
-    len: usize,
     pub(super) rng: SplitMix64,
     pub(super) stats: BanStats,
 }
@@ -69,69 +65,48 @@ pub struct BanTable {
 
 impl BanState {
     fn ban(&self, id: u32) -> &Ban {
-        &self.slots[id as usize].as_ref().expect("live slot").ban
+        self.bans.get(id)
     }
 
-    fn find(&self, target: &BanTarget) -> Option<u32> {
+    fn hash(&self, target: &BanTarget) -> u64 {
         match target {
-            BanTarget::Key(k) => {
-                let hash = self.hasher.hash_one(k);
-                self.by_key.find(hash, |&id| matches!(&self.slots[id as usize], Some(s) if s.hash == hash && s.ban.target == *target)).copied()
-            }
-            BanTarget::Cidr(_) => self.cidr_ids.iter().copied().find(|&id| self.ban(id).target == *target),
+            BanTarget::Key(k) => self.hasher.hash_one(k),
+            BanTarget::Cidr(c) => self.hasher.hash_one(&c.strike_key()),
         }
     }
 
+    pub(super) fn len(&self) -> usize {
+        self.bans.len()
+    }
+
+    fn find(&self, target: &BanTarget) -> Option<u32> {
+        self.bans.find(self.hash(target), |b| b.target == *target)
+    }
+
     fn insert(&mut self, ban: Ban) -> u32 {
-        let hash = match &ban.target {
-            BanTarget::Key(k) => self.hasher.hash_one(k),
-            BanTarget::Cidr(_) => 0,
-        };
-        let until = ban.until_ns;
-        let is_key = matches!(ban.target, BanTarget::Key(_));
-        let id = match self.free.pop() {
-            Some(id) => {
-                self.slots[id as usize] = Some(Slot { hash, ban });
-                id
-            }
-            None => {
-                self.slots.push(Some(Slot { hash, ban }));
-                (self.slots.len() - 1) as u32
-            }
-        };
-        if is_key {
-            let slots = &self.slots;
-            self.by_key.insert_unique(hash, id, |&i| slots[i as usize].as_ref().map_or(0, |s| s.hash));
-        } else {
+        let hash = self.hash(&ban.target);
+        let (until, is_cidr) = (ban.until_ns, matches!(ban.target, BanTarget::Cidr(_)));
+        let id = self.bans.insert(hash, ban);
+        if is_cidr {
             self.cidr_ids.push(id);
             self.trie_dirty = true;
         }
         if let Some(u) = until {
             self.expiry.insert((u, id));
         }
-        self.len += 1;
         id
     }
 
     fn remove(&mut self, id: u32) -> Ban {
-        let slot = self.slots[id as usize].take().expect("live slot");
-        match slot.ban.target {
-            BanTarget::Key(_) => {
-                if let Ok(e) = self.by_key.find_entry(slot.hash, |&i| i == id) {
-                    e.remove();
-                }
-            }
-            BanTarget::Cidr(_) => {
-                self.cidr_ids.retain(|&i| i != id);
-                self.trie_dirty = true;
-            }
+        let ban = self.bans.remove(id);
+        if let BanTarget::Cidr(_) = ban.target {
+            self.cidr_ids.retain(|&i| i != id);
+            self.trie_dirty = true;
         }
-        if let Some(u) = slot.ban.until_ns {
+        if let Some(u) = ban.until_ns {
             self.expiry.remove(&(u, id));
         }
-        self.free.push(id);
-        self.len -= 1;
-        slot.ban
+        ban
     }
 
     pub(super) fn sweep(&mut self, now_ns: u64, events: &mut Vec<BanEvent>) {
@@ -147,7 +122,7 @@ impl BanState {
 
     /// Adds `ban`, or lengthens the ban already on its target (the longer end wins, by more than
     /// `slack_ns`; permanent is longest). See the module notes for what happens at the cap.
-    pub(super) fn upsert(&mut self, ban: Ban, max: usize, now_ns: u64, slack_ns: u64, events: &mut Vec<BanEvent>) -> Result<(), BanTableFull> {
+    pub(super) fn upsert(&mut self, ban: Ban, now_ns: u64, slack_ns: u64, events: &mut Vec<BanEvent>) -> Result<(), BanTableFull> {
         self.sweep(now_ns, events);
         if let Some(id) = self.find(&ban.target) {
             let old = self.ban(id).until_ns;
@@ -165,13 +140,14 @@ impl BanState {
             if let Some(u) = ban.until_ns {
                 self.expiry.insert((u, id));
             }
-            let slot = self.slots[id as usize].as_mut().expect("live slot");
-            slot.ban = Ban { since_ns: slot.ban.since_ns.min(ban.since_ns), offense: slot.ban.offense.max(ban.offense), ..ban };
+            let held = self.bans.get_mut(id);
+            *held = Ban { since_ns: held.since_ns.min(ban.since_ns), offense: held.offense.max(ban.offense), ..ban };
+            let added = held.clone();
             self.stats.added += 1;
-            events.push(BanEvent { kind: BanEventKind::Added, ban: slot.ban.clone() });
+            events.push(BanEvent { kind: BanEventKind::Added, ban: added });
             return Ok(());
         }
-        if self.len >= max {
+        if self.bans.is_full() {
             match self.expiry.first() {
                 Some(&(_, id)) => {
                     let gone = self.remove(id);
@@ -193,12 +169,8 @@ impl BanState {
 
     fn lookup(&mut self, key: &[u8], addr: Option<Addr>, now_ns: u64) -> Option<BanHit> {
         if !key.is_empty() {
-            let hash = self.hasher.hash_one(key);
-            let slots = &self.slots;
-            let hit = self
-                .by_key
-                .find(hash, |&id| matches!(&slots[id as usize], Some(s) if s.hash == hash && matches!(&s.ban.target, BanTarget::Key(k) if **k == *key)));
-            if let Some(&id) = hit {
+            let hit = self.bans.find(self.hasher.hash_one(key), |b| matches!(&b.target, BanTarget::Key(k) if **k == *key));
+            if let Some(id) = hit {
                 let b = self.ban(id);
                 if b.is_live(now_ns) {
                     return Some(BanHit { reason: b.reason.clone(), until_ns: b.until_ns, by_cidr: false });
@@ -230,14 +202,14 @@ impl BanState {
         Some(BanHit { reason: b.reason.clone(), until_ns: b.until_ns, by_cidr: true })
     }
 
-    /// Slots ever allocated (freed ones are reused): the most bans held at once.
+    /// Slots ever handed out (freed ones are reused): the most bans held at once.
     #[cfg(test)]
     pub(super) fn slots_used(&self) -> usize {
-        self.slots.len()
+        self.bans.positions()
     }
 
     pub(super) fn live(&self, now_ns: u64) -> impl Iterator<Item = &Ban> {
-        self.slots.iter().flatten().map(|s| &s.ban).filter(move |b| b.is_live(now_ns))
+        self.bans.iter().map(|(_, b)| b).filter(move |b| b.is_live(now_ns))
     }
 }
 
@@ -248,14 +220,11 @@ impl BanTable {
         let strikes = Strikes::new(cfg.rules.clone(), cfg.max_tracked);
         let state = BanState {
             hasher: KeyHasher::process(),
-            slots: Vec::new(),
-            free: Vec::new(),
-            by_key: HashTable::new(),
+            bans: Slab::new(cfg.max_bans),
             cidr_ids: Vec::new(),
             trie: PrefixTrie::default(),
             trie_dirty: false,
             expiry: BTreeSet::new(),
-            len: 0,
             rng: SplitMix64::new(seed),
             stats: BanStats::default(),
         };
@@ -267,7 +236,7 @@ impl BanTable {
     }
 
     pub(super) fn note_len(&self, st: &BanState) {
-        self.held.store(st.len, Ordering::Release);
+        self.held.store(st.len(), Ordering::Release);
     }
 
     /// Whether the request is banned: by its key (`key`, empty for none) or by a prefix containing its
@@ -297,12 +266,12 @@ impl BanTable {
         let rule = &self.strikes.rules()[fired.rule];
         let mut st = self.state.lock();
         let mut until_ns = self.cfg.escalation.duration_ns(rule.ban_ns, fired.offense, &mut st.rng).map(|d| now_ns.saturating_add(d));
-        let permanent_held = st.len - st.expiry.len();
+        let permanent_held = st.len() - st.expiry.len();
         if until_ns.is_none() && permanent_held as f64 >= self.cfg.max_bans as f64 * MAX_PERMANENT_SHARE {
             until_ns = Some(now_ns.saturating_add(self.cfg.escalation.max_ns));
         }
         let ban = Ban { target: target(), reason: rule.name.clone(), since_ns: now_ns, until_ns, offense: fired.offense, source: BanSource::Rule };
-        let added = st.upsert(ban.clone(), self.cfg.max_bans, now_ns, 0, events);
+        let added = st.upsert(ban.clone(), now_ns, 0, events);
         self.note_len(&st);
         drop(st);
         added.ok()?;
@@ -345,7 +314,7 @@ impl BanTable {
             source: BanSource::Operator,
         };
         let mut st = self.state.lock();
-        let r = st.upsert(ban, self.cfg.max_bans, now_ns, 0, events);
+        let r = st.upsert(ban, now_ns, 0, events);
         self.note_len(&st);
         r
     }

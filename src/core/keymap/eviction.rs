@@ -1,24 +1,40 @@
-//! Eviction and the idle sweep: how a shard stays within its cap and drains back without timers.
+//! The key map's eviction preference (`keystore::Eviction`) and its use of the clock hand.
 //!
-//! A new key in a full shard evicts, from a small clock-hand scan, the first bucket that is idle
-//! (untouched for `idle_ttl_ms`) or full (a full bucket is the same as a new one, so forgetting it
-//! loses nothing); failing both, the least recently touched bucket of the scan. Each insert also
-//! sweeps two entries for idleness, so memory drains back without any timer. Entries are looked at
-//! under their own locks (shard, then entry); a removed key's hash is computed again from its bytes.
+//! A bucket can go for free when it is idle (untouched for `idle_ttl_ms`) or full (a full bucket is the
+//! same as a new one, so forgetting it loses nothing); else the least recently touched of the scan
+//! goes. The sweep drops idle buckets. Entries are looked at under their own locks (shard, then
+//! entry); a removed key's hash is computed again from its bytes.
 use super::entries::Entries;
 use super::entry::EntryData;
 use super::shard::Shard;
 use super::KeyMap;
+use crate::core::keystore::{Eviction, Look};
 
-/// The largest number of keyed buckets one eviction looks at.
-const EVICT_SCAN: usize = 32;
-/// Entries checked for idleness on every insert of a new key.
-const SWEEP: usize = 2;
-/// Positions (held or free) the sweep passes at most: bounded work whatever the gaps freed keys left.
-const SWEEP_REACH: usize = 8;
+/// A ledger tier's buckets at `now_ns`.
+struct Buckets<'a> {
+    map: &'a KeyMap,
+    now_ns: u64,
+}
 
-fn is_idle(e: &EntryData, idle_ttl_ns: f64, now_ns: u64) -> bool {
-    now_ns.saturating_sub(e.bucket.last_ns) as f64 >= idle_ttl_ns
+impl Buckets<'_> {
+    fn is_idle(&self, e: &EntryData) -> bool {
+        self.now_ns.saturating_sub(e.bucket.last_ns) as f64 >= self.map.idle_ttl_ns
+    }
+}
+
+impl Eviction<EntryData> for Buckets<'_> {
+    fn look(&self, e: &EntryData) -> Look {
+        let cfg = &self.map.cfg;
+        if self.is_idle(e) || e.bucket.tokens_at(cfg.capacity, cfg.refill_per_sec, self.now_ns) >= cfg.capacity {
+            Look::Take
+        } else {
+            Look::Keep(e.bucket.last_ns)
+        }
+    }
+
+    fn sweepable(&self, e: &EntryData) -> bool {
+        self.is_idle(e)
+    }
 }
 
 impl Shard {
@@ -27,36 +43,26 @@ impl Shard {
         self.remove(idx, e, hash);
     }
 
-    /// Evicts one key: the first idle or full one in a scan of up to `EVICT_SCAN` keys from the hand,
-    /// else the least recently touched one of the scan. The shard holds at least one key.
+    /// Evicts one key (`Clock::victim` under `Buckets`). The shard holds at least one key. A bucket
+    /// that can go for free is dropped under the lock the scan took; the oldest is locked again.
     pub(crate) fn evict(&mut self, map: &KeyMap, entries: &Entries, now_ns: u64) {
-        let cfg = &map.cfg;
-        let n = self.high;
-        let mut oldest: Option<(u64, usize)> = None;
-        let mut seen = 0;
-        let start = self.hand;
-        for s in 0..n {
-            if seen == EVICT_SCAN {
-                break;
-            }
-            let i = (start + s) % n;
-            let Some(entry) = entries.get(i) else { continue };
-            let mut e = entry.0.lock();
+        let policy = Buckets { map, now_ns };
+        let (mut clock, n) = (self.clock, self.index.high());
+        let mut taken = false;
+        let victim = clock.victim(n, |i| {
+            let mut e = entries.get(i)?.0.lock();
             if e.is_free() {
-                continue;
+                return None;
             }
-            seen += 1;
-            if is_idle(&e, map.idle_ttl_ns, now_ns) || e.bucket.tokens_at(cfg.capacity, cfg.refill_per_sec, now_ns) >= cfg.capacity {
-                self.hand = i + 1;
+            let look = policy.look(&e);
+            if look == Look::Take {
                 self.drop_entry(map, i, &mut e);
-                return;
+                taken = true;
             }
-            if oldest.is_none_or(|(t, _)| e.bucket.last_ns < t) {
-                oldest = Some((e.bucket.last_ns, i));
-            }
-            self.hand = i + 1;
-        }
-        if let Some((_, i)) = oldest {
+            Some(look)
+        });
+        self.clock = clock;
+        if let (Some(i), false) = (victim, taken) {
             let mut e = entries.get(i).expect("scanned").0.lock();
             self.drop_entry(map, i, &mut e);
         }
@@ -64,27 +70,22 @@ impl Shard {
 
     /// Drops up to `SWEEP` idle keys at the hand: how memory drains back without timers.
     pub(crate) fn sweep(&mut self, map: &KeyMap, entries: &Entries, now_ns: u64) {
-        let n = self.high;
-        if self.live == 0 {
+        if self.index.live() == 0 {
             return;
         }
-        let mut looked = 0;
-        let start = self.hand;
-        for s in 0..n.min(SWEEP_REACH) {
-            if looked == SWEEP {
-                break;
-            }
-            let i = (start + s) % n;
-            self.hand = i + 1;
-            let Some(entry) = entries.get(i) else { continue };
+        let policy = Buckets { map, now_ns };
+        let (mut clock, n) = (self.clock, self.index.high());
+        clock.sweep(n, |i| {
+            let Some(entry) = entries.get(i) else { return false };
             let mut e = entry.0.lock();
             if e.is_free() {
-                continue;
+                return false;
             }
-            looked += 1;
-            if is_idle(&e, map.idle_ttl_ns, now_ns) {
+            if policy.sweepable(&e) {
                 self.drop_entry(map, i, &mut e);
             }
-        }
+            true
+        });
+        self.clock = clock;
     }
 }

@@ -1,53 +1,38 @@
 //! Bounded sharded key state: the per-key buckets of one ledger tier.
 //!
-//! The keys of a tier live in `shards` hash tables whose capacities add up to `max_keys`; bits of a
-//! key's keyed hash (`hash.rs`) pick its shard, each shard behind its own lock on its own cache line.
+//! The keys of a tier live in `shards` indexes (`keystore::KeyIndex`) whose capacities add up to
+//! `max_keys`; bits of a key's keyed hash (`keystore::KeyHasher`) pick its shard, each shard behind its
+//! own lock on its own cache line.
 //! Each key's entry has a lock of its own and a stable address (`entries.rs`), so a key's entry can
 //! also be named by position (`Slot`) and debited again without hashing and without the shard's lock.
-//! Eviction and the idle sweep (`eviction.rs`) keep every shard within its cap.
+//! Eviction and the idle sweep (the keystore's clock hand, under `eviction.rs`'s preference) keep every
+//! shard within its cap.
 mod entries;
 mod entry;
 mod eviction;
-mod hash;
 mod shard;
 mod slot;
 
 pub(crate) use entry::INLINE_KEY;
 /// Bytes of one entry (one cache line).
 pub(crate) const ENTRY_BYTES: usize = std::mem::size_of::<entry::Entry>();
+pub(crate) use crate::core::keystore::{shard_index, KeyHasher};
 pub(crate) use entry::EntryData;
-pub(crate) use hash::{shard_index, KeyHasher};
 pub(crate) use shard::{EntryGuard, ShardCell};
 pub use slot::Slot;
 
+use crate::core::keystore::shard_caps;
 use crate::core::ledger::PerKeyConfig;
 use crate::core::padded::Padded;
 use crate::core::sync::Mutex;
 use entries::Entries;
 use shard::Shard;
 
-/// Most shards per tier; fewer when `max_keys` is small, so that every shard holds at least
-/// `MIN_PER_SHARD` keys and the per-shard caps add up to `max_keys` exactly.
-pub(crate) const MAX_SHARDS: usize = 64;
-const MIN_PER_SHARD: usize = 256;
-
 pub(crate) struct KeyMap {
     pub(crate) cfg: PerKeyConfig,
     pub(crate) idle_ttl_ns: f64,
     pub(crate) hasher: KeyHasher,
     pub(crate) shards: Box<[Padded<ShardCell>]>,
-}
-
-/// The shard caps for `max_keys` keys: a power of two of shards (at most `MAX_SHARDS`, each with at
-/// least `MIN_PER_SHARD` keys when there are enough), caps adding up to `max_keys` exactly. Shared
-/// with the named limits' store (`core::limit::Store`), which bounds its keys the same way.
-pub(crate) fn shard_caps(max_keys: usize) -> impl Iterator<Item = usize> {
-    let mut n = 1;
-    while n < MAX_SHARDS && max_keys / (n * 2) >= MIN_PER_SHARD {
-        n *= 2;
-    }
-    let (base, extra) = (max_keys / n, max_keys % n);
-    (0..n).map(move |i| base + usize::from(i < extra))
 }
 
 impl KeyMap {
@@ -90,7 +75,7 @@ impl KeyMap {
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.0.lock.lock().live).sum()
+        self.shards.iter().map(|s| s.0.lock.lock().index.live()).sum()
     }
 
     pub(crate) fn clear(&self) {
@@ -128,9 +113,8 @@ mod tests {
     fn shard_caps_add_up_to_max_keys() {
         for max in [1usize, 7, 255, 256, 513, 10_000, 1_000_000, 1_000_003] {
             let m = KeyMap::new(PerKeyConfig { capacity: 1.0, refill_per_sec: 1.0, max_keys: max, idle_ttl_ms: 1.0 });
-            let total: usize = m.shards.iter().map(|s| s.0.lock.lock().cap).sum();
+            let total: usize = m.shards.iter().map(|s| s.0.lock.lock().index.cap()).sum();
             assert_eq!(total, max);
-            assert!(m.shards.len().is_power_of_two() && m.shards.len() <= MAX_SHARDS);
         }
     }
 

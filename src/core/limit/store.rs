@@ -1,83 +1,58 @@
-//! A bounded map from keys to limit state. Keys are chosen by clients (IPs, user ids), so by attackers:
-//! - the table is hashed with the key map's keyed SipHash (`core::keymap::KeyHasher`), so collisions
-//!   cannot be aimed at;
-//! - the number of keys is capped (`max_keys`, split exactly over up to 64 shards, each behind its own
-//!   lock on its own cache line): a flood of unique keys replaces entries, it never grows memory;
-//! - a new key in a full shard evicts, from a scan of up to `EVICT_SCAN` entries at a clock hand, the
-//!   first idle one (its state back to fresh, so forgetting it loses nothing), else the least recently
-//!   touched one of the scan. Each insert also sweeps `SWEEP` entries for idleness (idle and untouched
-//!   for `SWEEP_AFTER_NS`), so memory drains
-//!   back after a flood without any timer.
+//! A bounded map from keys to limit state, on the keystore (`core::keystore`). Keys are chosen by
+//! clients (IPs, user ids), so by attackers:
+//! - the table is hashed with the keyed SipHash (`keystore::KeyHasher`), so collisions cannot be
+//!   aimed at;
+//! - the number of keys is capped (`max_keys`, split exactly over up to 64 shards, each a
+//!   `keystore::Slab` behind its own lock on its own cache line): a flood of unique keys replaces
+//!   entries, it never grows memory;
+//! - a new key in a full shard evicts, from a scan of up to 32 entries at a clock hand
+//!   (`keystore::Clock`), the first idle one (its state back to fresh, so forgetting it loses
+//!   nothing), else the least recently touched one of the scan. Each insert also sweeps two entries
+//!   for idleness (idle and untouched for `SWEEP_AFTER_NS`), so memory drains back after a flood
+//!   without any timer.
 //!
 //! What eviction costs: a flood of unique keys larger than the cap makes busy keys forget their
 //! counts (a fresh state admits more). Size `max_keys` above the number of clients that are active at
 //! once; the sweep keeps idle ones from taking room.
-use crate::core::keymap::{shard_caps, shard_index, KeyHasher};
+use crate::core::keystore::{shard_caps, shard_index, Eviction, KeyHasher, Look, Slab, StoredKey};
 use crate::core::padded::Padded;
-use hashbrown::HashTable;
 use parking_lot::Mutex;
 
-/// The largest number of entries one eviction looks at.
-const EVICT_SCAN: usize = 32;
-/// Entries checked for idleness on every insert of a new key.
-const SWEEP: usize = 2;
 /// The sweep leaves an idle entry alone until it has not been touched for this long: a token bucket
 /// of a light client is full (idle) again between its requests, and sweeping it at once made each
 /// of them look its key up, insert it and sweep again. Eviction of a full shard still takes idle
 /// entries first, whatever their age.
 const SWEEP_AFTER_NS: u64 = 1_000_000_000;
 
-/// Keys up to this long live in the entry itself (an address key is 7 or 19 bytes; many user ids
-/// fit): comparing a probed key then reads the entry's own cache line, not a second allocation.
-const INLINE_KEY: usize = 22;
-
-/// A stored key: inline when short, else on the heap. 24 bytes either way.
-enum StoredKey {
-    Inline { len: u8, buf: [u8; INLINE_KEY] },
-    Heap(Box<[u8]>),
-}
-
-impl StoredKey {
-    fn new(key: &[u8]) -> StoredKey {
-        if key.len() <= INLINE_KEY {
-            let mut buf = [0u8; INLINE_KEY];
-            buf[..key.len()].copy_from_slice(key);
-            StoredKey::Inline { len: key.len() as u8, buf }
-        } else {
-            StoredKey::Heap(key.into())
-        }
-    }
-
-    #[inline]
-    fn bytes(&self) -> &[u8] {
-        match self {
-            StoredKey::Inline { len, buf } => &buf[..*len as usize],
-            StoredKey::Heap(b) => b,
-        }
-    }
-
-    /// Heap bytes held (for `memory_bytes`).
-    fn heap_len(&self) -> usize {
-        match self {
-            StoredKey::Inline { .. } => 0,
-            StoredKey::Heap(b) => b.len(),
-        }
-    }
-}
-
 pub(crate) struct Entry<S> {
-    hash: u64,
     touched_ns: u64,
     key: StoredKey,
     state: S,
 }
 
-struct Shard<S> {
-    table: HashTable<u32>,
-    entries: Vec<Entry<S>>,
-    cap: usize,
-    hand: usize,
+/// The store's eviction preference: idle states (`idle`, the algorithm's "back to fresh") go first,
+/// else the least recently touched; the sweep takes idle states untouched for `SWEEP_AFTER_NS`.
+struct Idle<F> {
+    idle: F,
+    now_ns: u64,
 }
+
+impl<S, F: Fn(&S) -> bool> Eviction<Entry<S>> for Idle<F> {
+    fn look(&self, e: &Entry<S>) -> Look {
+        if (self.idle)(&e.state) {
+            Look::Take
+        } else {
+            Look::Keep(e.touched_ns)
+        }
+    }
+
+    fn sweepable(&self, e: &Entry<S>) -> bool {
+        self.now_ns.saturating_sub(e.touched_ns) >= SWEEP_AFTER_NS && (self.idle)(&e.state)
+    }
+}
+
+/// A shard: no handles, so no generations (`keystore::Generation`).
+type Shard<S> = Slab<Entry<S>, ()>;
 
 pub struct Store<S> {
     hasher: KeyHasher,
@@ -85,90 +60,16 @@ pub struct Store<S> {
     max_keys: usize,
 }
 
-impl<S> Shard<S> {
-    fn find(&self, hash: u64, key: &[u8]) -> Option<usize> {
-        let entries = &self.entries;
-        self.table
-            .find(hash, |&i| {
-                let e = &entries[i as usize];
-                e.hash == hash && e.key.bytes() == key
-            })
-            .map(|&i| i as usize)
-    }
-
-    fn remove_at(&mut self, idx: usize) {
-        let hash = self.entries[idx].hash;
-        if let Ok(slot) = self.table.find_entry(hash, |&i| i as usize == idx) {
-            slot.remove();
-        }
-        let last = self.entries.len() - 1;
-        if idx != last {
-            let moved = self.entries[last].hash;
-            if let Some(slot) = self.table.find_mut(moved, |&i| i as usize == last) {
-                *slot = idx as u32;
-            }
-        }
-        self.entries.swap_remove(idx);
-    }
-
-    /// The entry to evict: the first idle one from the hand, else the least recently touched scanned.
-    fn victim(&mut self, idle: &impl Fn(&S) -> bool) -> usize {
-        let n = self.entries.len();
-        let mut oldest = (u64::MAX, 0);
-        for k in 0..n.min(EVICT_SCAN) {
-            let i = (self.hand + k) % n;
-            let e = &self.entries[i];
-            if idle(&e.state) {
-                self.hand = i + 1;
-                return i;
-            }
-            if e.touched_ns < oldest.0 {
-                oldest = (e.touched_ns, i);
-            }
-        }
-        self.hand += n.min(EVICT_SCAN);
-        oldest.1
-    }
-
-    fn sweep(&mut self, idle: &impl Fn(&S) -> bool, now_ns: u64) {
-        for _ in 0..SWEEP {
-            let n = self.entries.len();
-            if n == 0 {
-                return;
-            }
-            let i = self.hand % n;
-            let e = &self.entries[i];
-            if now_ns.saturating_sub(e.touched_ns) >= SWEEP_AFTER_NS && idle(&e.state) {
-                self.remove_at(i);
-            } else {
-                self.hand = i + 1;
-            }
-        }
-    }
-
-    fn insert(&mut self, hash: u64, key: &[u8], state: S, now_ns: u64, idle: &impl Fn(&S) -> bool) -> usize {
-        self.sweep(idle, now_ns);
-        if self.entries.len() >= self.cap {
-            let v = self.victim(idle);
-            self.remove_at(v);
-        }
-        let idx = self.entries.len();
-        if idx == self.entries.capacity() {
-            // Grow by doubling, never past the cap.
-            self.entries.reserve_exact(idx.max(8).min(self.cap - idx));
-        }
-        self.entries.push(Entry { hash, touched_ns: now_ns, key: StoredKey::new(key), state });
-        let entries = &self.entries;
-        self.table.insert_unique(hash, idx as u32, |&i| entries[i as usize].hash);
-        idx
-    }
+#[inline]
+fn find<S>(shard: &Shard<S>, hash: u64, key: &[u8]) -> Option<u32> {
+    shard.find(hash, |e| e.key.bytes() == key)
 }
 
 impl<S> Store<S> {
     /// A store of at most `max_keys` keys (≥ 1; `LimitSpec` validates the option).
     pub fn new(max_keys: usize) -> Store<S> {
         assert!(max_keys >= 1 && max_keys <= u32::MAX as usize);
-        let shards = shard_caps(max_keys).map(|cap| Padded(Mutex::new(Shard { table: HashTable::new(), entries: Vec::new(), cap, hand: 0 }))).collect();
+        let shards = shard_caps(max_keys).map(|cap| Padded(Mutex::new(Shard::new(cap)))).collect();
         Store { hasher: KeyHasher::process(), shards, max_keys }
     }
 
@@ -182,11 +83,16 @@ impl<S> Store<S> {
     pub fn with<R>(&self, key: &[u8], now_ns: u64, idle: impl Fn(&S) -> bool, fresh: impl FnOnce() -> S, f: impl FnOnce(&mut S) -> R) -> R {
         let hash = self.hasher.hash_one(key);
         let mut shard = self.shard(hash).lock();
-        let idx = match shard.find(hash, key) {
+        let idx = match find(&shard, hash, key) {
             Some(i) => i,
-            None => shard.insert(hash, key, fresh(), now_ns, &idle),
+            None => {
+                let policy = Idle { idle, now_ns };
+                shard.sweep(&policy);
+                shard.make_room(&policy);
+                shard.insert(hash, Entry { touched_ns: now_ns, key: StoredKey::new(key), state: fresh() })
+            }
         };
-        let e = &mut shard.entries[idx];
+        let e = shard.get_mut(idx);
         e.touched_ns = e.touched_ns.max(now_ns);
         f(&mut e.state)
     }
@@ -195,16 +101,16 @@ impl<S> Store<S> {
     pub fn get<R>(&self, key: &[u8], f: impl FnOnce(Option<&S>) -> R) -> R {
         let hash = self.hasher.hash_one(key);
         let shard = self.shard(hash).lock();
-        f(shard.find(hash, key).map(|i| &shard.entries[i].state))
+        f(find(&shard, hash, key).map(|i| &shard.get(i).state))
     }
 
     /// Runs `f` on `key`'s state if it is held (nothing inserted); whether it was.
     pub fn update(&self, key: &[u8], f: impl FnOnce(&mut S)) -> bool {
         let hash = self.hasher.hash_one(key);
         let mut shard = self.shard(hash).lock();
-        match shard.find(hash, key) {
+        match find(&shard, hash, key) {
             Some(i) => {
-                f(&mut shard.entries[i].state);
+                f(&mut shard.get_mut(i).state);
                 true
             }
             None => false,
@@ -214,9 +120,9 @@ impl<S> Store<S> {
     pub fn remove(&self, key: &[u8]) -> bool {
         let hash = self.hasher.hash_one(key);
         let mut shard = self.shard(hash).lock();
-        match shard.find(hash, key) {
+        match find(&shard, hash, key) {
             Some(i) => {
-                shard.remove_at(i);
+                shard.remove(i);
                 true
             }
             None => false,
@@ -224,7 +130,7 @@ impl<S> Store<S> {
     }
 
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.0.lock().entries.len()).sum()
+        self.shards.iter().map(|s| s.0.lock().len()).sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -237,33 +143,26 @@ impl<S> Store<S> {
 
     pub fn clear(&self) {
         for s in self.shards.iter() {
-            let mut s = s.0.lock();
-            s.table = HashTable::new();
-            s.entries = Vec::new();
-            s.hand = 0;
+            s.0.lock().drain(drop);
         }
     }
 
     /// Slots allocated: (entries, table slots), summed over shards. For memory tests.
     pub fn allocated(&self) -> (usize, usize) {
         self.shards.iter().fold((0, 0), |(e, t), s| {
-            let s = s.0.lock();
-            (e + s.entries.capacity(), t + s.table.capacity())
+            let (se, st) = s.0.lock().allocated();
+            (e + se, t + st)
         })
     }
 
-    /// Bytes the store holds now: its entries' vectors (allocated, not just used), its tables (an
-    /// index and a control byte per bucket, about 8/7 buckets per slot), the heap copies of keys too
-    /// long to sit inline, and the
-    /// states' heap (`state_heap`). Divided by `len()`, the "bytes per key" a benchmark reports.
+    /// Bytes the store holds now: its shards' slots (allocated, not just used) and index tables, the
+    /// heap copies of keys too long to sit inline, and the states' heap (`state_heap`). Divided by
+    /// `len()`, the "bytes per key" a benchmark reports.
     pub fn memory_bytes(&self, state_heap: impl Fn(&S) -> usize) -> usize {
         let mut total = std::mem::size_of::<Self>();
         for s in self.shards.iter() {
-            let s = s.0.lock();
             total += std::mem::size_of::<Padded<Mutex<Shard<S>>>>();
-            total += s.entries.capacity() * std::mem::size_of::<Entry<S>>();
-            total += s.table.capacity() * 8 / 7 * (std::mem::size_of::<u32>() + 1);
-            total += s.entries.iter().map(|e| e.key.heap_len() + state_heap(&e.state)).sum::<usize>();
+            total += s.0.lock().memory_bytes(|e| e.key.heap_len() + state_heap(&e.state));
         }
         total
     }
@@ -291,7 +190,7 @@ mod tests {
     #[test]
     fn short_and_long_keys_are_distinct() {
         let s: Store<u32> = Store::new(1000);
-        let keys: Vec<Vec<u8>> = (0..=3 * INLINE_KEY).map(|n| vec![b'k'; n]).collect();
+        let keys: Vec<Vec<u8>> = (0..=66).map(|n| vec![b'k'; n]).collect();
         for (i, k) in keys.iter().enumerate() {
             for _ in 0..=i {
                 bump(&s, k, 0);
@@ -300,14 +199,13 @@ mod tests {
         for (i, k) in keys.iter().enumerate() {
             assert_eq!(s.get(k, |v| v.copied()), Some(i as u32 + 1), "len {i}");
         }
-        assert_eq!(std::mem::size_of::<StoredKey>(), 24);
     }
 
     #[test]
     fn shard_caps_add_up_to_max_keys() {
         for max in [1usize, 7, 255, 513, 10_000, 1_000_003] {
             let s: Store<u32> = Store::new(max);
-            let total: usize = s.shards.iter().map(|x| x.0.lock().cap).sum();
+            let total: usize = s.shards.iter().map(|x| x.0.lock().cap()).sum();
             assert_eq!(total, max);
         }
     }

@@ -19,7 +19,6 @@ pub(crate) struct Pending {
 pub(crate) struct Account {
     pub limit: LimitId,
     pub key: Box<[u8]>,
-    pub hash: u64,
     pub leases: Leases,
     /// Tokens admitted on credit (`Unfunded::Provisional`), owed to the next grant.
     pub debt: u64,
@@ -43,11 +42,10 @@ pub(crate) struct Account {
 }
 
 impl Account {
-    pub fn new(limit: LimitId, key: &[u8], hash: u64, now_ns: u64) -> Account {
+    pub fn new(limit: LimitId, key: &[u8], now_ns: u64) -> Account {
         Account {
             limit,
             key: key.into(),
-            hash,
             leases: Leases::default(),
             debt: 0,
             meter: Meter::new(now_ns),

@@ -268,7 +268,7 @@ impl Quota {
             )?;
             self.evict(victim, now_ns);
         }
-        Some(self.table.insert(Account::new(limit, key, hash, now_ns)))
+        Some(self.table.insert(hash, Account::new(limit, key, now_ns)))
     }
 
     /// Forgets an account, handing its leases back.

@@ -1,6 +1,6 @@
-//! The bounded table of accounts: a slab of slots (stable positions, so the due list and the sweep
-//! can name an account without hashing) indexed by a hash table over (limit, key), capped at
-//! `max_keys`.
+//! The bounded table of accounts, on the keystore (`core::keystore::Slab`): stable positions (so the
+//! due list and the sweep can name an account without hashing, `Handle` telling a stale name) indexed
+//! by the keyed hash of (limit, key), capped at `max_keys`.
 //!
 //! No timer per key: eviction and the idle sweep walk the slab with clock hands. A new key in a full
 //! table takes the place of the first evictable idle account of a short scan, else of the least
@@ -8,151 +8,103 @@
 //! the new key is not tracked (`Refusal::Full`).
 use super::account::Account;
 use super::wire::LimitId;
-use hashbrown::HashTable;
-use std::hash::BuildHasher;
+use crate::core::keystore::{Clock, Eviction, KeyHasher, Look, Slab};
 
-/// The most accounts one eviction looks at.
-const EVICT_SCAN: usize = 32;
+pub(crate) use crate::core::keystore::Handle;
 
-/// A slot and the generation of its occupant, so a stale name never reaches a newer account.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Handle {
-    slot: u32,
-    gen: u32,
+/// The engine's eviction preference: never an account that cannot be forgotten (`evictable`: it owes,
+/// awaits or holds a share not yet at rest), idle ones first, else the least recently used. The sweep
+/// is the engine's own (`poll.rs`), so the slab's never drops an account.
+struct Accounts<E, I> {
+    evictable: E,
+    idle: I,
 }
 
-struct Slot {
-    gen: u32,
-    acc: Option<Account>,
+impl<E: Fn(&Account) -> bool, I: Fn(&Account) -> bool> Eviction<Account> for Accounts<E, I> {
+    fn look(&self, a: &Account) -> Look {
+        if !(self.evictable)(a) {
+            Look::Pass
+        } else if (self.idle)(a) {
+            Look::Take
+        } else {
+            Look::Keep(a.last_used_ns)
+        }
+    }
+
+    fn sweepable(&self, _: &Account) -> bool {
+        false
+    }
 }
 
 pub(crate) struct Table {
-    slots: Vec<Slot>,
-    free: Vec<u32>,
-    index: HashTable<u32>,
-    hasher: std::hash::RandomState,
-    len: usize,
-    cap: usize,
-    evict_hand: usize,
-    sweep_hand: usize,
+    slab: Slab<Account>,
+    hasher: KeyHasher,
+    /// The engine's sweep hand (eviction has the slab's own).
+    sweep: Clock,
 }
 
 impl Table {
     pub fn new(cap: usize) -> Table {
-        Table { slots: Vec::new(), free: Vec::new(), index: HashTable::new(), hasher: std::hash::RandomState::new(), len: 0, cap, evict_hand: 0, sweep_hand: 0 }
+        Table { slab: Slab::new(cap), hasher: KeyHasher::process(), sweep: Clock::default() }
     }
 
     pub fn len(&self) -> usize {
-        self.len
+        self.slab.len()
     }
 
     pub fn is_full(&self) -> bool {
-        self.len >= self.cap
+        self.slab.is_full()
     }
 
     pub fn hash(&self, limit: LimitId, key: &[u8]) -> u64 {
-        self.hasher.hash_one((limit.0, key))
+        self.hasher.hash_tagged(u32::from(limit.0), key)
     }
 
     pub fn find(&self, hash: u64, limit: LimitId, key: &[u8]) -> Option<u32> {
-        let slots = &self.slots;
-        self.index.find(hash, |&s| slots[s as usize].acc.as_ref().is_some_and(|a| a.limit == limit && *a.key == *key)).copied()
+        self.slab.find(hash, |a| a.limit == limit && *a.key == *key)
     }
 
     pub fn get(&self, slot: u32) -> &Account {
-        self.slots[slot as usize].acc.as_ref().expect("a live slot")
+        self.slab.get(slot)
     }
 
     pub fn get_mut(&mut self, slot: u32) -> &mut Account {
-        self.slots[slot as usize].acc.as_mut().expect("a live slot")
+        self.slab.get_mut(slot)
     }
 
     pub fn handle(&self, slot: u32) -> Handle {
-        Handle { slot, gen: self.slots[slot as usize].gen }
+        self.slab.handle(slot)
     }
 
     /// The slot a handle names, if its account is still there.
     pub fn resolve(&self, h: Handle) -> Option<u32> {
-        let s = self.slots.get(h.slot as usize)?;
-        (s.gen == h.gen && s.acc.is_some()).then_some(h.slot)
+        self.slab.resolve(h)
     }
 
-    /// Places an account; the table must not be full.
-    pub fn insert(&mut self, acc: Account) -> u32 {
-        debug_assert!(!self.is_full());
-        let hash = acc.hash;
-        let slot = match self.free.pop() {
-            Some(s) => {
-                self.slots[s as usize].acc = Some(acc);
-                s
-            }
-            None => {
-                self.slots.push(Slot { gen: 0, acc: Some(acc) });
-                (self.slots.len() - 1) as u32
-            }
-        };
-        let slots = &self.slots;
-        self.index.insert_unique(hash, slot, |&s| slots[s as usize].acc.as_ref().map_or(0, |a| a.hash));
-        self.len += 1;
-        slot
+    /// Places an account under `hash` (`Table::hash` of its limit and key); the table must not be full.
+    pub fn insert(&mut self, hash: u64, acc: Account) -> u32 {
+        self.slab.insert(hash, acc)
     }
 
     pub fn remove(&mut self, slot: u32) -> Account {
-        let s = &mut self.slots[slot as usize];
-        let acc = s.acc.take().expect("a live slot");
-        s.gen = s.gen.wrapping_add(1);
-        if let Ok(e) = self.index.find_entry(acc.hash, |&x| x == slot) {
-            e.remove();
-        }
-        self.free.push(slot);
-        self.len -= 1;
-        acc
+        self.slab.remove(slot)
     }
 
-    /// The account to evict for a new key (the table is full, so every slot is live): the first
-    /// evictable idle one of a scan from the hand, else the least recently used evictable one of it.
+    /// The account to evict for a new key (the table is full): the first evictable idle one of a scan
+    /// from the hand, else the least recently used evictable one of it.
     pub fn victim(&mut self, evictable: impl Fn(&Account) -> bool, idle: impl Fn(&Account) -> bool) -> Option<u32> {
-        let n = self.slots.len();
-        let mut best: Option<(u64, u32)> = None;
-        for i in 0..n.min(EVICT_SCAN) {
-            let slot = ((self.evict_hand + i) % n) as u32;
-            let Some(a) = self.slots[slot as usize].acc.as_ref() else { continue };
-            if !evictable(a) {
-                continue;
-            }
-            if idle(a) {
-                self.evict_hand = slot as usize + 1;
-                return Some(slot);
-            }
-            if best.is_none_or(|(used, _)| a.last_used_ns < used) {
-                best = Some((a.last_used_ns, slot));
-            }
-        }
-        self.evict_hand += n.min(EVICT_SCAN);
-        best.map(|(_, s)| s)
+        self.slab.victim(&Accounts { evictable, idle })
     }
 
     /// The next live slot for the sweep, going round the slab (`None` when the table is empty).
     pub fn next_sweep(&mut self) -> Option<u32> {
-        let n = self.slots.len();
-        for _ in 0..n {
-            let slot = self.sweep_hand % n;
-            self.sweep_hand = slot + 1;
-            if self.slots[slot].acc.is_some() {
-                return Some(slot as u32);
-            }
-        }
-        None
+        self.slab.next_held(&mut self.sweep)
     }
 
     /// Removes every account, passing each to `out`.
-    pub fn drain(&mut self, mut out: impl FnMut(Account)) {
-        for s in &mut self.slots {
-            if let Some(a) = s.acc.take() {
-                out(a);
-            }
-        }
-        *self = Table { hasher: std::mem::take(&mut self.hasher), ..Table::new(self.cap) };
+    pub fn drain(&mut self, out: impl FnMut(Account)) {
+        self.slab.drain(out);
+        self.sweep = Clock::default();
     }
 }
 
@@ -163,7 +115,7 @@ mod tests {
     fn add(t: &mut Table, key: &str, now: u64) -> u32 {
         let l = LimitId(0);
         let h = t.hash(l, key.as_bytes());
-        t.insert(Account::new(l, key.as_bytes(), h, now))
+        t.insert(h, Account::new(l, key.as_bytes(), now))
     }
 
     fn find(t: &Table, key: &str) -> Option<u32> {

@@ -1,4 +1,4 @@
-//! The key map's hash: keys are chosen by clients, so by attackers. A table whose hash an attacker can
+//! Every keyed store's hash: keys are chosen by clients, so by attackers. A table whose hash an attacker can
 //! predict is flooded with keys of one bucket and every lookup in it turns into a scan.
 //!
 //! SipHash-1-3 under a random 128-bit key (std's `RandomState`, which draws the key from the OS once
@@ -45,6 +45,13 @@ impl KeyHasher {
     #[inline]
     pub(crate) fn hash_one(&self, key: &[u8]) -> u64 {
         sip13(self.k0, self.k1, key)
+    }
+
+    /// The hash of `key` under a numeric tag (the quota engine's (limit, key) pairs): std's streaming
+    /// SipHash-1-3 under the same secret key, so a key's hash differs from one tag to another.
+    #[inline]
+    pub(crate) fn hash_tagged(&self, tag: u32, key: &[u8]) -> u64 {
+        self.state.hash_one((tag, key))
     }
 
     /// The hash of a 128-bit key (two words, no length: cheaper than the same bytes as a slice).
