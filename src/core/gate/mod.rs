@@ -36,9 +36,9 @@
 //! (`core::concurrency`): the overload the loop cannot see (a saturated database pool or upstream).
 //! A protected tier's request always gets one; another waits for one (`Slot::Wait`: the caller
 //! queues it in tier order, or sheds it) while the limit is in use — unless the loop itself is the
-//! bottleneck (utilisation over `LOOP_BOUND_BUSY`, or a lag episode): then the latency inflates
-//! from the loop, the controller above governs, and the limit does not bind. The caller releases
-//! each slot when its request finishes (`release`), with the request's latency.
+//! bottleneck (a lag episode): then the controller above governs and the limit does not bind. The
+//! caller releases each slot when its request finishes (`release`), with the request's latency,
+//! which is no sample while the loop is busy or lagging (the latency inflates from the loop).
 //!
 //! Files: `config.rs` (the gate's options), `tier.rs` (the tier header: names and signed tokens),
 //! `burst.rs` (costly requests run back to back in one turn, for the turn queue).
@@ -65,10 +65,9 @@ use std::sync::Arc;
 
 /// Time constant (ms) of the gate's short-window utilisation (`ShedInput::busy`).
 const BUSY_TAU_MS: f64 = 100.0;
-/// Above this short-window utilisation the loop is the bottleneck: the concurrency limit does not bind.
-pub const LOOP_BOUND_BUSY: f64 = 0.75;
-/// From this share of the shed controller's target lag (the turn queue starts there too) a finished
-/// request's latency is no sample of the downstream's.
+/// Above this short-window utilisation a finished request's latency is no sample of the downstream's...
+pub const LOOP_BUSY: f64 = 0.75;
+/// ... nor from this share of the shed controller's target lag (the turn queue starts there too).
 pub const LOOP_LATE_LAG_SHARE: f64 = 0.25;
 /// Leads every client-IP key in the ledger, so IP keys and given keys (user ids) are separate
 /// namespaces: `x-user-id: 127.0.0.1` must not share the bucket of the client at 127.0.0.1. Given
@@ -523,17 +522,19 @@ impl Gate {
         n
     }
 
-    /// Whether the loop is the bottleneck: busy, or in a lag episode (the controller's, past its
-    /// spike filter: a stall of a loaded machine lets no flood into the downstream).
+    /// Whether the loop is the bottleneck: in a lag episode (the controller's, past its spike filter).
+    /// Not its utilisation alone, nor a raw lag spike: a process that waits for a CPU on a loaded
+    /// machine reads busy and late, and a limit that let everything in then flooded the downstream
+    /// (and made the loop busier still).
     fn loop_bound(st: &State) -> bool {
-        st.busy > LOOP_BOUND_BUSY || st.ctl.pressure() > 0.0
+        st.ctl.pressure() > 0.0
     }
 
     /// Whether a finished request's latency says nothing of the downstream: the loop is the
-    /// bottleneck, or lags a quarter of the way to the target already (an overload's onset before the
-    /// utilisation's average shows it, or a stall that every request in flight waited out).
+    /// bottleneck, busy, or lagging a quarter of the way to the target already (an overload's onset
+    /// before the controller's episode, or a stall that every request in flight waited out).
     fn loop_late(st: &State) -> bool {
-        Self::loop_bound(st) || st.input.lag_ms >= LOOP_LATE_LAG_SHARE * st.ctl.thresholds_ms().0
+        Self::loop_bound(st) || st.busy > LOOP_BUSY || st.input.lag_ms >= LOOP_LATE_LAG_SHARE * st.ctl.thresholds_ms().0
     }
 
     /// Slots for up to `waiting` requests waiting for one, without a release (the limit rose).
