@@ -1,6 +1,6 @@
 'use strict';
 // The gatekeeper's options: checked and normalized once, at construction (`normalize`), into the
-// shape the gatekeeper reads per request. The shed group's defaults are declared in src/node/gate.rs.
+// shape the gatekeeper reads per request. Names, defaults and ranges: lib/schema/gatekeeper.js.
 const native = require('../native');
 const { Ledger } = require('../ledger');
 const { MAX_TICKS_PER_WINDOW } = require('../lag'); // also registers this thread's heap source for the native sampler
@@ -9,12 +9,13 @@ const { checkTrustProxy } = require('../adapters/client');
 const { compileKey } = require('./key');
 const { TIER_NAME, TIER_NAME_RULE, checkTierName, tierHeaderOption, tierSecretOption } = require('./tier-header');
 const { compileDefense, DEFENSE_OPTIONS } = require('../defense/options');
-const { MODES: RATE_LIMIT_HEADER_MODES } = require('../defense/headers');
 const { concurrencyOptions } = require('./slots');
-const { typeName, isObject, onlyKnown, boolean, optionalFn, finite, retryAfterOptions } = require('../options');
+const { typeName, isObject, onlyKnown, optionalFn, finite, retryAfterOptions, schemaOption } = require('../options');
+const { optionNames, rangeOf } = require('../schema');
+const { GATEKEEPER, SHED, SHED_DEFAULTS } = require('../schema/gatekeeper');
 const { Cluster } = require('../cluster');
 
-const { sel: SEL, shedDefaults: SHED_DEFAULTS, lagSignals: LAG_SIGNALS } = native.gateConstants();
+const { sel: SEL } = native.gateConstants();
 const MAX_TIERS = SEL.MAX_TIERS;
 
 // The default tiers' budgets: no practical cap (a billion requests per second and tier), so that
@@ -30,13 +31,16 @@ const DEFAULT_TIERS = Object.freeze([
 /** With the default tiers, after the given route rules: health probes are never shed. */
 const PROBE_ROUTES = Object.freeze(['/health', '/healthz', '/ready', '/readyz', '/live', '/livez'].map((path) => Object.freeze({ method: ['GET', 'HEAD'], path, tier: 'critical' })));
 
-const OPTIONS = new Set([
-  'tiers', 'ledger', 'perKey', 'tierHeader', 'trustTierHeader', 'tierSecret', 'routes', 'classify', 'defaultTier',
-  'key', 'trustProxy', 'ipv4Prefix', 'ipv6Prefix', 'cost', 'shed', 'rateLimitHeaders', 'rateLimitHeadersOnSuccess',
-  'retryAfter', 'respond', 'onDecision', 'onShed', 'onReject', 'cluster', 'concurrency', 'shedStatus',
-]);
+const OPTIONS = optionNames(GATEKEEPER);
 for (const k of DEFENSE_OPTIONS) OPTIONS.add(k); // lib/defense/options.js reads them
-const SHED_FIELDS = new Set(Object.keys(SHED_DEFAULTS));
+const SHED_FIELDS = optionNames(SHED);
+const G = GATEKEEPER;
+
+/** An option with a plain default and a schema check: the default when not given. */
+function plain(options, name) {
+  const v = options[name];
+  return v === undefined ? G[name].default : schemaOption(G[name], v, `gatekeeper: options.${name}`);
+}
 
 function shedOptions(shed) {
   if (shed === false) return { ...SHED_DEFAULTS, enabled: false, maxBaselineMs: SHED_DEFAULTS.targetLagMs };
@@ -44,42 +48,19 @@ function shedOptions(shed) {
   if (!isObject(shed)) throw new TypeError(`gatekeeper: options.shed must be an object or false, got ${typeName(shed)}`);
   onlyKnown(shed, SHED_FIELDS, 'gatekeeper: options.shed');
   const o = { ...SHED_DEFAULTS, ...Object.fromEntries(Object.entries(shed).filter(([, v]) => v !== undefined)), enabled: true };
+  if (o.maxBaselineMs === undefined) o.maxBaselineMs = o.targetLagMs;
   const at = (k) => `gatekeeper: options.shed.${k}`;
-  finite(o.targetLagMs, at('targetLagMs'));
-  finite(o.criticalLagMs, at('criticalLagMs'));
+  // Each option's type and range (lib/schema/gatekeeper.js), in the documented order; then the relations.
+  for (const e of Object.values(SHED)) {
+    if (e.name === 'windowMs') finite(o.windowMs, at('windowMs'), { ...rangeOf(e), min: o.resolutionMs });
+    else schemaOption(e, o[e.name], at(e.name));
+  }
   if (o.criticalLagMs <= o.targetLagMs) throw new RangeError(`${at('criticalLagMs')} must be greater than targetLagMs (${o.targetLagMs}), got ${o.criticalLagMs}`);
-  boolean(o.relative, at('relative'));
-  finite(o.hysteresisMs, at('hysteresisMs'));
-  finite(o.holdMs, at('holdMs'));
-  finite(o.recoveryMs, at('recoveryMs'));
-  finite(o.integralMs, at('integralMs'));
-  finite(o.confirmMs, at('confirmMs'));
-  if (o.heapRatio !== false) finite(o.heapRatio, at('heapRatio'), { min: 0, max: 0.999999, exclusiveMin: true });
-  if (o.stallMs !== false) finite(o.stallMs, at('stallMs'), { min: 1, max: 3_600_000, integer: true });
-  if (!LAG_SIGNALS.includes(o.lagSignal)) throw new RangeError(`${at('lagSignal')} must be one of ${LAG_SIGNALS.map((n) => `'${n}'`).join(', ')}, got ${JSON.stringify(o.lagSignal)}`);
-  finite(o.resolutionMs, at('resolutionMs'), { min: 1, max: 60_000, integer: true });
-  finite(o.windowMs, at('windowMs'), { min: o.resolutionMs, max: 3_600_000, integer: true });
   // The sampler's window holds at most this many ticks; a longer one would be cut silently.
   if (o.windowMs / o.resolutionMs > MAX_TICKS_PER_WINDOW) {
     throw new RangeError(`${at('windowMs')} / resolutionMs must be at most ${MAX_TICKS_PER_WINDOW} ticks, got ${o.windowMs}/${o.resolutionMs}`);
   }
-  finite(o.ewmaMs, at('ewmaMs'), { min: 1, max: 3_600_000, integer: true });
-  finite(o.updateIntervalMs, at('updateIntervalMs'), { max: 60_000 });
-  finite(o.baselineTauMs, at('baselineTauMs'));
-  if (o.maxBaselineMs === undefined) o.maxBaselineMs = o.targetLagMs;
-  finite(o.maxBaselineMs, at('maxBaselineMs'));
-  finite(o.idleElu, at('idleElu'), { max: 1 });
-  finite(o.turnBudgetMs, at('turnBudgetMs'), { max: 60_000 });
-  finite(o.queueMaxWaitMs, at('queueMaxWaitMs'), { min: 1, max: 60_000 });
-  finite(o.queueMaxLength, at('queueMaxLength'), { min: 1, max: 1_000_000, integer: true });
   return o;
-}
-
-/** options.shedStatus: 503 (default) or 429 (a load balancer ejects a backend answering 5xx). */
-function shedStatusOption(v) {
-  if (v === undefined) return 503;
-  if (v !== 503 && v !== 429) throw new RangeError(`gatekeeper: options.shedStatus must be 503 or 429, got ${JSON.stringify(v)}`);
-  return v;
 }
 
 function normalize(options) {
@@ -124,15 +105,13 @@ function normalize(options) {
   }
 
   const tierHeader = tierHeaderOption(options.tierHeader, 'gatekeeper: options.tierHeader');
-  if (options.trustTierHeader !== undefined) boolean(options.trustTierHeader, 'gatekeeper: options.trustTierHeader');
   const secrets = tierSecretOption(options.tierSecret, 'gatekeeper: options.tierSecret');
-  const headersOpt = options.rateLimitHeaders === undefined ? 'draft' : options.rateLimitHeaders;
-  if (headersOpt !== false && !RATE_LIMIT_HEADER_MODES.includes(headersOpt)) {
-    throw new TypeError(`gatekeeper: options.rateLimitHeaders must be ${RATE_LIMIT_HEADER_MODES.map((m) => `'${m}'`).join(', ')} or false, got ${JSON.stringify(headersOpt)}`);
+  const headersOpt = options.rateLimitHeaders === undefined ? G.rateLimitHeaders.default : options.rateLimitHeaders;
+  if (!G.rateLimitHeaders.values.includes(headersOpt)) {
+    throw new TypeError(`gatekeeper: options.rateLimitHeaders must be ${G.rateLimitHeaders.values.filter(Boolean).map((m) => `'${m}'`).join(', ')} or false, got ${JSON.stringify(headersOpt)}`);
   }
-  const ipv4Prefix = options.ipv4Prefix === undefined ? 32 : finite(options.ipv4Prefix, 'gatekeeper: options.ipv4Prefix', { max: 32, integer: true });
-  const ipv6Prefix = options.ipv6Prefix === undefined ? 56 : finite(options.ipv6Prefix, 'gatekeeper: options.ipv6Prefix', { max: 128, integer: true });
-  if (options.rateLimitHeadersOnSuccess !== undefined) boolean(options.rateLimitHeadersOnSuccess, 'gatekeeper: options.rateLimitHeadersOnSuccess');
+  const ipv4Prefix = plain(options, 'ipv4Prefix');
+  const ipv6Prefix = plain(options, 'ipv6Prefix');
   const cluster = options.cluster === undefined ? null : options.cluster;
   if (cluster !== null) {
     if (!(cluster instanceof Cluster)) throw new TypeError(`gatekeeper: options.cluster must be made by tiergate.cluster(), got ${typeName(cluster)}`);
@@ -148,7 +127,7 @@ function normalize(options) {
     ids,
     defaultTier,
     tierHeader,
-    trustTierHeader: options.trustTierHeader === true,
+    trustTierHeader: plain(options, 'trustTierHeader'),
     secrets,
     routes: compileRoutes(defaultTiers && (options.routes === undefined || Array.isArray(options.routes)) ? [...(options.routes || []), ...PROBE_ROUTES] : options.routes, ids, 'gatekeeper: options.routes'),
     classify: optionalFn(options.classify, 'gatekeeper: options.classify'),
@@ -157,12 +136,12 @@ function normalize(options) {
     ipv4Prefix,
     ipv6Prefix,
     defense: compileDefense(options, ids, { v4: ipv4Prefix, v6: ipv6Prefix }),
-    cost: options.cost === undefined ? 1 : finite(options.cost, 'gatekeeper: options.cost'),
+    cost: plain(options, 'cost'),
     shed: shedOptions(options.shed),
     concurrency: concurrencyOptions(options.concurrency),
-    shedStatus: shedStatusOption(options.shedStatus),
+    shedStatus: plain(options, 'shedStatus'),
     rateLimitHeaders: headersOpt,
-    rateLimitHeadersOnSuccess: options.rateLimitHeadersOnSuccess === true,
+    rateLimitHeadersOnSuccess: plain(options, 'rateLimitHeadersOnSuccess'),
     retryAfter: retryAfterOptions(options.retryAfter, 'gatekeeper: options.retryAfter'),
     respond: optionalFn(options.respond, 'gatekeeper: options.respond'),
     onDecision: optionalFn(options.onDecision, 'gatekeeper: options.onDecision'),

@@ -11,6 +11,8 @@ const { CODES, withCode } = require('../errors');
 const TIER_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 const TIER_NAME_RULE = '1-64 characters of A-Z a-z 0-9 _ -';
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+/** The tier header's name unless options.tierHeader says otherwise (every guard's). */
+const DEFAULT_TIER_HEADER = 'x-user-tier';
 
 function checkTierName(name, at) {
   if (typeof name !== 'string') throw new TypeError(`${at} must be a string, got ${typeName(name)}`);
@@ -20,7 +22,7 @@ function checkTierName(name, at) {
 
 /** `tierHeader`: a header name (lower-cased, as node keys req.headers) or false (null: no header). */
 function tierHeaderOption(v, at) {
-  if (v === undefined) return 'x-user-tier';
+  if (v === undefined) return DEFAULT_TIER_HEADER;
   if (v === false) return null;
   if (typeof v !== 'string' || !HEADER_NAME.test(v)) throw new TypeError(`${at} must be a header name or false, got ${typeName(v)} ${JSON.stringify(v)}`);
   return v.toLowerCase();
@@ -78,4 +80,4 @@ function mint(secret, tier, { ttlSec, expiresAt } = {}) {
   return native.mintTierToken(key, tier, exp);
 }
 
-module.exports = { mintTierToken, TierHeader, TIER_NAME, TIER_NAME_RULE, checkTierName, tierHeaderOption, tierSecretOption, secretBuffer };
+module.exports = { DEFAULT_TIER_HEADER, mintTierToken, TierHeader, TIER_NAME, TIER_NAME_RULE, checkTierName, tierHeaderOption, tierSecretOption, secretBuffer };

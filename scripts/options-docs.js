@@ -1,0 +1,94 @@
+'use strict';
+// The docs' option tables, generated from the option schemas (lib/schema): each table sits between
+// `<!-- options:NAME -->` and `<!-- /options:NAME -->` in its page. `node scripts/options-docs.js`
+// rewrites them; `--check` exits 1 when a committed page differs (__test__/options-schema.test.js
+// holds them equal too).
+const fs = require('node:fs');
+const path = require('node:path');
+const { GATEKEEPER, SHED, CONCURRENCY } = require('../lib/schema/gatekeeper');
+const { CONCURRENCY_GATE, QUEUE_TIER, ADAPTIVE_LIMIT, CODEL } = require('../lib/schema/concurrency-gate');
+
+const ROOT = path.join(__dirname, '..');
+const HEADER = ['option', 'default', 'accepted'];
+
+/** Each table: its page, the schemas whose rows it holds (with a name prefix), its header. */
+const TABLES = {
+  gatekeeper: { file: 'docs/gatekeeper.md', parts: [[GATEKEEPER, '']] },
+  'gatekeeper.shed': { file: 'docs/gatekeeper.md', parts: [[SHED, '']] },
+  'gatekeeper.concurrency': { file: 'docs/gatekeeper.md', parts: [[CONCURRENCY, '']], header: ['`concurrency` option', 'default', 'accepted'] },
+  'concurrency-gate': { file: 'docs/concurrency-gate.md', parts: [[CONCURRENCY_GATE, ''], [QUEUE_TIER, 'tiers[i].', ['maxQueue', 'queueTimeoutMs']]] },
+  'concurrency-gate.limit': { file: 'docs/concurrency-gate.md', parts: [[ADAPTIVE_LIMIT, '']] },
+  'concurrency-gate.codel': { file: 'docs/concurrency-gate.md', parts: [[CODEL, '']] },
+};
+
+const shown = (v) => (typeof v === 'string' ? `\`'${v}'\`` : `\`${v}\``);
+
+/** The default column of entry `e`. */
+function defaultCell(e) {
+  if (e.docDefault !== undefined) return e.docDefault;
+  return e.default === undefined ? '—' : shown(e.default);
+}
+
+/** The accepted column: the values or the range, then the entry's own words, then its doc. */
+function acceptedCell(e) {
+  const parts = [];
+  if (e.values !== undefined) {
+    const v = e.values.map(shown);
+    parts.push(v.length > 1 ? `${v.slice(0, -1).join(', ')} or ${v[v.length - 1]}` : v[0]);
+  } else if (e.type === 'number' || e.type === 'integer') {
+    const min = e.min === undefined ? 0 : e.min;
+    const low = e.exclusiveMin ? `> ${min}` : `≥ ${min}`;
+    let range;
+    if (e.max === undefined) range = low;
+    else range = e.exclusiveMin ? `${low} and ≤ ${e.max}` : `${min}..${e.max}`;
+    parts.push(`${e.type === 'integer' ? 'integer' : 'finite'} ${range}`);
+    if (e.orFalse) parts.push(e.falseMeans === undefined ? 'or `false`' : `or \`false\` (${e.falseMeans})`);
+  }
+  if (e.accepted !== undefined) parts.push(e.accepted);
+  let text = parts.join(', ');
+  if (e.doc !== undefined) text += text === '' ? e.doc : `: ${e.doc}`;
+  return text;
+}
+
+function renderTable(name) {
+  const t = TABLES[name];
+  const rows = [`| ${(t.header || HEADER).join(' | ')} |`, '|---|---|---|'];
+  for (const [s, prefix, only] of t.parts) {
+    for (const e of Object.values(s)) {
+      if (only !== undefined && !only.includes(e.name)) continue;
+      rows.push(`| \`${prefix}${e.name}\` | ${defaultCell(e)} | ${acceptedCell(e)} |`);
+    }
+  }
+  return rows.join('\n');
+}
+
+/** `text` (a page) with every generated table it marks rewritten. */
+function renderPage(text) {
+  return text.replace(/(<!-- options:([\w.-]+) -->\n)[\s\S]*?(\n<!-- \/options:\2 -->)/g, (all, open, name, close) => {
+    if (!(name in TABLES)) throw new Error(`options-docs: unknown table ${name}`);
+    return `${open}${renderTable(name)}${close}`;
+  });
+}
+
+/** The pages that hold generated tables, relative to the repository. */
+const PAGES = [...new Set(Object.values(TABLES).map((t) => t.file))];
+
+if (require.main === module) {
+  let stale = 0;
+  for (const rel of PAGES) {
+    const file = path.join(ROOT, rel);
+    const before = fs.readFileSync(file, 'utf8');
+    const after = renderPage(before);
+    if (after === before) continue;
+    if (process.argv.includes('--check')) {
+      console.error(`${rel}: its option tables differ from lib/schema (run node scripts/options-docs.js)`);
+      stale++;
+    } else {
+      fs.writeFileSync(file, after);
+      console.log(`${rel}: option tables written`);
+    }
+  }
+  process.exitCode = stale > 0 ? 1 : 0;
+}
+
+module.exports = { TABLES, PAGES, renderTable, renderPage, acceptedCell, defaultCell };
