@@ -11,8 +11,8 @@
 const native = require('../native');
 const { routedPath } = require('../adapters/routing');
 const { matchPath } = require('../adapters/route-rules');
-const { isGone } = require('../adapters');
-const { keyArg, UNUSABLE } = require('./keys');
+const { isGone, GONE } = require('../adapters');
+const { keyArg, takePending, settleAll, UNUSABLE } = require('./keys');
 const { LimitHeaders } = require('./headers');
 const { DefenseResponder } = require('./respond');
 const { Shaper } = require('./shaper');
@@ -69,6 +69,8 @@ class Defense {
   #clusterLimits;
   #clusterRefused;
   #outcome;
+  // The local limits whose `by` returned a promise in this check(), each followed by the promise.
+  #pendingBy = null;
   // Some limit counts by outcome / is a function of the request: check() does their part.
   #watching;
   #perRequest;
@@ -187,12 +189,14 @@ class Defense {
     const args = this.#args;
     const costs = this.#costs;
     this.#path = undefined;
+    this.#pendingBy = null;
     for (let i = 0; i < limits.length; i++) {
       const l = limits[i];
       const k = this.#keyFor(l, req, tier);
       args[GATE_ARGS + ARGS + i] = k;
       if (costs !== null) costs[i] = k !== undefined ? this.#costOf(l, req) : 0;
     }
+    if (this.#pendingBy !== null) return this.#byLater(req, res, tier, ip, header, key);
     let flags = this.exemptSkipsShedding ? FLAGS.EXEMPT_ENDS : 0;
     if (this.#skip !== null && this.#skip(req) === true) flags |= FLAGS.SKIP;
     args[3] = flags;
@@ -236,6 +240,15 @@ class Defense {
     }
     if (verdict === V.EXEMPT) return this.exemptSkipsShedding ? EXEMPT : null;
     return this.#refusal(verdict, req, ip);
+  }
+
+  // Some `by` returned a promise: check() again, without the gate (the gatekeeper decides it after),
+  // once every one has settled (a rejection: the client address, warned once), unless the client has
+  // left by then. Nothing was counted before.
+  #byLater(req, res, tier, ip, header, key) {
+    const list = this.#pendingBy;
+    this.#pendingBy = null;
+    return settleAll(req, list, this.#warn).then(() => (isGone(res) ? { verdict: 'gone', info: null, rejection: GONE } : this.check(req, res, tier, ip, undefined, header, key)));
   }
 
   // The cluster limits that apply to this request (only when the defense lets it on), their keys and costs.
@@ -284,6 +297,13 @@ class Defense {
     }
     const k = keyArg(l.by, req);
     if (k !== UNUSABLE) return k;
+    const p = takePending();
+    // A promise: check() waits for it (a local limit's; a cluster limit's key is needed at once).
+    if (p !== null && !l.cluster) {
+      if (this.#pendingBy === null) this.#pendingBy = [];
+      this.#pendingBy.push(l, p);
+      return true;
+    }
     this.#warnOnce(`${l.option}.by`);
     return true;
   }

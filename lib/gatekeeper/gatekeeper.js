@@ -12,6 +12,7 @@ const native = require('../native');
 const { ledgerHandle, ledgerConfig, bucketWords } = require('../ledger');
 const { compileRouteConfig, matchRoute } = require('../adapters/route-rules');
 const { clientIp, headersTruncated } = require('../adapters/client');
+const { whenSettled, PENDING, NOT_SETTLED } = require('./async-inputs');
 const { usableKey } = require('./key');
 const { TierHeader } = require('./tier-header');
 const { Defense, RateLimitInfo } = require('../defense');
@@ -56,11 +57,21 @@ class Gatekeeper {
   #sel = 0;
   #hooks; // ./hooks.js: onDecision, onShed, onReject, respond, the channel, the warnings
   #clusterStep = null; // ./cluster-step.js, with options.cluster
+  // An async options.key: the promise it returned, then (for the one synchronous re-run of the
+  // decision that follows) the key it settled to.
+  #pendingKey = null;
+  #settledKey = NOT_SETTLED;
 
   // A user id is often a number: key by its text rather than silently by IP; warn about other types.
   #fnKey(v) {
     if (typeof v === 'number' && Number.isFinite(v)) return String(v);
-    if (typeof v !== 'string' && v !== undefined && v !== null) this.#hooks.warnKey(v);
+    if (typeof v !== 'string' && v !== undefined && v !== null) {
+      if (typeof v.then === 'function') {
+        this.#pendingKey = v;
+        return PENDING;
+      }
+      this.#hooks.warnKey(v);
+    }
     return usableKey(v);
   }
 
@@ -185,20 +196,24 @@ class Gatekeeper {
     return { tier: compileRouteConfig(value, this.#o.ids, at) };
   }
 
-  /** The guard contract of lib/adapters/index.js: null to proceed, or the rejection to send. */
-  admit(req, res, route) {
+  /**
+   * The guard contract of lib/adapters/index.js: null to proceed, or the rejection to send (or a
+   * Promise of either: an async classify or key, a shaper's delay, a wait). `classified`: internal,
+   * what an async classify settled to (null: no tier), when the decision goes on after it.
+   */
+  admit(req, res, route, classified) {
     const o = this.#o;
     let tier = -1;
     let given = null;
     if (o.classify !== null) {
-      const name = o.classify(req);
+      const name = classified === undefined ? o.classify(req) : classified;
       if (name !== undefined && name !== null) {
         const id = o.ids.get(name);
-        if (id === undefined) this.#hooks.warnClassify(name);
-        else {
+        if (id !== undefined) {
           tier = id;
           given = 'classify';
-        }
+        } else if (typeof name.then === 'function') return this.#classifyLater(name, req, res, route);
+        else this.#hooks.warnClassify(name);
       }
     }
     if (tier < 0 && route !== undefined) {
@@ -234,13 +249,17 @@ class Gatekeeper {
       const ip = clientIp(req, o.trustProxy, truncated);
       // One native call for both: the defense, then the gate when the defense lets the request on.
       const key = this.#gateKey(req, tier, truncated, ip);
+      if (key === PENDING) return this.#keyLater(() => this.admit(req, res, route, given === 'classify' ? o.names[tier] : null), res);
       const d = this.#defense;
       const out = d.check(req, res, tier, ip, this.#sel, header, key);
       if (out !== null) {
         if (out.exempt === true) return null; // allow-listed or skipped, and exemptSkipsShedding
         if (typeof out.then !== 'function') return this.#hooks.refusedByDefense(out, req, tier, given);
-        // A shaper's delay: the gate decides when the slot comes (the loop's health then).
-        return out.then((v) => (v === null ? this.#gate(req, res, tier, given, header, truncated, ip) : this.#hooks.refusedByDefense(v, req, tier, given)));
+        // A shaper's delay, or a named limit's `by` that returned a promise: the gate decides after.
+        return out.then((v) => {
+          if (v === null) return this.#gate(req, res, tier, given, header, truncated, ip);
+          return v.exempt === true ? null : this.#hooks.refusedByDefense(v, req, tier, given);
+        });
       }
       if (d.gateVerdict >= 0) return this.#after(d.gateVerdict, req, res, given, key);
       return this.#gate(req, res, tier, given, header, truncated, ip);
@@ -251,7 +270,32 @@ class Gatekeeper {
   // The tier pool and the shed controller: one native call. `ip`: the client address if known already.
   #gate(req, res, tier, given, header, truncated, ip) {
     const key = this.#gateKey(req, tier, truncated, ip);
+    if (key === PENDING) return this.#keyLater(() => this.#gate(req, res, tier, given, header, truncated, ip), res);
     return this.#after(this.#decide(this.#sel, header, key), req, res, given, key);
+  }
+
+  // options.classify returned a promise: the decision goes on as if it had returned what it settles to
+  // (./async-inputs.js); a value that is no tier name is warned about once, as a synchronous one.
+  #classifyLater(p, req, res, route) {
+    return whenSettled(p, res, (v) => {
+      if (v !== undefined && v !== null && typeof v !== 'string') this.#hooks.warnClassify(v);
+      return this.admit(req, res, route, typeof v === 'string' ? v : null);
+    }, (err) => this.#hooks.warnRejected('classify', err));
+  }
+
+  // options.key returned a promise: `step`, the part of the decision that asked, runs again with the
+  // key it settles to (a rejection or an unusable value: the client IP, as a synchronous one).
+  #keyLater(step, res) {
+    const p = this.#pendingKey;
+    this.#pendingKey = null;
+    return whenSettled(p, res, (v) => {
+      this.#settledKey = this.#fnKey(v);
+      try {
+        return step();
+      } finally {
+        this.#settledKey = NOT_SETTLED;
+      }
+    }, (err) => this.#hooks.warnRejected('key', err));
   }
 
   // The gate's per-key identity for `decide`; its `sel` goes to this.#sel (no pair allocated).
@@ -262,7 +306,12 @@ class Gatekeeper {
     if (this.#needKey) {
       const k = o.key;
       if (k.kind === 'header') key = truncated ? undefined : usableKey(req.headers[k.header]);
-      else if (k.kind === 'fn') key = this.#fnKey(k.fn(req));
+      else if (k.kind === 'fn') {
+        key = this.#settledKey;
+        if (key === NOT_SETTLED) key = this.#fnKey(k.fn(req));
+        else this.#settledKey = NOT_SETTLED;
+        if (key === PENDING) return PENDING;
+      }
       if (key === undefined) {
         if (o.trustProxy === 0 && req.headers['x-forwarded-for'] !== undefined) this.#hooks.warnForwarded();
         key = ip === undefined ? clientIp(req, o.trustProxy, truncated) : ip;

@@ -38,6 +38,14 @@ class Hooks {
     process.emitWarning(`tiergate: options.${name} threw: ${err && err.stack ? err.stack : err}`, 'TiergateWarning');
   }
 
+  /** Warns once per `name` that the promise options.<name> returned was rejected with `err`. */
+  warnRejected(name, err) {
+    const id = `${name} (rejected)`;
+    if (this.#warned.has(id)) return;
+    this.#warned.add(id);
+    process.emitWarning(`tiergate: the promise options.${name} returned was rejected: ${err && err.stack ? err.stack : err}`, 'TiergateWarning');
+  }
+
   warnClassify = once((v) => process.emitWarning(`tiergate: options.classify returned ${JSON.stringify(String(v))}, which is not a tier; using the route rules or the default tier`, 'TiergateWarning'));
 
   // As express-rate-limit does: behind a proxy with trustProxy off, every client shares the proxy's key.
