@@ -144,42 +144,56 @@ for (const kind of ['express', 'fastify', 'http']) {
     assert.equal(seen.filter((m) => m.includes('options.key') && m.includes('token store down')).length, 1, seen.join('\n'));
   });
 
-  test(`${kind}: a client that leaves while classify is pending is not decided and runs nothing`, async (t) => {
-    let release;
-    const pending = new Promise((resolve) => {
-      release = resolve;
-    });
-    let asked = 0;
-    const decisions = [];
-    const { port, gate, handled } = await serve(t, kind, {
-      tiers: TIERS,
-      defaultTier: 'standard',
-      concurrency: { maxQueue: 10 },
-      classify: () => {
-        asked++;
-        return pending;
-      },
-      onDecision: (info) => decisions.push(info),
-    });
-    const gone = http.request({ host: '127.0.0.1', port, path: '/leaving' });
-    const closed = new Promise((resolve) => gone.on('close', resolve));
-    gone.on('error', () => {}); // destroyed on purpose
-    gone.end();
-    for (let i = 0; i < 500 && asked === 0; i++) await tick();
-    assert.equal(asked, 1, 'classify was asked');
-    gone.destroy();
-    await closed;
-    // The server sees the socket close before the lookup answers.
-    for (let i = 0; i < 50; i++) await tick();
-    release('critical');
-    for (let i = 0; i < 20; i++) await tick();
-    assert.equal(handled.get('/leaving'), undefined, 'the handler never ran');
-    assert.equal(decisions.length, 0, 'no decision was made');
-    const s = gate.stats();
-    assert.equal(s.tiers.critical.admitted + s.tiers.standard.admitted, 0, 'nothing was admitted');
-    assert.equal(s.concurrency.inFlight, 0, 'no slot is held');
-    // The gate goes on deciding for others.
-    assert.equal((await request(port, { path: '/next' })).status, 200);
-    assert.equal(handled.get('/next'), 1);
+  // Each lookup answers only when released: the first request's client leaves before that.
+  const LEAVING = {
+    classify: (lookup) => ({ classify: lookup }),
+    key: (lookup) => ({ key: lookup }),
+    by: (lookup) => ({ limits: [{ name: 'per-user', limit: 100, windowMs: 60_000, by: lookup }] }),
+  };
+  for (const [which, option] of Object.entries(LEAVING)) {
+    test(`${kind}: a client that leaves while its ${which} lookup is pending is not decided and runs nothing`, (t) => leaving(t, kind, option, which === 'classify' ? 'critical' : 'u1'));
+  }
+}
+
+/** A request whose client leaves while `option(lookup)`'s lookup is pending, then one that stays. */
+async function leaving(t, kind, option, answer) {
+  let release;
+  const pending = new Promise((resolve) => {
+    release = resolve;
   });
+  let asked = 0;
+  const decisions = [];
+  const lookup = (req) => {
+    if (req.url !== '/leaving') return undefined;
+    asked++;
+    return pending;
+  };
+  const { port, gate, handled } = await serve(t, kind, {
+    tiers: TIERS,
+    defaultTier: 'standard',
+    concurrency: { maxQueue: 10 },
+    onDecision: (info) => decisions.push(info),
+    ...option(lookup),
+  });
+  const gone = http.request({ host: '127.0.0.1', port, path: '/leaving' });
+  const closed = new Promise((resolve) => gone.on('close', resolve));
+  gone.on('error', () => {}); // destroyed on purpose
+  gone.end();
+  for (let i = 0; i < 500 && asked === 0; i++) await tick();
+  assert.equal(asked, 1, 'the lookup was asked');
+  gone.destroy();
+  await closed;
+  // The server sees the socket close before the lookup answers.
+  for (let i = 0; i < 50; i++) await tick();
+  release(answer);
+  for (let i = 0; i < 20; i++) await tick();
+  assert.equal(handled.get('/leaving'), undefined, 'the handler never ran');
+  assert.equal(decisions.length, 0, 'no decision was made');
+  const s = gate.stats();
+  assert.equal(s.tiers.critical.admitted + s.tiers.standard.admitted, 0, 'nothing was admitted');
+  assert.equal(s.concurrency.inFlight, 0, 'no slot is held');
+  if (gate.defense !== null) assert.equal(gate.defense.stats().limits[0].keys, 0, 'no named-limit unit was taken');
+  // The gate goes on deciding for others.
+  assert.equal((await request(port, { path: '/next' })).status, 200);
+  assert.equal(handled.get('/next'), 1);
 }
