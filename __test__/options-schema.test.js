@@ -6,7 +6,7 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
 const native = require('../lib/native');
-const { Gatekeeper, concurrencyGate, Ledger } = require('..');
+const { Gatekeeper, concurrencyGate, Ledger, LagMonitor } = require('..');
 const { ledgerHandle } = require('../lib/ledger');
 const { normalize } = require('../lib/gatekeeper/options');
 const { parseOptions } = require('../lib/queue/config');
@@ -17,6 +17,7 @@ const { retryAfterOptions } = require('../lib/options');
 const { GATEKEEPER, SHED, CONCURRENCY } = require('../lib/schema/gatekeeper');
 const { CONCURRENCY_GATE, QUEUE_TIER, QUEUE_TIER_FOREIGN, ADAPTIVE_LIMIT, CODEL } = require('../lib/schema/concurrency-gate');
 const { RETRY_AFTER } = require('../lib/schema/retry-after');
+const { LAG_MONITOR } = require('../lib/schema/lag');
 const { TABLES, PAGES, renderPage, defaultCell } = require('../scripts/options-docs');
 
 const ROOT = path.join(__dirname, '..');
@@ -49,6 +50,16 @@ const GROUPS = [
   },
   { name: 'concurrencyGate.tiers[i]', schema: QUEUE_TIER, at: (n) => `tiers[0].${n}`, build: (n, v) => gate({ maxConcurrent: 1, tiers: [{ name: 'a', [n]: v }] }), normalized: () => parseOptions({ maxConcurrent: 1, tiers: ['a'] }, DIALECTS.http, () => NaN).tiers[0] },
   { name: 'concurrencyGate.limit', schema: ADAPTIVE_LIMIT, at: (n) => `limit.${n}`, build: (n, v) => gate({ maxConcurrent: 'auto', limit: { [n]: v } }), normalized: () => new AdaptiveLimit({}) },
+  {
+    name: 'LagMonitor',
+    schema: LAG_MONITOR,
+    at: (n) => `LagMonitor: ${n}`,
+    build: (n, v) => new LagMonitor({ [n]: v }),
+    normalized: () => {
+      const s = new LagMonitor().stats();
+      return { resolutionMs: s.resolutionMs, windowMs: s.windowMs };
+    },
+  },
   { name: 'concurrencyGate.codel', schema: CODEL, at: (n) => `codel.${n}`, build: (n, v) => gate({ maxConcurrent: 1, codel: { [n]: v } }), normalized: () => parseCodel(true) },
 ];
 
@@ -106,6 +117,12 @@ test('a gatekeeper runs with the declared shed defaults (stats()), and they are 
   assert.equal(normalize({}).key.kind, GATEKEEPER.key.default);
 });
 
+test('the shed group\'s sampler durations have the LagMonitor\'s ranges', () => {
+  for (const name of Object.keys(LAG_MONITOR)) {
+    assert.deepEqual([SHED[name].type, SHED[name].min, SHED[name].max], [LAG_MONITOR[name].type, LAG_MONITOR[name].min, LAG_MONITOR[name].max], name);
+  }
+});
+
 test('the native gate accepts every sampler duration the schema accepts, and refuses past its own bound', () => {
   const ledger = new Ledger({ tiers: [{ name: 'a', limit: 10, windowMs: 1000 }] });
   const base = { defaultTier: 0, trustHeader: false, ipv4Prefix: 32, ipv6Prefix: 56, cost: 1, sampler: false };
@@ -149,6 +166,7 @@ const DTS = [
   { file: 'lib/queue/index.d.ts', type: 'QueueTier', schema: QUEUE_TIER, also: QUEUE_TIER_FOREIGN },
   { file: 'lib/queue/index.d.ts', type: 'AdaptiveLimitOptions', schema: ADAPTIVE_LIMIT },
   { file: 'lib/queue/index.d.ts', type: 'CodelOptions', schema: CODEL },
+  { file: 'lib/lag/index.d.ts', type: 'LagMonitorOptions', schema: LAG_MONITOR },
 ];
 
 for (const d of DTS) {

@@ -7,11 +7,15 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { GATEKEEPER, SHED, CONCURRENCY } = require('../lib/schema/gatekeeper');
 const { CONCURRENCY_GATE, QUEUE_TIER, ADAPTIVE_LIMIT, CODEL } = require('../lib/schema/concurrency-gate');
+const { LAG_MONITOR } = require('../lib/schema/lag');
 
 const ROOT = path.join(__dirname, '..');
 const HEADER = ['option', 'default', 'accepted'];
 
-/** Each table: its page, the schemas whose rows it holds (with a name prefix), its header. */
+/**
+ * Each table: its page, the schemas whose rows it holds (with a name prefix, and the names to show
+ * when not all), its header; `meaning`: a fourth column for the doc, after the range.
+ */
 const TABLES = {
   gatekeeper: { file: 'docs/gatekeeper.md', parts: [[GATEKEEPER, '']] },
   'gatekeeper.shed': { file: 'docs/gatekeeper.md', parts: [[SHED, '']] },
@@ -19,6 +23,7 @@ const TABLES = {
   'concurrency-gate': { file: 'docs/concurrency-gate.md', parts: [[CONCURRENCY_GATE, ''], [QUEUE_TIER, 'tiers[i].', ['maxQueue', 'queueTimeoutMs']]] },
   'concurrency-gate.limit': { file: 'docs/concurrency-gate.md', parts: [[ADAPTIVE_LIMIT, '']] },
   'concurrency-gate.codel': { file: 'docs/concurrency-gate.md', parts: [[CODEL, '']] },
+  'lag-monitor': { file: 'docs/lag.md', parts: [[LAG_MONITOR, '']], header: ['option', 'default', 'range', 'meaning'], meaning: true },
 };
 
 const shown = (v) => (typeof v === 'string' ? `\`'${v}'\`` : `\`${v}\``);
@@ -31,6 +36,13 @@ function defaultCell(e) {
 
 /** The accepted column: the values or the range, then the entry's own words, then its doc. */
 function acceptedCell(e) {
+  const text = rangeCell(e);
+  if (e.doc === undefined) return text;
+  return text === '' ? e.doc : `${text}: ${e.doc}`;
+}
+
+/** The values or the range, then the entry's own words. */
+function rangeCell(e) {
   const parts = [];
   if (e.values !== undefined) {
     const v = e.values.map(shown);
@@ -45,18 +57,18 @@ function acceptedCell(e) {
     if (e.orFalse) parts.push(e.falseMeans === undefined ? 'or `false`' : `or \`false\` (${e.falseMeans})`);
   }
   if (e.accepted !== undefined) parts.push(e.accepted);
-  let text = parts.join(', ');
-  if (e.doc !== undefined) text += text === '' ? e.doc : `: ${e.doc}`;
-  return text;
+  return parts.join(', ');
 }
 
 function renderTable(name) {
   const t = TABLES[name];
-  const rows = [`| ${(t.header || HEADER).join(' | ')} |`, '|---|---|---|'];
+  const header = t.header || HEADER;
+  const rows = [`| ${header.join(' | ')} |`, `|${'---|'.repeat(header.length)}`];
   for (const [s, prefix, only] of t.parts) {
     for (const e of Object.values(s)) {
       if (only !== undefined && !only.includes(e.name)) continue;
-      rows.push(`| \`${prefix}${e.name}\` | ${defaultCell(e)} | ${acceptedCell(e)} |`);
+      const cells = t.meaning ? [rangeCell(e).replace(/^integer /, ''), e.doc || ''] : [acceptedCell(e)];
+      rows.push(`| \`${prefix}${e.name}\` | ${defaultCell(e)} | ${cells.join(' | ')} |`);
     }
   }
   return rows.join('\n');

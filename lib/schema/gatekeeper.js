@@ -3,6 +3,7 @@
 // group. The shed defaults are the native controller's (src/node/gate.rs), read from it, not repeated.
 const native = require('../native');
 const { schema } = require('./index');
+const { LAG_MONITOR: LAG, MAX_TICKS_PER_WINDOW } = require('./lag');
 const { DEFAULT_TIER_HEADER } = require('../gatekeeper/tier-header');
 const { MODES: RATE_LIMIT_HEADER_MODES } = require('../defense/headers');
 
@@ -37,10 +38,9 @@ const GATEKEEPER = schema([
 ]);
 
 const MINUTE_MS = 60_000;
-const HOUR_MS = 3_600_000;
+/** A sampler duration of the shed group: the LagMonitor's range, the shed controller's default. */
+const sampler = (name, more) => ({ name, type: 'integer', min: LAG[name].min, max: LAG[name].max, default: SHED_DEFAULTS[name], ...more });
 
-// resolutionMs: at most a minute, as the LagMonitor's sampler (src/node/lag.rs) takes it; the native
-// gate's option parser (src/core/gate/options.rs) would take up to an hour, a tick no shedding can use.
 const SHED = schema([
   { name: 'targetLagMs', type: 'number', default: SHED_DEFAULTS.targetLagMs },
   { name: 'criticalLagMs', type: 'number', default: SHED_DEFAULTS.criticalLagMs, accepted: '> `targetLagMs`' },
@@ -51,11 +51,11 @@ const SHED = schema([
   { name: 'integralMs', type: 'number', default: SHED_DEFAULTS.integralMs, doc: '`0` turns the integral part off' },
   { name: 'confirmMs', type: 'number', default: SHED_DEFAULTS.confirmMs, doc: '`0` turns the spike filter off' },
   { name: 'heapRatio', type: 'number', default: SHED_DEFAULTS.heapRatio, min: 0, exclusiveMin: true, max: 0.999999, orFalse: true, falseMeans: 'ignore the heap' },
-  { name: 'stallMs', type: 'integer', default: SHED_DEFAULTS.stallMs, min: 1, max: HOUR_MS, orFalse: true, falseMeans: 'no watchdog' },
+  sampler('stallMs', { orFalse: true, falseMeans: 'no watchdog' }),
   { name: 'lagSignal', type: 'string', default: SHED_DEFAULTS.lagSignal, values: LAG_SIGNALS },
-  { name: 'resolutionMs', type: 'integer', default: SHED_DEFAULTS.resolutionMs, min: 1, max: MINUTE_MS, doc: 'the sampler\'s tick' },
-  { name: 'windowMs', type: 'integer', default: SHED_DEFAULTS.windowMs, min: 1, max: HOUR_MS, accepted: '≥ `resolutionMs`, at most 32768 ticks', doc: 'the sampler\'s window (p99)' },
-  { name: 'ewmaMs', type: 'integer', default: SHED_DEFAULTS.ewmaMs, min: 1, max: HOUR_MS, doc: 'the sampler\'s EWMA time constant' },
+  sampler('resolutionMs', { doc: 'the sampler\'s tick' }),
+  sampler('windowMs', { accepted: `≥ \`resolutionMs\`, at most ${MAX_TICKS_PER_WINDOW} ticks`, doc: 'the sampler\'s window (p99)' }),
+  sampler('ewmaMs', { doc: 'the sampler\'s EWMA time constant' }),
   { name: 'updateIntervalMs', type: 'number', default: SHED_DEFAULTS.updateIntervalMs, max: MINUTE_MS },
   { name: 'baselineTauMs', type: 'number', default: SHED_DEFAULTS.baselineTauMs, doc: 'relative mode' },
   { name: 'maxBaselineMs', type: 'number', docDefault: '`targetLagMs`', doc: 'relative mode' },
