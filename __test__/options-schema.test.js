@@ -7,7 +7,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const native = require('../lib/native');
 const { Gatekeeper, concurrencyGate, Ledger, LagMonitor } = require('..');
-const { ledgerHandle } = require('../lib/ledger');
+const { ledgerHandle, normalizeLedgerOptions } = require('../lib/ledger');
 const { normalize } = require('../lib/gatekeeper/options');
 const { parseOptions } = require('../lib/queue/config');
 const { parseCodel } = require('../lib/queue/standing');
@@ -18,6 +18,7 @@ const { GATEKEEPER, SHED, CONCURRENCY } = require('../lib/schema/gatekeeper');
 const { CONCURRENCY_GATE, QUEUE_TIER, QUEUE_TIER_FOREIGN, ADAPTIVE_LIMIT, CODEL } = require('../lib/schema/concurrency-gate');
 const { RETRY_AFTER } = require('../lib/schema/retry-after');
 const { LAG_MONITOR } = require('../lib/schema/lag');
+const { LEDGER, LEDGER_TIER, LEDGER_PER_KEY } = require('../lib/schema/ledger');
 const { TABLES, PAGES, renderPage, defaultCell } = require('../scripts/options-docs');
 
 const ROOT = path.join(__dirname, '..');
@@ -60,11 +61,28 @@ const GROUPS = [
       return { resolutionMs: s.resolutionMs, windowMs: s.windowMs };
     },
   },
+  {
+    name: 'Ledger.tiers[i]',
+    schema: LEDGER_TIER,
+    at: (n) => `tiers[0].${n}`,
+    build: (n, v) => new Ledger({ tiers: [{ name: 'a', limit: 10, windowMs: 1000, [n]: v }] }),
+    normalized: () => new Ledger({ tiers: [{ name: 'a', limit: 10, windowMs: 1000 }] }).snapshot()[0],
+  },
+  {
+    name: 'Ledger.perKey',
+    schema: LEDGER_PER_KEY,
+    at: (n) => `options.perKey.${n}`,
+    build: (n, v) => new Ledger({ tiers: [{ name: 'a', limit: 10, windowMs: 1000 }], perKey: { limit: 1, windowMs: 1000, [n]: v } }),
+    normalized: () => normalizeLedgerOptions({ tiers: [{ name: 'a', limit: 10, windowMs: 1000 }], perKey: { limit: 1, windowMs: 1000 } }).tiers[0].perKey,
+  },
   { name: 'concurrencyGate.codel', schema: CODEL, at: (n) => `codel.${n}`, build: (n, v) => gate({ maxConcurrent: 1, codel: { [n]: v } }), normalized: () => parseCodel(true) },
 ];
 
 // Options whose normalized form is not the option's value (a compiled key), or that nobody normalizes.
-const NOT_NORMALIZED = new Set(['gatekeeper.key', 'gatekeeper.tierHeader', 'concurrencyGate.tierHeader', 'concurrencyGate.trustTierHeader']);
+const NOT_NORMALIZED = new Set([
+  'gatekeeper.key', 'gatekeeper.tierHeader', 'concurrencyGate.tierHeader', 'concurrencyGate.trustTierHeader',
+  'Ledger.tiers[i].algorithm', 'Ledger.perKey.algorithm', // the only one: nobody keeps it
+]);
 
 /** Values just outside an entry's range (and NaN, Infinity, a fraction for an integer). */
 function outside(e) {
@@ -167,12 +185,16 @@ const DTS = [
   { file: 'lib/queue/index.d.ts', type: 'AdaptiveLimitOptions', schema: ADAPTIVE_LIMIT },
   { file: 'lib/queue/index.d.ts', type: 'CodelOptions', schema: CODEL },
   { file: 'lib/lag/index.d.ts', type: 'LagMonitorOptions', schema: LAG_MONITOR },
+  { file: 'lib/ledger/index.d.ts', type: 'LedgerOptions', schema: LEDGER },
+  { file: 'lib/ledger/index.d.ts', type: 'TierOptions', schema: LEDGER_TIER, base: 'BucketOptions' },
+  { file: 'lib/ledger/index.d.ts', type: 'PerKeyOptions', schema: LEDGER_PER_KEY, base: 'BucketOptions' },
 ];
 
 for (const d of DTS) {
   test(`${d.file} ${d.type} declares exactly the schema's options`, () => {
-    const props = interfaceProps(fs.readFileSync(path.join(ROOT, d.file), 'utf8'), d.type);
-    assert.deepEqual([...props].sort(), [...Object.keys(d.schema), ...(d.also || [])].sort());
+    const text = fs.readFileSync(path.join(ROOT, d.file), 'utf8');
+    const props = [...interfaceProps(text, d.type), ...(d.base === undefined ? [] : interfaceProps(text, d.base))];
+    assert.deepEqual(props.sort(), [...Object.keys(d.schema), ...(d.also || [])].sort());
   });
 }
 

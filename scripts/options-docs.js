@@ -8,6 +8,7 @@ const path = require('node:path');
 const { GATEKEEPER, SHED, CONCURRENCY } = require('../lib/schema/gatekeeper');
 const { CONCURRENCY_GATE, QUEUE_TIER, ADAPTIVE_LIMIT, CODEL } = require('../lib/schema/concurrency-gate');
 const { LAG_MONITOR } = require('../lib/schema/lag');
+const { LEDGER, LEDGER_TIER, LEDGER_PER_KEY } = require('../lib/schema/ledger');
 
 const ROOT = path.join(__dirname, '..');
 const HEADER = ['option', 'default', 'accepted'];
@@ -23,8 +24,22 @@ const TABLES = {
   'concurrency-gate': { file: 'docs/concurrency-gate.md', parts: [[CONCURRENCY_GATE, ''], [QUEUE_TIER, 'tiers[i].', ['maxQueue', 'queueTimeoutMs']]] },
   'concurrency-gate.limit': { file: 'docs/concurrency-gate.md', parts: [[ADAPTIVE_LIMIT, '']] },
   'concurrency-gate.codel': { file: 'docs/concurrency-gate.md', parts: [[CODEL, '']] },
+  ledger: {
+    file: 'docs/ledger.md',
+    parts: [[LEDGER, '', ['tiers']], [LEDGER_TIER, 'tiers[i].'], [LEDGER, '', ['perKey']], [LEDGER_PER_KEY, 'perKey.', ['maxKeys', 'idleTtlMs']]],
+    header: ['option', 'required / default', 'meaning'],
+  },
   'lag-monitor': { file: 'docs/lag.md', parts: [[LAG_MONITOR, '']], header: ['option', 'default', 'range', 'meaning'], meaning: true },
 };
+
+const SUPERSCRIPT = '⁰¹²³⁴⁵⁶⁷⁸⁹';
+/** A bound as the docs write it: 2³²−1, 10¹², else the digits. */
+function bound(n) {
+  if (n === 2 ** 32 - 1) return '2³²−1';
+  const e = Math.log10(n);
+  if (n >= 1e9 && Number.isInteger(e)) return `10${[...String(e)].map((d) => SUPERSCRIPT[d]).join('')}`;
+  return String(n);
+}
 
 const shown = (v) => (typeof v === 'string' ? `\`'${v}'\`` : `\`${v}\``);
 
@@ -49,14 +64,16 @@ function rangeCell(e) {
     parts.push(v.length > 1 ? `${v.slice(0, -1).join(', ')} or ${v[v.length - 1]}` : v[0]);
   } else if (e.type === 'number' || e.type === 'integer') {
     const min = e.min === undefined ? 0 : e.min;
-    const low = e.exclusiveMin ? `> ${min}` : `≥ ${min}`;
+    const low = e.exclusiveMin ? `> ${bound(min)}` : `≥ ${bound(min)}`;
     let range;
     if (e.max === undefined) range = low;
-    else range = e.exclusiveMin ? `${low} and ≤ ${e.max}` : `${min}..${e.max}`;
+    else range = e.exclusiveMin ? `${low} and ≤ ${bound(e.max)}` : `${bound(min)}..${bound(e.max)}`;
     parts.push(`${e.type === 'integer' ? 'integer' : 'finite'} ${range}`);
     if (e.orFalse) parts.push(e.falseMeans === undefined ? 'or `false`' : `or \`false\` (${e.falseMeans})`);
   }
-  if (e.accepted !== undefined) parts.push(e.accepted);
+  // An aside in parentheses follows the range without a comma.
+  if (e.accepted !== undefined && e.accepted.startsWith('(') && parts.length > 0) parts[parts.length - 1] += ` ${e.accepted}`;
+  else if (e.accepted !== undefined) parts.push(e.accepted);
   return parts.join(', ');
 }
 
