@@ -19,6 +19,8 @@ const { CONCURRENCY_GATE, QUEUE_TIER, QUEUE_TIER_FOREIGN, ADAPTIVE_LIMIT, CODEL 
 const { RETRY_AFTER } = require('../lib/schema/retry-after');
 const { LAG_MONITOR } = require('../lib/schema/lag');
 const { LEDGER, LEDGER_TIER, LEDGER_PER_KEY } = require('../lib/schema/ledger');
+const { NAMED_LIMIT } = require('../lib/schema/defense');
+const { compileDefense } = require('../lib/defense/options');
 const { TABLES, PAGES, renderPage, defaultCell } = require('../scripts/options-docs');
 
 const ROOT = path.join(__dirname, '..');
@@ -75,6 +77,18 @@ const GROUPS = [
     build: (n, v) => new Ledger({ tiers: [{ name: 'a', limit: 10, windowMs: 1000 }], perKey: { limit: 1, windowMs: 1000, [n]: v } }),
     normalized: () => normalizeLedgerOptions({ tiers: [{ name: 'a', limit: 10, windowMs: 1000 }], perKey: { limit: 1, windowMs: 1000 } }).tiers[0].perKey,
   },
+  {
+    name: 'gatekeeper.limits[i]',
+    schema: NAMED_LIMIT,
+    at: (n) => `options.limits[0].${n}`,
+    // burst, maxDelayMs and maxQueued belong to a GCRA limit (maxQueued to a shaper's).
+    build: (n, v) => new Gatekeeper({ limits: [{ name: 'a', limit: 10, windowMs: 1000, ...(['burst', 'maxDelayMs', 'maxQueued'].includes(n) ? { algorithm: 'gcra', maxDelayMs: 100 } : {}), [n]: v }] }),
+    normalized: () => {
+      const l = compileDefense({ limits: [{ name: 'a', limit: 10, windowMs: 1000 }] }, new Map([['t', 0]]), { v4: 32, v6: 56 }).limits[0];
+      const stats = new Gatekeeper({ limits: [{ name: 'a', limit: 10, windowMs: 1000 }] }).defense.stats().limits[0];
+      return { algorithm: l.native.algorithm, maxKeys: stats.maxKeys, by: l.by.kind, cost: l.cost, maxQueued: l.maxQueued, cluster: l.cluster === true, skipSuccessfulRequests: l.skipSuccessful, skipFailedRequests: l.skipFailed };
+    },
+  },
   { name: 'concurrencyGate.codel', schema: CODEL, at: (n) => `codel.${n}`, build: (n, v) => gate({ maxConcurrent: 1, codel: { [n]: v } }), normalized: () => parseCodel(true) },
 ];
 
@@ -82,6 +96,7 @@ const GROUPS = [
 const NOT_NORMALIZED = new Set([
   'gatekeeper.key', 'gatekeeper.tierHeader', 'concurrencyGate.tierHeader', 'concurrencyGate.trustTierHeader',
   'Ledger.tiers[i].algorithm', 'Ledger.perKey.algorithm', // the only one: nobody keeps it
+  'gatekeeper.limits[i].maxDelayMs', // the native limit's, not reported
 ]);
 
 /** Values just outside an entry's range (and NaN, Infinity, a fraction for an integer). */
@@ -185,6 +200,7 @@ const DTS = [
   { file: 'lib/queue/index.d.ts', type: 'AdaptiveLimitOptions', schema: ADAPTIVE_LIMIT },
   { file: 'lib/queue/index.d.ts', type: 'CodelOptions', schema: CODEL },
   { file: 'lib/lag/index.d.ts', type: 'LagMonitorOptions', schema: LAG_MONITOR },
+  { file: 'lib/defense/index.d.ts', type: 'LimitOptions', schema: NAMED_LIMIT },
   { file: 'lib/ledger/index.d.ts', type: 'LedgerOptions', schema: LEDGER },
   { file: 'lib/ledger/index.d.ts', type: 'TierOptions', schema: LEDGER_TIER, base: 'BucketOptions' },
   { file: 'lib/ledger/index.d.ts', type: 'PerKeyOptions', schema: LEDGER_PER_KEY, base: 'BucketOptions' },

@@ -9,6 +9,7 @@ const { GATEKEEPER, SHED, CONCURRENCY } = require('../lib/schema/gatekeeper');
 const { CONCURRENCY_GATE, QUEUE_TIER, ADAPTIVE_LIMIT, CODEL } = require('../lib/schema/concurrency-gate');
 const { LAG_MONITOR } = require('../lib/schema/lag');
 const { LEDGER, LEDGER_TIER, LEDGER_PER_KEY } = require('../lib/schema/ledger');
+const { NAMED_LIMIT } = require('../lib/schema/defense');
 
 const ROOT = path.join(__dirname, '..');
 const HEADER = ['option', 'default', 'accepted'];
@@ -29,6 +30,7 @@ const TABLES = {
     parts: [[LEDGER, '', ['tiers']], [LEDGER_TIER, 'tiers[i].'], [LEDGER, '', ['perKey']], [LEDGER_PER_KEY, 'perKey.', ['maxKeys', 'idleTtlMs']]],
     header: ['option', 'required / default', 'meaning'],
   },
+  'named-limit': { file: 'docs/defense.md', parts: [[NAMED_LIMIT, '']] },
   'lag-monitor': { file: 'docs/lag.md', parts: [[LAG_MONITOR, '']], header: ['option', 'default', 'range', 'meaning'], meaning: true },
 };
 
