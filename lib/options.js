@@ -1,5 +1,7 @@
 'use strict';
 const { CODES, codedError } = require('./errors');
+const { RETRY_AFTER, MAX_RETRY_AFTER_SEC } = require('./schema/retry-after');
+const { optionNames, rangeOf } = require('./schema');
 
 // Option checks shared by every constructor. Two message styles exist and each caller keeps its own:
 // the gatekeeper, ledger and route rules name the type received (`typeName`: "got string"), the
@@ -90,22 +92,39 @@ function checkFunction(name, value) {
   return value;
 }
 
-const RETRY_AFTER_FIELDS = new Set(['minSec', 'maxSec']);
-/** Retry-After is at most a day: a client told to come back in 1e21 s has been told nothing useful. */
-const MAX_RETRY_AFTER_SEC = 86400;
+const RETRY_AFTER_FIELDS = optionNames(RETRY_AFTER);
 
 /** `retryAfter: { minSec?, maxSec? }` (whole seconds, 0..86400; default 1..3), as every guard takes it. */
 function retryAfterOptions(r, at) {
-  if (r === undefined) return { minSec: 1, maxSec: 3 };
+  const { minSec: MIN, maxSec: MAX } = RETRY_AFTER;
+  if (r === undefined) return { minSec: MIN.default, maxSec: MAX.default };
   if (!isObject(r)) throw new TypeError(`${at} must be an object { minSec, maxSec }, got ${typeName(r)}`);
   onlyKnown(r, RETRY_AFTER_FIELDS, at);
-  const minSec = finite(r.minSec === undefined ? 1 : r.minSec, `${at}.minSec`, { min: 0, max: MAX_RETRY_AFTER_SEC, integer: true });
-  const maxSec = finite(r.maxSec === undefined ? Math.max(minSec, 3) : r.maxSec, `${at}.maxSec`, { min: minSec, max: MAX_RETRY_AFTER_SEC, integer: true });
+  const minSec = finite(r.minSec === undefined ? MIN.default : r.minSec, `${at}.minSec`, rangeOf(MIN));
+  const maxSec = finite(r.maxSec === undefined ? Math.max(minSec, MAX.default) : r.maxSec, `${at}.maxSec`, { ...rangeOf(MAX), min: Math.max(MAX.min || 0, minSec) });
   return { minSec, maxSec };
 }
 
+/**
+ * One option by its schema entry (lib/schema): `false` where the entry allows it, a boolean, one of
+ * its values, or a number in its range; other types are the caller's to check.
+ */
+function schemaOption(e, v, at) {
+  if (e.orFalse === true && v === false) return v;
+  if (e.values !== undefined) {
+    if (!e.values.includes(v)) {
+      const shown = e.values.map((x) => (typeof x === 'string' ? `'${x}'` : String(x)));
+      throw new RangeError(`${at} must be ${shown.slice(0, -1).join(', ')} or ${shown[shown.length - 1]}, got ${JSON.stringify(v)}`);
+    }
+    return v;
+  }
+  if (e.type === 'boolean') return boolean(v, at);
+  if (e.type === 'number' || e.type === 'integer') return finite(v, at, rangeOf(e));
+  return v;
+}
+
 module.exports = {
-  retryAfterOptions,
+  retryAfterOptions, schemaOption,
   MAX_RETRY_AFTER_SEC,
   typeName, describe, isObject, unknownKey, onlyKnown, number, boolean, optionalFn, finite, checkNumber, checkBoolean, checkFunction,
 };

@@ -9,6 +9,7 @@ const limits: LimitOptions[] = [
   { name: 'per-subnet', by: { prefix: { v4: 24, v6: 48 } }, limit: 1000, windowMs: 60_000, maxKeys: 50_000 },
   { name: 'login', routes: ['/login', /^\/auth\//, { method: 'POST', path: '/session' }], methods: ['POST'], limit: 5, windowMs: 900_000 },
   { name: 'per-user', by: { header: 'x-user-id' }, algorithm: 'token-bucket', limit: 20, windowMs: 1000, burst: 40, tiers: ['standard'] },
+  { name: 'by-lookup', by: async (req) => (req.headers['x-api-key'] ? 'user-1' : undefined), limit: 10, windowMs: 1000 },
   { name: 'by-fn', by: (req) => req.headers['x-api-key'] as string | undefined, cost: (req) => (req.method === 'POST' ? 2 : 1), limit: 10, windowMs: 1000 },
   { name: 'smooth', algorithm: 'gcra', limit: 50, windowMs: 1000, burst: 1, maxDelayMs: 500, maxQueued: 100 },
   { name: 'failed-logins', routes: ['/login'], limit: 5, windowMs: 900_000, skipSuccessfulRequests: true, requestWasSuccessful: (req, res) => res.statusCode < 400 },

@@ -33,6 +33,8 @@ const options: GatekeeperOptions = {
 
 // respond may return a JSON object body or bytes; a key function may return a number.
 gatekeeper({ respond: () => ({ status: 503, body: { error: 'busy' } }), key: () => 42 });
+// classify and key may answer later (a session or token lookup).
+gatekeeper({ classify: async (req) => (req.headers.cookie ? 'critical' : undefined), key: async () => 'user-1' });
 gatekeeper({ respond: () => ({ status: 503, headers: { 'content-type': 'application/octet-stream' }, body: new Uint8Array(2) }) });
 // @ts-expect-error 'given' is never reported (a given tier is 'classify' or 'route')
 const never: TierSource = 'given';

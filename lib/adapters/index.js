@@ -22,6 +22,9 @@ function isGone(res) {
   return socket !== null && socket !== undefined && socket.destroyed === true;
 }
 
+/** The answer to a request whose client left while its guard decided: never written (writeRejection skips it). */
+const GONE = Object.freeze({ status: 499, headers: {}, body: '' });
+
 function writeRejection(res, rejection) {
   if (isGone(res) || res.headersSent) return;
   res.writeHead(rejection.status, rejection.headers);
@@ -158,4 +161,4 @@ function fastifyPlugin(makeGuard, name) {
   return plugin;
 }
 
-module.exports = { expressMiddleware, httpHandler, fastifyPlugin, writeRejection, isGone };
+module.exports = { expressMiddleware, httpHandler, fastifyPlugin, writeRejection, isGone, GONE };

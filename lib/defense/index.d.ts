@@ -14,7 +14,8 @@ export type LimitBy =
   | 'ip'
   | { prefix: { v4?: number; v6?: number } }
   | { header: string }
-  | ((req: IncomingMessage) => string | number | undefined | null);
+  /** A function of the request, or of a promise (a token lookup): the limit decides when it settles. */
+  | ((req: IncomingMessage) => string | number | undefined | null | PromiseLike<string | number | undefined | null>);
 
 export interface LimitOptions {
   /** Appears in the RateLimit fields and problem bodies: 1-64 printable ASCII, no `"` or `\`. */

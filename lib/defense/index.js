@@ -11,8 +11,8 @@
 const native = require('../native');
 const { routedPath } = require('../adapters/routing');
 const { matchPath } = require('../adapters/route-rules');
-const { isGone } = require('../adapters');
-const { keyArg, UNUSABLE } = require('./keys');
+const { isGone, GONE } = require('../adapters');
+const { keyArg, takePending, settleAll, UNUSABLE } = require('./keys');
 const { LimitHeaders } = require('./headers');
 const { DefenseResponder } = require('./respond');
 const { Shaper } = require('./shaper');
@@ -24,58 +24,21 @@ const { compileDefense, DEFENSE_OPTIONS } = require('./options');
 const { clientIp } = require('../adapters/client');
 const { CODES, codedError } = require('../errors');
 const { finite, isObject, typeName } = require('../options');
+const { RateLimitInfo } = require('./rate-limit-info');
+const { cookieValue, passOf, challengeResponse } = require('./challenge');
+const { GATE_ARGS, callDefend, callDefendAndDecide } = require('./native-call');
+const { watchResponse, watchServer } = require('./probes');
 
 const {
   result: R, verdictNames: VERDICT_NAMES, verdictStatus: VERDICT_STATUS, passErrors: PASS_ERRORS, flags: FLAGS, args: ARGS,
-  maxPassLength: MAX_PASS_LENGTH,
 } = native.defenseConstants();
-/** The combined call's leading arguments: the gate's sel, header, key. */
-const GATE_ARGS = 3;
 const V = Object.freeze(Object.fromEntries(VERDICT_NAMES.map((n, i) => [n.toUpperCase().replace(/-/g, '_'), i])));
 
-const PROBE_DEFENSE = Symbol('tiergate.defense');
-const PROBE_IP = Symbol('tiergate.defense.ip');
 /** On a request a shaper delays: its cluster limits' keys and costs, as they were at check(). */
 const CLUSTER_STEP = Symbol('tiergate.defense.clusterStep');
 
-/** Counts a probe status at the response's end (one shared listener: no closure per request). */
-function onFinish() {
-  const d = this[PROBE_DEFENSE];
-  if (d.probeStatuses.has(this.statusCode)) d.reportProbe(this[PROBE_IP]);
-}
-
 /** check()'s answer for an allow-listed or skipped request when `exemptSkipsShedding` is set: serve it. */
 const EXEMPT = Object.freeze({ exempt: true });
-
-/** `req.rateLimit`: the tightest limit that applied (as express-rate-limit's). */
-class RateLimitInfo {
-  constructor(name, limit, remaining, resetMs) {
-    this.name = name;
-    this.limit = limit;
-    this.remaining = remaining;
-    this.used = limit - remaining;
-    this.resetMs = resetMs;
-  }
-
-  /** When the tightest limit has room again. */
-  get resetTime() {
-    return Number.isFinite(this.resetMs) ? new Date(Date.now() + this.resetMs) : null;
-  }
-}
-
-/** The value of cookie `name` in a Cookie header, or undefined. Bounded: one scan. */
-function cookieValue(header, name) {
-  if (typeof header !== 'string') return undefined;
-  let i = 0;
-  while (i < header.length) {
-    while (header.charCodeAt(i) === 32) i++;
-    const end = header.indexOf(';', i);
-    const stop = end < 0 ? header.length : end;
-    if (header.startsWith(name, i) && header.charCodeAt(i + name.length) === 61 /* = */) return header.slice(i + name.length + 1, stop).trim();
-    i = stop + 1;
-  }
-  return undefined;
-}
 
 class Defense {
   #handle;
@@ -106,6 +69,8 @@ class Defense {
   #clusterLimits;
   #clusterRefused;
   #outcome;
+  // The local limits whose `by` returned a promise in this check(), each followed by the promise.
+  #pendingBy = null;
   // Some limit counts by outcome / is a function of the request: check() does their part.
   #watching;
   #perRequest;
@@ -224,17 +189,19 @@ class Defense {
     const args = this.#args;
     const costs = this.#costs;
     this.#path = undefined;
+    this.#pendingBy = null;
     for (let i = 0; i < limits.length; i++) {
       const l = limits[i];
       const k = this.#keyFor(l, req, tier);
       args[GATE_ARGS + ARGS + i] = k;
       if (costs !== null) costs[i] = k !== undefined ? this.#costOf(l, req) : 0;
     }
+    if (this.#pendingBy !== null) return this.#byLater(req, res, tier, ip, header, key);
     let flags = this.exemptSkipsShedding ? FLAGS.EXEMPT_ENDS : 0;
     if (this.#skip !== null && this.#skip(req) === true) flags |= FLAGS.SKIP;
     args[3] = flags;
     args[4] = ip;
-    args[5] = this.#challenge === null ? undefined : this.#passOf(req);
+    args[5] = this.#challenge === null ? undefined : passOf(this.#challenge, req);
     args[6] = costs === null ? 1 : costs;
     if (this.#perRequest) this.limits.perRequest(req, args, GATE_ARGS + ARGS, ip);
     // Before the decision: a settlement's age is then never short of the reservation's (./outcome.js).
@@ -244,11 +211,11 @@ class Defense {
       args[0] = sel;
       args[1] = header;
       args[2] = key;
-      const code = this.#callBoth(args);
+      const code = callDefendAndDecide(this.#both, args);
       verdict = code & 15;
       this.gateVerdict = (code >> 4) - 1;
     } else {
-      verdict = this.#call(args);
+      verdict = callDefend(this.#defend, args);
       this.gateVerdict = -1;
     }
     const r = this.#r;
@@ -258,9 +225,7 @@ class Defense {
       if (this.#watching) this.#outcome.reserve(req, res, args, GATE_ARGS + ARGS, costs, ip, t0);
       // (A response that is not an emitter, as a harness may pass, is not watched.)
       if (this.probeStatuses !== null && typeof res.on === 'function') {
-        res[PROBE_DEFENSE] = this;
-        res[PROBE_IP] = ip;
-        res.on('finish', onFinish);
+        watchResponse(res, this, ip);
       }
       const evaluated = r[R.EVALUATED];
       if (evaluated !== 0) this.#admitted(req, res, evaluated);
@@ -275,6 +240,15 @@ class Defense {
     }
     if (verdict === V.EXEMPT) return this.exemptSkipsShedding ? EXEMPT : null;
     return this.#refusal(verdict, req, ip);
+  }
+
+  // Some `by` returned a promise: check() again, without the gate (the gatekeeper decides it after),
+  // once every one has settled (a rejection: the client address, warned once), unless the client has
+  // left by then. Nothing was counted before.
+  #byLater(req, res, tier, ip, header, key) {
+    const list = this.#pendingBy;
+    this.#pendingBy = null;
+    return settleAll(req, list, this.#warn).then(() => (isGone(res) ? { verdict: 'gone', info: null, rejection: GONE } : this.check(req, res, tier, ip, undefined, header, key)));
   }
 
   // The cluster limits that apply to this request (only when the defense lets it on), their keys and costs.
@@ -309,31 +283,6 @@ class Defense {
     return { verdict: 'rate-limited', info, rejection: this.#responder.rateLimited(this.#limits.length + i, retryAfterMs) };
   }
 
-  // `defend` with the arguments in `a` (after the gate's three): spelled out for up to three limits
-  // (the common case; an array through apply costs more), through apply beyond.
-  #call(a) {
-    const d = this.#defend;
-    switch (a.length) {
-      case 7: return d(a[3], a[4], a[5], a[6]);
-      case 8: return d(a[3], a[4], a[5], a[6], a[7]);
-      case 9: return d(a[3], a[4], a[5], a[6], a[7], a[8]);
-      case 10: return d(a[3], a[4], a[5], a[6], a[7], a[8], a[9]);
-      default: return d.apply(undefined, a.slice(GATE_ARGS));
-    }
-  }
-
-  // `defendAndDecide` with all of `a`, the same way.
-  #callBoth(a) {
-    const d = this.#both;
-    switch (a.length) {
-      case 7: return d(a[0], a[1], a[2], a[3], a[4], a[5], a[6]);
-      case 8: return d(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]);
-      case 9: return d(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8]);
-      case 10: return d(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]);
-      default: return d.apply(undefined, a);
-    }
-  }
-
   /**
    * What limit `l` counts this request by (true: the client address), or undefined when its methods,
    * tiers or routes leave the request out. The routed path is read at most once per request
@@ -348,6 +297,13 @@ class Defense {
     }
     const k = keyArg(l.by, req);
     if (k !== UNUSABLE) return k;
+    const p = takePending();
+    // A promise: check() waits for it (a local limit's; a cluster limit's key is needed at once).
+    if (p !== null && !l.cluster) {
+      if (this.#pendingBy === null) this.#pendingBy = [];
+      this.#pendingBy.push(l, p);
+      return true;
+    }
     this.#warnOnce(`${l.option}.by`);
     return true;
   }
@@ -364,18 +320,6 @@ class Defense {
     if (Number.isInteger(v) && v >= 0 && v <= 0xffffffff) return v;
     this.#warnOnce(`${l.option}.cost`);
     return 1;
-  }
-
-  #passOf(req) {
-    const c = this.#challenge;
-    let v;
-    if (c.header !== null) {
-      const h = req.headers[c.header];
-      if (typeof h === 'string') v = h;
-    }
-    if (v === undefined && c.cookie !== null) v = cookieValue(req.headers.cookie, c.cookie);
-    // An over-long value is not a pass (and is not read whole natively).
-    return v !== undefined && v.length > 0 && v.length <= MAX_PASS_LENGTH + 1 ? v : v === undefined ? undefined : '';
   }
 
   #tightest(evaluated) {
@@ -452,33 +396,10 @@ class Defense {
       this.#headers.write(rejection.headers, evaluated, t, this.#remainingOf, this.#resetOf, this.limits.requestLimits);
     } else {
       this.#refused.challenged++;
-      rejection = this.#challenged(req, info);
+      rejection = challengeResponse(this.#challenge, info, req, this.#responder, this.#warn);
     }
     if (r[R.PASS] >= 2) info.pass = PASS_ERRORS[r[R.PASS] - 2];
     return { verdict: name, info, rejection };
-  }
-
-  #challenged(req, info) {
-    const c = this.#challenge;
-    if (c.respond !== null) {
-      let custom;
-      try {
-        custom = c.respond(info, req); // info first, as every hook
-      } catch (err) {
-        this.#warn('challenge.respond', err);
-      }
-      if (isObject(custom) && Number.isInteger(custom.status) && custom.status >= 100 && custom.status <= 599) {
-        const headers = { 'cache-control': 'no-store', ...(custom.headers || {}) };
-        let body = custom.body === undefined || custom.body === null ? '' : custom.body;
-        if (typeof body !== 'string' && !(body instanceof Uint8Array)) {
-          body = JSON.stringify(body);
-          if (!Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
-        }
-        return { status: custom.status, headers, body };
-      }
-      if (custom !== undefined) this.#warn('challenge.respond', new TypeError('must return { status: 100..599, headers?, body? } or undefined'));
-    }
-    return this.#responder.challenged();
   }
 
   reportProbe(ip) {
@@ -551,18 +472,7 @@ class Defense {
    */
   watchServer(server) {
     if (server === null || typeof server !== 'object' || typeof server.on !== 'function') throw codedError(TypeError, CODES.INVALID_ARGUMENT, `watchServer: expected a node:http server, got ${typeName(server)}`);
-    const onClientError = (err, socket) => {
-      const ip = socket.remoteAddress;
-      // A strike here would ban the proxy, and with it every client behind it (its health checks too).
-      if (typeof ip === 'string' && this.probeStatuses !== null && this.#trustProxy === 0) this.reportProbe(ip);
-      if (socket.writable && !socket.destroyed) {
-        const status = err && err.code === 'HPE_HEADER_OVERFLOW' ? '431 Request Header Fields Too Large' : '400 Bad Request';
-        socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\n\r\n`);
-      }
-      socket.destroy();
-    };
-    server.on('clientError', onClientError);
-    return () => server.off('clientError', onClientError);
+    return watchServer(server, this, this.#trustProxy);
   }
 
   /**

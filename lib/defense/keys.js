@@ -38,11 +38,24 @@ function compileBy(by, at, ipPrefixes) {
 
 /** Marks a function's result that is neither a usable key nor undefined/null (for a warning). */
 const UNUSABLE = Symbol('tiergate.unusableKey');
+/** On a request whose `by` function returned a promise: Map by -> the key argument it settled to. */
+const SETTLED_BY = Symbol('tiergate.defense.settledBy');
+/** The promise the last keyArg that answered UNUSABLE got from its function (takePending). */
+let pending = null;
+
+/** A `by` function's value as `defend` takes it: the string, true (the client address) or UNUSABLE. */
+function keyOf(v) {
+  if (typeof v === 'number' && Number.isFinite(v)) v = String(v);
+  const k = usableKey(v);
+  if (k !== undefined) return k;
+  return v === undefined || v === null ? true : UNUSABLE;
+}
 
 /**
  * The `defend` argument for one limit's key: `true` (the client address, masked natively) or the
  * string; UNUSABLE when a function returned something that is not a key (the caller warns once and
- * counts by the address).
+ * counts by the address), or a promise (takePending() gives it; settleBy() records what it settles to,
+ * and keyArg answers that from then on for this request).
  */
 function keyArg(by, req) {
   if (by.kind === 'ip') return true;
@@ -50,11 +63,45 @@ function keyArg(by, req) {
     const v = usableKey(req.headers[by.header]);
     return v === undefined ? true : v;
   }
-  let v = by.fn(req);
-  if (typeof v === 'number' && Number.isFinite(v)) v = String(v);
-  const k = usableKey(v);
-  if (k !== undefined) return k;
-  return v === undefined || v === null ? true : UNUSABLE;
+  const settled = req[SETTLED_BY];
+  if (settled !== undefined && settled.has(by)) return settled.get(by);
+  const v = by.fn(req);
+  const k = keyOf(v);
+  if (k === UNUSABLE) pending = typeof v.then === 'function' ? v : null;
+  return k;
 }
 
-module.exports = { compileBy, keyArg, UNUSABLE };
+/** The promise behind the last UNUSABLE keyArg, or null (a value that is no key); cleared. */
+function takePending() {
+  const p = pending;
+  pending = null;
+  return p;
+}
+
+/** Records that `by` settled to `v` for `req` (undefined after a rejection: the client address). */
+function settleBy(req, by, v) {
+  let m = req[SETTLED_BY];
+  if (m === undefined) {
+    m = new Map();
+    req[SETTLED_BY] = m;
+  }
+  m.set(by, keyOf(v));
+}
+
+/**
+ * Settles `list` (limit, promise, limit, promise, ...) for `req`: each limit's `by` answers what its
+ * promise settled to from then on; a rejection is warned (`warn(name, err)`) and counts by the address.
+ */
+function settleAll(req, list, warn) {
+  const waits = [];
+  for (let i = 0; i < list.length; i += 2) {
+    const l = list[i];
+    waits.push(Promise.resolve(list[i + 1]).then((v) => settleBy(req, l.by, v), (err) => {
+      warn(`${l.option}.by (its promise)`, err);
+      settleBy(req, l.by, undefined);
+    }));
+  }
+  return Promise.all(waits);
+}
+
+module.exports = { compileBy, keyArg, takePending, settleAll, UNUSABLE };

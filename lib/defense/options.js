@@ -12,16 +12,15 @@ const { compileBy } = require('./keys');
 const { compileOutcome } = require('./outcome');
 const { secretBuffer } = require('../gatekeeper/tier-header');
 const { limitNumbers } = require('../limit-options');
+const { optionNames, rangeOf } = require('../schema');
+const { NAMED_LIMIT: L } = require('../schema/defense');
 
 const { banDefaults: BAN_DEFAULTS, fairShareDefaults: FAIR_DEFAULTS, algorithms: ALGORITHMS, strikeKinds: STRIKE_KINDS, maxLimits: MAX_LIMITS } = native.defenseConstants();
 
 /** The gatekeeper options this file reads. */
 const DEFENSE_OPTIONS = ['limits', 'allow', 'deny', 'bans', 'challenge', 'skip', 'onBan', 'exemptSkipsShedding', 'fairShare'];
 
-const LIMIT_FIELDS = new Set([
-  'name', 'algorithm', 'limit', 'windowMs', 'burst', 'maxDelayMs', 'maxKeys', 'by', 'routes', 'methods', 'tiers', 'cost', 'maxQueued', 'cluster',
-  'skipSuccessfulRequests', 'skipFailedRequests', 'requestWasSuccessful',
-]);
+const LIMIT_FIELDS = optionNames(L);
 /** The native limit a `limit: (req) => n` is built on: every request sets its key's own limit first. */
 const FN_LIMIT_BASE = 1;
 /** What a cluster-wide limit takes from the gatekeeper: where it applies and what it counts; its numbers are the cluster's. */
@@ -36,8 +35,6 @@ const COOKIE_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
 /** The statuses a response is counted as a probe for, unless `bans.probeStatuses` says otherwise. */
 const DEFAULT_PROBE_STATUSES = Object.freeze([400, 404, 405]);
-/** A shaper's waiting requests at most (per limit), unless `maxQueued` says otherwise. */
-const DEFAULT_MAX_QUEUED = 1000;
 
 function stringList(v, at) {
   if (v === undefined) return [];
@@ -63,10 +60,10 @@ function scopeOf(l, at, tierIds) {
       return id;
     });
   }
-  let cost = 1;
+  let cost = L.cost.default;
   let costFn = null;
   if (typeof l.cost === 'function') costFn = l.cost;
-  else if (l.cost !== undefined) cost = finite(l.cost, `${at}.cost`, { max: 0xffffffff, integer: true });
+  else if (l.cost !== undefined) cost = finite(l.cost, `${at}.cost`, rangeOf(L.cost));
   return {
     // The option's name in warnings at request time ("limits[2]").
     option: at.replace(/^gatekeeper: options\./, ''),
@@ -106,7 +103,7 @@ function compileLimit(l, i, tierIds, ipPrefixes) {
     if (l.cluster !== true) throw new TypeError(`${at}.cluster must be a boolean, got ${typeName(l.cluster)}`);
     return compileClusterLimit(l, at, tierIds, ipPrefixes);
   }
-  const algorithm = l.algorithm === undefined ? 'fixed-window' : l.algorithm;
+  const algorithm = l.algorithm === undefined ? L.algorithm.default : l.algorithm;
   const limitFn = typeof l.limit === 'function' ? l.limit : null;
   if (limitFn !== null) {
     if (algorithm === 'sliding-window') throw new TypeError(`${at}.limit: a function limit is not available with 'sliding-window' (its memory is sized by the limit); use 'sliding-counter'`);
@@ -122,7 +119,7 @@ function compileLimit(l, i, tierIds, ipPrefixes) {
   const by = compileBy(l.by, `${at}.by`, ipPrefixes);
   const scope = scopeOf(l, at, tierIds);
   const shaper = algorithm === 'gcra' && l.maxDelayMs !== undefined && l.maxDelayMs > 0;
-  const maxQueued = l.maxQueued === undefined ? DEFAULT_MAX_QUEUED : finite(l.maxQueued, `${at}.maxQueued`, { min: 1, max: 1e7, integer: true });
+  const maxQueued = l.maxQueued === undefined ? L.maxQueued.default : finite(l.maxQueued, `${at}.maxQueued`, rangeOf(L.maxQueued));
   if (l.maxQueued !== undefined && !shaper) throw new TypeError(`${at}.maxQueued applies to a shaper only (algorithm 'gcra' with maxDelayMs > 0)`);
   return {
     native: {

@@ -147,12 +147,15 @@ export interface GatekeeperOptions extends DefenseOptions {
   /** Secret(s) for signed tier tokens (>= 16 bytes; the first mints, all verify). */
   tierSecret?: string | Buffer | Array<string | Buffer>;
   routes?: RouteRule[];
-  /** Returns a tier name, or undefined to fall through to the routes, the header, the default. */
-  classify?: (req: IncomingMessage) => string | undefined | null;
+  /**
+   * Returns a tier name, or undefined to fall through to the routes, the header, the default; or a
+   * promise of one (a session lookup): the decision goes on when it settles (a rejection falls through).
+   */
+  classify?: (req: IncomingMessage) => string | undefined | null | PromiseLike<string | undefined | null>;
   /** Tier for requests without a usable tier. Default: 'standard' with the default tiers (health probes 'critical'), else the lowest tier. */
   defaultTier?: string;
-  /** The per-key identity: 'ip' (default), a header, or a function; falls back to the client IP. */
-  key?: 'ip' | { header: string } | ((req: IncomingMessage) => string | number | undefined | null);
+  /** The per-key identity: 'ip' (default), a header, or a function (or its promise); falls back to the client IP. */
+  key?: 'ip' | { header: string } | ((req: IncomingMessage) => string | number | undefined | null | PromiseLike<string | number | undefined | null>);
   /** false (default): the socket's peer; true: the left-most X-Forwarded-For; n: n trusted proxy hops. */
   trustProxy?: boolean | number;
   /** IPv6 clients are keyed by this prefix. Default 56. */

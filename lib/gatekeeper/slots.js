@@ -10,15 +10,17 @@
 // newest of the lowest tier. Protected tiers never wait. Users' signals (a pool's waiting count over
 // its size, say) are read every SIGNAL_INTERVAL_MS, off the hot path.
 const { performance } = require('node:perf_hooks');
-const { isObject, onlyKnown, boolean, finite, typeName } = require('../options');
+const { isObject, onlyKnown, typeName, schemaOption } = require('../options');
+const { optionNames, defaultsOf } = require('../schema');
+const { CONCURRENCY } = require('../schema/gatekeeper');
 const { isGone } = require('../adapters');
 const { Waiter } = require('./turn-queue');
 
 const SIGNAL_INTERVAL_MS = 100;
 /** How often waiters are checked for their wait bound (and spare slots handed over). */
 const TICK_MS = 10;
-const DEFAULTS = Object.freeze({ shadow: false, minLimit: 1, maxLimit: 10_000, initialLimit: 1000, maxWaitMs: 500, maxQueue: 1000 });
-const FIELDS = new Set([...Object.keys(DEFAULTS), 'signals']);
+const DEFAULTS = Object.freeze(defaultsOf(CONCURRENCY));
+const FIELDS = optionNames(CONCURRENCY);
 
 /** options.concurrency -> null (off) or complete options. */
 function concurrencyOptions(v, at = 'gatekeeper: options.concurrency') {
@@ -27,15 +29,12 @@ function concurrencyOptions(v, at = 'gatekeeper: options.concurrency') {
   if (!isObject(v)) throw new TypeError(`${at} must be an object or false, got ${typeName(v)}`);
   onlyKnown(v, FIELDS, at);
   const o = { ...DEFAULTS };
-  if (v.shadow !== undefined) o.shadow = boolean(v.shadow, `${at}.shadow`);
-  for (const f of ['minLimit', 'maxLimit', 'initialLimit']) {
-    if (v[f] !== undefined) o[f] = finite(v[f], `${at}.${f}`, { min: 1, max: 1_000_000, integer: true });
+  for (const f of ['shadow', 'minLimit', 'maxLimit', 'initialLimit', 'maxWaitMs', 'maxQueue']) {
+    if (v[f] !== undefined) o[f] = schemaOption(CONCURRENCY[f], v[f], `${at}.${f}`);
   }
   if (v.maxLimit !== undefined && v.initialLimit === undefined) o.initialLimit = Math.min(o.initialLimit, o.maxLimit);
   if (o.maxLimit < o.minLimit) throw new RangeError(`${at}.maxLimit must be >= minLimit (${o.minLimit}), got ${o.maxLimit}`);
   if (o.initialLimit < o.minLimit || o.initialLimit > o.maxLimit) throw new RangeError(`${at}.initialLimit must be from minLimit to maxLimit, got ${o.initialLimit}`);
-  if (v.maxWaitMs !== undefined) o.maxWaitMs = finite(v.maxWaitMs, `${at}.maxWaitMs`, { min: 1, max: 60_000 });
-  if (v.maxQueue !== undefined) o.maxQueue = finite(v.maxQueue, `${at}.maxQueue`, { min: 0, max: 1_000_000, integer: true });
   const signals = v.signals === undefined ? [] : [].concat(v.signals);
   signals.forEach((fn, i) => {
     if (typeof fn !== 'function') throw new TypeError(`${at}.signals[${i}] must be a function returning a number (requests waiting downstream over its size, 0: none), got ${typeName(fn)}`);

@@ -5,17 +5,19 @@
 const v8 = require('node:v8');
 const native = require('../native');
 const { onlyKnown } = require('../options');
+const { optionNames } = require('../schema');
+const { LAG_MONITOR: L, MAX_TICKS_PER_WINDOW } = require('../schema/lag');
 const { CODES, codedError, buildingOptions } = require('../errors');
 
 // Heap figures come from V8 through the same call JS would make; registered once per thread.
 native.lagSetHeapSource(v8.getHeapStatistics);
 
-const OPTIONS = new Set(['resolutionMs', 'windowMs', 'ewmaMs', 'stallMs']);
-/** A window holds at most this many ticks (bounded memory; see src/core/histogram.rs). */
-const MAX_TICKS_PER_WINDOW = 32768;
+const OPTIONS = optionNames(L);
 
-function wholeMs(options, name, fallback, min, max) {
+/** Option `name` (whole ms in its schema range, from `min` when given), or `fallback`. */
+function wholeMs(options, name, fallback, min = L[name].min) {
   const v = options[name];
+  const max = L[name].max;
   if (v === undefined) return fallback;
   if (typeof v !== 'number') throw new TypeError(`LagMonitor: ${name} must be a number, got ${typeof v}`);
   if (!Number.isInteger(v) || v < min || v > max) {
@@ -27,13 +29,13 @@ function wholeMs(options, name, fallback, min, max) {
 function lagOptions(options) {
   if (options === null || typeof options !== 'object') throw new TypeError('LagMonitor: options must be an object');
   onlyKnown(options, OPTIONS, 'LagMonitor: options');
-  const resolutionMs = wholeMs(options, 'resolutionMs', 10, 1, 60_000);
-  const windowMs = wholeMs(options, 'windowMs', 1000, resolutionMs, 3_600_000);
+  const resolutionMs = wholeMs(options, 'resolutionMs', L.resolutionMs.default);
+  const windowMs = wholeMs(options, 'windowMs', L.windowMs.default, resolutionMs);
   if (windowMs / resolutionMs > MAX_TICKS_PER_WINDOW) {
     throw new RangeError(`LagMonitor: windowMs / resolutionMs must be at most ${MAX_TICKS_PER_WINDOW} ticks, got ${windowMs}/${resolutionMs}`);
   }
-  const ewmaMs = wholeMs(options, 'ewmaMs', Math.max(1, Math.round(windowMs / 4)), 1, 3_600_000);
-  const stallMs = wholeMs(options, 'stallMs', undefined, 1, 3_600_000);
+  const ewmaMs = wholeMs(options, 'ewmaMs', Math.max(1, Math.round(windowMs / 4)));
+  const stallMs = wholeMs(options, 'stallMs', undefined);
   return { resolutionMs, windowMs, ewmaMs, stallMs };
 }
 

@@ -11,6 +11,8 @@ const native = require('../native');
 const { keyedTryConsume } = require('./key-cache');
 const { typeName, isObject, onlyKnown, number, boolean } = require('../options');
 const { tokenBucket, bucketUnits } = require('../limit-options');
+const { optionNames } = require('../schema');
+const { LEDGER, LEDGER_TIER, LEDGER_PER_KEY: PK } = require('../schema/ledger');
 const { CODES, codedError, buildingOptions } = require('../errors');
 
 const argError = (Ctor, message) => codedError(Ctor, CODES.INVALID_ARGUMENT, message);
@@ -23,13 +25,21 @@ Object.freeze(LIMITED_BY);
 /** Where a Ledger keeps its native handle, for other native components sharing the same ledger. */
 const LEDGER_HANDLE = Symbol.for('tiergate.ledger.handle');
 
-const PER_KEY_DEFAULTS = Object.freeze({ maxKeys: 100_000, idleTtlMs: 60_000 });
 // A tier's budget and a per-key quota are token buckets in the one vocabulary of a limit
-// (lib/limit-options.js); the native ledger takes them as { capacity, refillPerSec }.
-const BUCKET_FIELDS = ['algorithm', 'limit', 'windowMs', 'burst'];
-const TIER_FIELDS = new Set(['name', ...BUCKET_FIELDS, 'protected', 'perKey']);
-const PER_KEY_FIELDS = new Set([...BUCKET_FIELDS, 'maxKeys', 'idleTtlMs']);
-const OPTION_FIELDS = new Set(['tiers', 'perKey']);
+// (lib/limit-options.js); the native ledger takes them as { capacity, refillPerSec }. Names, defaults
+// and ranges: lib/schema/ledger.js.
+const TIER_FIELDS = optionNames(LEDGER_TIER);
+const PER_KEY_FIELDS = optionNames(PK);
+const OPTION_FIELDS = optionNames(LEDGER);
+
+/** A per-key count or duration in its schema range, with the messages the native ledger gives. */
+function perKeyNumber(pk, name, at) {
+  const e = PK[name];
+  const v = number(pk[name] === undefined ? e.default : pk[name], `${at}.${name}`);
+  if (e.type === 'integer' && !(Number.isInteger(v) && v >= e.min && v <= e.max)) throw new RangeError(`${at}.${name} must be an integer from ${e.min} to ${e.max} (got ${v})`);
+  if (e.type === 'number' && !(Number.isFinite(v) && v > e.min)) throw new RangeError(`${at}.${name} must be a finite number > ${e.min} (got ${v})`);
+  return v;
+}
 
 function perKeyOptions(pk, at) {
   if (!isObject(pk)) throw new TypeError(`${at} must be an object { limit, windowMs, burst?, maxKeys?, idleTtlMs? }, got ${typeName(pk)}`);
@@ -39,8 +49,8 @@ function perKeyOptions(pk, at) {
     words: { limit: b.limit, windowMs: b.windowMs, burst: b.burst },
     native: {
       ...bucketUnits(b),
-      maxKeys: number(pk.maxKeys === undefined ? PER_KEY_DEFAULTS.maxKeys : pk.maxKeys, `${at}.maxKeys`),
-      idleTtlMs: number(pk.idleTtlMs === undefined ? PER_KEY_DEFAULTS.idleTtlMs : pk.idleTtlMs, `${at}.idleTtlMs`),
+      maxKeys: perKeyNumber(pk, 'maxKeys', at),
+      idleTtlMs: perKeyNumber(pk, 'idleTtlMs', at),
     },
   };
 }
@@ -243,4 +253,4 @@ function ledgerHandle(ledger) {
   return ledger[LEDGER_HANDLE].native;
 }
 
-module.exports = { Ledger, LEDGER_RESULT: RESULT, LEDGER_HANDLE, ledgerHandle, ledgerConfig, bucketWords };
+module.exports = { Ledger, LEDGER_RESULT: RESULT, LEDGER_HANDLE, ledgerHandle, ledgerConfig, bucketWords, normalizeLedgerOptions: normalize };

@@ -12,12 +12,14 @@
 // (on a CPU-bound route: to `min`), then the estimator takes over.
 const native = require('../native');
 const { checkNumber, checkFunction, onlyKnown } = require('../options');
+const { optionNames, checkNumberRange } = require('../schema');
+const { ADAPTIVE_LIMIT: L } = require('../schema/concurrency-gate');
 
 const SATURATED = 0.9;
 const SATURATION_CHECK_MS = 20;
 const SATURATED_DECREASE = 0.5;
 
-const LIMIT_KEYS = new Set(['min', 'max', 'initial']);
+const LIMIT_KEYS = optionNames(L);
 
 class AdaptiveLimit {
   #handle;
@@ -33,12 +35,12 @@ class AdaptiveLimit {
   constructor(options = {}, prefix = 'limit', loopUtilization = () => NaN) {
     if (options === null || typeof options !== 'object') throw new TypeError(`${prefix} must be an object`);
     onlyKnown(options, LIMIT_KEYS, prefix);
-    const o = { min: 1, max: 1000, ...options };
-    this.min = checkNumber(`${prefix}.min`, o.min, { min: 1, max: 1_000_000, integer: true });
-    this.max = checkNumber(`${prefix}.max`, o.max, { min: 1, max: 1_000_000, integer: true });
+    const o = { min: L.min.default, max: L.max.default, ...options };
+    this.min = checkNumber(`${prefix}.min`, o.min, checkNumberRange(L.min));
+    this.max = checkNumber(`${prefix}.max`, o.max, checkNumberRange(L.max));
     if (this.max < this.min) throw new RangeError(`${prefix}.max (${this.max}) must be >= ${prefix}.min (${this.min})`);
     const initial = o.initial === undefined ? Math.min(this.max, Math.max(this.min, 10)) : o.initial;
-    checkNumber(`${prefix}.initial`, initial, { min: this.min, max: this.max, integer: true });
+    checkNumber(`${prefix}.initial`, initial, { ...checkNumberRange(L.initial), min: this.min, max: this.max });
     this._loopUtilization = checkFunction('loopUtilization', loopUtilization);
     this.#handle = new native.ConcurrencyLimitHandle({ minLimit: this.min, maxLimit: this.max, initialLimit: initial });
     this.limit = initial;

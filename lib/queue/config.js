@@ -7,20 +7,16 @@ const { parseCodel, StandingRule } = require('./standing');
 const { makeClassifier } = require('./classify');
 const { TierHeader, checkTierName, tierHeaderOption, tierSecretOption } = require('../gatekeeper/tier-header');
 const { WaitHistogram } = require('./wait-histogram');
+const { optionNames, checkNumberRange } = require('../schema');
+const { CONCURRENCY_GATE: C, QUEUE_TIER: T, QUEUE_TIER_FOREIGN } = require('../schema/concurrency-gate');
 
 const DEFAULT_TIERS = [
   { name: 'critical', protected: true },
   { name: 'standard' },
   { name: 'background' },
 ];
-const OPTION_KEYS = new Set([
-  'maxConcurrent', 'limit', 'maxQueue', 'queueTimeoutMs', 'timeoutStatus', 'retryAfter', 'tiers',
-  'defaultTier', 'tierHeader', 'trustTierHeader', 'tierSecret', 'classify', 'routes', 'displace', 'codel', 'lifo', 'onReject',
-]);
-const TIER_KEYS = ['name', 'protected', 'maxQueue', 'queueTimeoutMs'];
-// Keys a gatekeeper tier carries, accepted (and ignored) so one tiers array can configure both guards.
-const FOREIGN_TIER_KEYS = ['algorithm', 'limit', 'windowMs', 'burst', 'perKey'];
-const KNOWN_TIER_KEYS = new Set([...TIER_KEYS, ...FOREIGN_TIER_KEYS]);
+const OPTION_KEYS = optionNames(C);
+const KNOWN_TIER_KEYS = new Set([...Object.keys(T), ...QUEUE_TIER_FOREIGN]);
 
 /** A tier record: its settings and its counters (the waiters themselves live in WaitQueues). */
 function parseTiers(tiers, defaults) {
@@ -37,11 +33,11 @@ function parseTiers(tiers, defaults) {
     return {
       id: i,
       name: spec.name,
-      protected: spec.protected === undefined ? false : checkBoolean(`tiers[${i}].protected`, spec.protected),
-      maxQueue: spec.maxQueue === undefined ? defaults.maxQueue : checkNumber(`tiers[${i}].maxQueue`, spec.maxQueue, { integer: true }),
+      protected: spec.protected === undefined ? T.protected.default : checkBoolean(`tiers[${i}].protected`, spec.protected),
+      maxQueue: spec.maxQueue === undefined ? defaults.maxQueue : checkNumber(`tiers[${i}].maxQueue`, spec.maxQueue, checkNumberRange(T.maxQueue)),
       queueTimeoutMs: spec.queueTimeoutMs === undefined
         ? defaults.queueTimeoutMs
-        : checkNumber(`tiers[${i}].queueTimeoutMs`, spec.queueTimeoutMs, { min: 0, minExclusive: true }),
+        : checkNumber(`tiers[${i}].queueTimeoutMs`, spec.queueTimeoutMs, checkNumberRange(T.queueTimeoutMs)),
       admitted: 0,
       queuedTotal: 0,
       rejected: 0,
@@ -63,7 +59,7 @@ function parseLimit(maxConcurrent, limitOptions, loopUtilization) {
   }
   if (maxConcurrent === undefined) throw new TypeError('maxConcurrent is required: a positive integer or "auto"');
   if (typeof maxConcurrent === 'string') throw new TypeError(`maxConcurrent must be a positive integer or "auto", got ${describe(maxConcurrent)}`);
-  const limit = checkNumber('maxConcurrent', maxConcurrent, { min: 1, integer: true });
+  const limit = checkNumber('maxConcurrent', maxConcurrent, checkNumberRange(C.maxConcurrent));
   if (limitOptions !== undefined) throw new TypeError('limit is only used with maxConcurrent: "auto"');
   return { limit, adaptive: null };
 }
@@ -73,14 +69,12 @@ function parseOptions(options, routing, loopUtilization) {
   if (options === null || typeof options !== 'object') throw new TypeError(`options must be an object, got ${describe(options)}`);
   onlyKnown(options, OPTION_KEYS, 'options');
   const {
-    maxConcurrent, limit: limitOptions, maxQueue = 100, queueTimeoutMs = 10_000, timeoutStatus = 408,
+    maxConcurrent, limit: limitOptions, maxQueue = C.maxQueue.default, queueTimeoutMs = C.queueTimeoutMs.default, timeoutStatus = C.timeoutStatus.default,
     retryAfter, tiers: tierSpecs = DEFAULT_TIERS, defaultTier, tierHeader, tierSecret,
-    trustTierHeader = false, classify, routes, displace = true, codel, lifo = false, onReject,
+    trustTierHeader = C.trustTierHeader.default, classify, routes, displace = C.displace.default, codel = C.codel.default, lifo = C.lifo.default, onReject,
   } = options;
   const { limit, adaptive } = parseLimit(maxConcurrent, limitOptions, loopUtilization);
-  checkNumber('maxQueue', maxQueue, { integer: true });
-  checkNumber('queueTimeoutMs', queueTimeoutMs, { min: 0, minExclusive: true });
-  checkNumber('timeoutStatus', timeoutStatus, { min: 400, max: 599, integer: true });
+  for (const [name, v] of [['maxQueue', maxQueue], ['queueTimeoutMs', queueTimeoutMs], ['timeoutStatus', timeoutStatus]]) checkNumber(name, v, checkNumberRange(C[name]));
   const retry = retryAfterOptions(retryAfter, 'retryAfter');
   const headerName = tierHeaderOption(tierHeader, 'tierHeader');
   checkBoolean('trustTierHeader', trustTierHeader);

@@ -10,7 +10,7 @@
 // nothing from a native crossing).
 const { STATUS_CODES } = require('node:http');
 const { performance } = require('node:perf_hooks');
-const { isGone } = require('../adapters');
+const { isGone, GONE } = require('../adapters');
 const { PROBLEM_TYPE } = require('../gatekeeper/respond');
 const { WaitQueues } = require('./wait-queues');
 const { DeadlineTimer } = require('./deadline-timer');
@@ -23,8 +23,6 @@ const DETAILS = {
   codel: 'The queue has been standing; waiting requests of this tier are given only a short wait.',
   closing: 'The service is closing its request queue.',
 };
-/** Resolution for a waiter whose client has gone: nothing is written (adapters skip gone responses). */
-const GONE = Object.freeze({ status: 499, headers: {}, body: '' });
 
 function now() {
   return performance.now();

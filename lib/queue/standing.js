@@ -3,8 +3,10 @@
 // become a backlog. CoDel then gives unprotected tiers only a short wait (their waiters are dropped
 // once they have waited longer than `targetMs`), and adaptive LIFO serves a tier newest first.
 const { describe, onlyKnown, checkNumber } = require('../options');
+const { defaultsOf, checkNumberRange } = require('../schema');
+const { CODEL } = require('../schema/concurrency-gate');
 
-const CODEL_DEFAULTS = Object.freeze({ targetMs: 5, intervalMs: 100 });
+const CODEL_DEFAULTS = Object.freeze(defaultsOf(CODEL));
 const CODEL_KEYS = new Set(Object.keys(CODEL_DEFAULTS));
 /** Without CoDel, adaptive LIFO still needs an interval after which the queue counts as standing. */
 const STANDING_INTERVAL_MS = 100;
@@ -15,8 +17,8 @@ function parseCodel(codel) {
   if (codel === true) return { ...CODEL_DEFAULTS };
   if (codel === null || typeof codel !== 'object') throw new TypeError(`codel must be a boolean or { targetMs, intervalMs }, got ${describe(codel)}`);
   onlyKnown(codel, CODEL_KEYS, 'codel');
-  const targetMs = codel.targetMs === undefined ? CODEL_DEFAULTS.targetMs : checkNumber('codel.targetMs', codel.targetMs, { min: 0, minExclusive: true });
-  const intervalMs = codel.intervalMs === undefined ? CODEL_DEFAULTS.intervalMs : checkNumber('codel.intervalMs', codel.intervalMs, { min: 0, minExclusive: true });
+  const targetMs = codel.targetMs === undefined ? CODEL_DEFAULTS.targetMs : checkNumber('codel.targetMs', codel.targetMs, checkNumberRange(CODEL.targetMs));
+  const intervalMs = codel.intervalMs === undefined ? CODEL_DEFAULTS.intervalMs : checkNumber('codel.intervalMs', codel.intervalMs, checkNumberRange(CODEL.intervalMs));
   return { targetMs, intervalMs };
 }
 
