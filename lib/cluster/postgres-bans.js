@@ -54,14 +54,16 @@ class Subscriber extends EventEmitter {
   #conn = null;
   #closed = false;
   #retry = null;
+  #as = null;
 
   constructor(store) {
     super();
     this.#store = store;
   }
 
-  /** LISTENs (on a connection held for it); resolves once listening. `channel` is the store's. */
-  async subscribe() {
+  /** LISTENs (on a connection held for it); resolves once listening. Messages come as `channel`'s (the ban channel's name; the NOTIFY channel is the store's). */
+  async subscribe(channel = this.#as) {
+    this.#as = channel;
     await this.#store.open();
     const c = await this.#store.pool.connect();
     try {
@@ -75,9 +77,9 @@ class Subscriber extends EventEmitter {
       return;
     }
     this.#conn = c;
-    const channel = this.#store.names.channel;
+    const listened = this.#store.names.channel;
     c.on('notification', (n) => {
-      if (n.channel !== channel) return;
+      if (n.channel !== listened) return;
       if (n.payload === RELOAD) this.emit('ready');
       else this.emit('message', channel, n.payload);
     });
