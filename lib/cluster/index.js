@@ -1,7 +1,8 @@
 'use strict';
 // Cluster mode: limits, tier budgets and bans that hold across processes, on Redis, with the hot
 // path in process memory. `cluster(options)` builds one lease engine (lib/quota) funded from a Redis
-// store (./redis-store.js) by a lease driver, and a ban channel (./bans.js); pass it to the
+// store (./redis-store.js) or a PostgreSQL one (./postgres-store.js) by a lease driver, and a ban
+// channel (./bans.js); pass it to the
 // gatekeeper (`gatekeeper({ cluster })`) or spend its named limits yourself (`c.spend(name, key)`).
 //
 // Engine limits: the named `limits` as given, then per tier `tier:<tier>:key` (its `perKey` limit,
