@@ -80,6 +80,21 @@ test('the PostgreSQL store', { skip: pgSkip, timeout: 60_000 }, async (t) => {
     await store.close();
   });
 
+  await t.test('a role that may not create anything uses the tables and functions an owner created', async () => {
+    const owner = new PostgresStore({ postgres: pg.url, prefix: 'shared' });
+    await owner.open();
+    await owner.close();
+    await admin.query('CREATE ROLE app LOGIN; GRANT SELECT, INSERT, UPDATE, DELETE ON shared_lease_keys, shared_bans TO app');
+    const c = cluster({ postgres: pg.url.replace('tiergate@', 'app@'), prefix: 'shared', limits: [fixed('api', 2)] });
+    try {
+      await c.ready;
+      assert.deepEqual((await Promise.all([1, 2, 3].map(() => c.check('api', 'k')))).map((d) => d.reason), ['LEASE', 'LEASE', 'EXHAUSTED']);
+      assert.equal(await c.bans.ban('203.0.113.9', { durationMs: 60_000 }), 'published');
+    } finally {
+      await c.close();
+    }
+  });
+
   await t.test('prune forgets the rows a fresh state equals, only those', async () => {
     const store = new PostgresStore({ postgres: pg.url, prefix: 'prune' });
     await store.lease([req(fixed('short', 10, 200), 'gone', 1), req(fixed('long'), 'kept', 1)]);

@@ -16,6 +16,9 @@
 // with alg 'b' | 'f' | 's' and a, b its numbers (./script.js limitArgs); and lock_ms, the longest a
 // row lock is waited for (lock_timeout, set for this transaction only).
 
+/** Marks the functions of this version (a comment on each): another version is replaced on first use. */
+const VERSION = 'tiergate lease store 1';
+
 /** `name` as a quoted identifier (callers allow only [a-z0-9_]: the quotes are for reserved words). */
 const ident = (name) => `"${name}"`;
 
@@ -128,6 +131,7 @@ BEGIN
   END LOOP;
   RETURN array_to_json(out);
 END $fn$;
+COMMENT ON FUNCTION ${n.grant}(json, int) IS '${VERSION}';
 
 CREATE OR REPLACE FUNCTION ${n.give}(batch json, lock_ms int) RETURNS void LANGUAGE plpgsql AS $fn$
 ${DECLARE}
@@ -165,7 +169,14 @@ BEGIN
       records = recs, holders = holders, forget_at = forget
       WHERE limit_name = r->>0 AND key = r->>1;
   END LOOP;
-END $fn$;`;
+END $fn$;
+COMMENT ON FUNCTION ${n.give}(json, int) IS '${VERSION}';`;
 }
 
-module.exports = { names, schemaSql };
+/** One row, `ready`: whether this version's objects exist (then a role without CREATE can use them as they are). */
+function readySql(n) {
+  const fn = (f) => `obj_description(to_regprocedure('${f}(json, int)'), 'pg_proc') = '${VERSION}'`;
+  return `SELECT coalesce(${fn(n.grant)} AND ${fn(n.give)} AND to_regclass('${n.bans}') IS NOT NULL AND to_regclass('${n.table}') IS NOT NULL, false) AS ready`;
+}
+
+module.exports = { names, schemaSql, readySql };

@@ -16,7 +16,7 @@ const { requireOptional } = require('../optional');
 const { isObject, onlyKnown, finite, typeName } = require('../options');
 const { lockOrder } = require('../quota/store-rules');
 const { limitArgs } = require('./script');
-const { names, schemaSql } = require('./postgres-sql');
+const { names, schemaSql, readySql } = require('./postgres-sql');
 const { PostgresBanClient } = require('./postgres-bans');
 
 const STORE_OPTIONS = new Set(['postgres', 'prefix', 'timeoutMs']);
@@ -142,6 +142,8 @@ class PostgresStore {
     const c = await this.#pool.connect();
     let broken;
     try {
+      // Created already (by this version): nothing to do, and nothing that needs the right to create.
+      if ((await c.query(readySql(this.#names))).rows[0].ready) return;
       await c.query('BEGIN');
       await c.query('SET LOCAL statement_timeout = 0');
       await c.query('SELECT pg_advisory_xact_lock($1)', [SETUP_LOCK]);
