@@ -95,6 +95,29 @@ test('the PostgreSQL store', { skip: pgSkip, timeout: 60_000 }, async (t) => {
     }
   });
 
+  await t.test("bans: lists longer than a NOTIFY's 8000 bytes reach the others (by a reload); a LISTEN connection ended by the server is made again, and what it missed is loaded", async () => {
+    const [a, b] = ['a', 'b'].map((holder) => cluster({ postgres: pg.url, prefix: 'bans', holder, limits: [fixed('api')] }));
+    const until = async (fn, what) => {
+      for (let i = 0; i < 200 && !fn(); i++) await new Promise((r) => setTimeout(r, 50));
+      assert.ok(fn(), what);
+    };
+    try {
+      await Promise.all([a.ready, b.ready]);
+      const deny = Array.from({ length: 1000 }, (_, i) => `198.51.${i >> 8}.${i & 255}`);
+      assert.equal(await a.bans.setLists({ deny }), 'published');
+      await until(() => b.bans.table.lists.deny.length === 1000, 'the long lists reached b');
+      // The listening connections: their last statement was the LISTEN, or the ping before a reload.
+      const { rowCount } = await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query IN ('LISTEN bans_bans', 'SELECT 1')");
+      assert.equal(rowCount, 2, "both processes' LISTEN connections ended");
+      await a.bans.ban('missed', { durationMs: 60_000 });
+      await until(() => b.bans.table.get('missed') !== null, 'b loaded the ban made while it was not listening');
+      await a.bans.ban('live', { durationMs: 60_000 });
+      await until(() => b.bans.table.get('live') !== null, 'b hears bans again');
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
   await t.test('prune forgets the rows a fresh state equals, only those', async () => {
     const store = new PostgresStore({ postgres: pg.url, prefix: 'prune' });
     await store.lease([req(fixed('short', 10, 200), 'gone', 1), req(fixed('long'), 'kept', 1)]);

@@ -17,6 +17,9 @@ const RETRY_MS = 1000;
 
 class PostgresBanClient extends EventEmitter {
   #store;
+  /** The last write: writes run one after another, in the order sent, as on Redis's one connection
+   * (a change's NOTIFY must not reach a process that then reloads the table before the change is in it). */
+  #writes = Promise.resolve();
 
   /** `store`: a PostgresStore (its pool, names and timeout). */
   constructor(store) {
@@ -30,9 +33,11 @@ class PostgresBanClient extends EventEmitter {
     return Object.fromEntries(rows.map((r) => [r.field, r.entry]));
   }
 
-  async hset(hash, field, entry) {
-    await this.#store.open();
-    await this.#store.query(`INSERT INTO ${this.#store.names.bans} (field, entry) VALUES ($1, $2) ON CONFLICT (field) DO UPDATE SET entry = EXCLUDED.entry`, [field, entry]);
+  hset(hash, field, entry) {
+    return this.#inOrder(async () => {
+      await this.#store.open();
+      await this.#store.query(`INSERT INTO ${this.#store.names.bans} (field, entry) VALUES ($1, $2) ON CONFLICT (field) DO UPDATE SET entry = EXCLUDED.entry`, [field, entry]);
+    });
   }
 
   async eval(script, numKeys, hash, field, entry) {
@@ -40,8 +45,14 @@ class PostgresBanClient extends EventEmitter {
     return (await this.#store.query(`DELETE FROM ${this.#store.names.bans} WHERE field = $1 AND entry = $2`, [field, entry])).rowCount;
   }
 
-  async publish(channel, text) {
-    await this.#store.query('SELECT pg_notify($1, $2)', [this.#store.names.channel, Buffer.byteLength(text) > MAX_PAYLOAD ? RELOAD : text]);
+  publish(channel, text) {
+    return this.#inOrder(() => this.#store.query('SELECT pg_notify($1, $2)', [this.#store.names.channel, Buffer.byteLength(text) > MAX_PAYLOAD ? RELOAD : text]));
+  }
+
+  #inOrder(write) {
+    const done = this.#writes.then(write);
+    this.#writes = done.catch(() => {});
+    return done;
   }
 
   duplicate() {
