@@ -215,7 +215,8 @@ class PostgresStore {
     await this.open();
     const t = this.#names.table;
     const now = 'extract(epoch from clock_timestamp()) * 1000';
-    const res = await this.#pool.query(`DELETE FROM ${t} WHERE ctid = ANY(ARRAY(SELECT ctid FROM ${t} WHERE forget_at <= ${now} LIMIT ${PRUNE_ROWS})) AND forget_at <= ${now}`);
+    // Bounded as a batch is: a prune must not hold a connection of the pool through an outage.
+    const res = await this.query(`DELETE FROM ${t} WHERE ctid = ANY(ARRAY(SELECT ctid FROM ${t} WHERE forget_at <= ${now} LIMIT ${PRUNE_ROWS})) AND forget_at <= ${now}`);
     return res.rowCount;
   }
 
@@ -226,4 +227,4 @@ class PostgresStore {
   }
 }
 
-module.exports = { PostgresStore, postgresOptions };
+module.exports = { PostgresStore };
