@@ -13,7 +13,7 @@ const API = {
     'BAN_CHANNEL', 'DECISION_CHANNEL', 'Gatekeeper', 'LEDGER_RESULT', 'LagMonitor', 'Ledger', 'cluster', 'concurrencyGate',
     'concurrencyGatePlugin', 'dashboard', 'gatekeeper', 'metrics', 'mintTierToken', 'otel', 'statusRoute', 'tiergatePlugin',
   ],
-  'tiergate/cluster': ['BanChannel', 'Cluster', 'RedisStore', 'cluster'],
+  'tiergate/cluster': ['BanChannel', 'Cluster', 'PostgresStore', 'RedisStore', 'cluster'],
   'tiergate/quota': ['LeaseDriver', 'MemoryStore', 'QUOTA_CODE', 'QUOTA_RETURN_REASONS', 'Quota'],
   'tiergate/service': ['PostgresLeaseStore', 'ServiceClient', 'SqliteLeaseStore', 'client', 'createService'],
 };

@@ -1,11 +1,11 @@
 'use strict';
-// Cluster-wide named limits on a real redis-server: the gatekeeper's `limits: [{ ..., cluster: true }]`
+// Cluster-wide named limits on a real redis-server and on a real PostgreSQL: the gatekeeper's `limits: [{ ..., cluster: true }]`
 // funded from cluster mode's leases (a sliding window and a token bucket), 4 processes firing at once:
 // exactly the limit admitted across them in exact mode, the rest refused 429 by the named limit.
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const { needRedis } = require('../helpers/redis');
-const { startNodesOnRedis } = require('../helpers/cluster-nodes');
+const { STORES } = require('../helpers/cluster-stores');
+const { startNodesOnStore } = require('../helpers/cluster-nodes');
 
 const sum = (rs, status) => rs.reduce((a, r) => a + (r.statuses[status] || 0), 0);
 const late = async (nodes) => (await Promise.all(nodes.map((n) => n.call('stats')))).reduce((a, s) => a + s.timeouts + s.waitTimeouts, 0);
@@ -31,9 +31,9 @@ const CFG = {
   },
 };
 
-test('cluster limits of the gatekeeper: exactly the limit admitted across 4 processes', { timeout: 120_000 }, async (t) => {
-  if (!needRedis(t)) return;
-  const { nodes } = await startNodesOnRedis(t, 4, CFG);
+for (const kind of STORES) test(`${kind.name}: cluster limits of the gatekeeper: exactly the limit admitted across 4 processes`, { timeout: 120_000 }, async (t) => {
+  if (!kind.need(t)) return;
+  const { nodes } = await startNodesOnStore(t, 4, CFG, kind);
 
   for (const [limit, tier] of [['search', 'paid'], ['export', 'free']]) {
     await t.test(`${limit}: 4 processes x 500 simultaneous requests on one key of limit ${LIMIT}`, async (t2) => {

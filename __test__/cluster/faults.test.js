@@ -1,5 +1,6 @@
 'use strict';
-// Cluster mode while something misbehaves but Redis keeps answering: demand far above a sliding
+// Cluster mode while something misbehaves but the store keeps answering, on each store (Redis,
+// PostgreSQL): demand far above a sliding
 // window's limit, this process's own loop stalled right after a lease request, CPU-burning
 // neighbours beside three processes. The targets (docs/cluster.md): admitted <= limit, always; a
 // late answer from a live store is never taken for a dead one (no fallback, no 503 of a closed
@@ -7,28 +8,27 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const { spawn } = require('node:child_process');
-const { needRedis, redisServer } = require('../helpers/redis');
-const { startNodesOnRedis } = require('../helpers/cluster-nodes');
+const { STORES } = require('../helpers/cluster-stores');
+const { startNodesOnStore } = require('../helpers/cluster-nodes');
 const { cluster } = require('../..');
 const { stall, fullestSpan } = require('../helpers/faults');
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const sum = (rs, status) => rs.reduce((a, r) => a + (r.statuses[status] || 0), 0);
 
-
-
-test('one process, demand 6x a sliding window: the window is refilled as its spends age out, never above the limit', { timeout: 60_000 }, async (t) => {
-  if (!needRedis(t)) return;
-  const redis = await redisServer();
+for (const kind of STORES) test(`${kind.name}: one process, demand 6x a sliding window: the window is refilled as its spends age out, never above the limit`, { timeout: 60_000 }, async (t) => {
+  if (!kind.need(t)) return;
+  const server = await kind.start();
   const limits = [
     { name: 'short', algorithm: 'sliding-window', limit: 50, windowMs: 500 },
     { name: 'ttl', algorithm: 'sliding-window', limit: 50, windowMs: 500, leaseTtlMs: 500, renewalPeriodMs: 500, leadTimeMs: 100 },
   ];
-  const c = cluster({ redis: redis.url, limits, storeTimeoutMs: 200 });
+  const c = cluster({ ...server.option, limits, storeTimeoutMs: 200 });
   t.after(async () => {
     await c.close();
-    await redis.stop();
+    await server.stop();
   });
+  await c.ready;
   const ms = 3000;
   for (const l of limits) {
     // Open loop at 6x the limit's rate: 600 per s, in steps of 10 ms.
@@ -52,16 +52,17 @@ test('one process, demand 6x a sliding window: the window is refilled as its spe
   assert.equal(c.stats().fallbackDecisions, 0);
 });
 
-test("a stall of this process's loop right after a lease request: no fallback, exact across two holders", { timeout: 60_000 }, async (t) => {
-  if (!needRedis(t)) return;
-  const redis = await redisServer();
+for (const kind of STORES) test(`${kind.name}: a stall of this process's loop right after a lease request: no fallback, exact across two holders`, { timeout: 60_000 }, async (t) => {
+  if (!kind.need(t)) return;
+  const server = await kind.start();
   const limits = [{ name: 'api', algorithm: 'fixed-window', limit: 100, windowMs: 3_600_000 }];
-  const a = cluster({ redis: redis.url, limits, storeTimeoutMs: 50, holder: 'a' });
-  const b = cluster({ redis: redis.url, limits, storeTimeoutMs: 50, holder: 'b' });
+  const a = cluster({ ...server.option, limits, storeTimeoutMs: 50, holder: 'a' });
+  const b = cluster({ ...server.option, limits, storeTimeoutMs: 50, holder: 'b' });
   t.after(async () => {
     await Promise.all([a.close(), b.close()]);
-    await redis.stop();
+    await server.stop();
   });
+  await Promise.all([a.ready, b.ready]);
   await a.check('api', 'warm'); // connected, script loaded
   const first = Array.from({ length: 200 }, () => a.check('api', 'k'));
   stall(120); // longer than storeTimeoutMs, before the request could go out
@@ -79,14 +80,14 @@ test("a stall of this process's loop right after a lease request: no fallback, e
   }
 });
 
-test('3 processes x 200 simultaneous requests beside four CPU-burning processes: exactly the limit on open and closed tiers, no 503 while Redis answers', { timeout: 120_000 }, async (t) => {
-  if (!needRedis(t)) return;
+for (const kind of STORES) test(`${kind.name}: 3 processes x 200 simultaneous requests beside four CPU-burning processes: exactly the limit on open and closed tiers, no 503 while the store answers`, { timeout: 120_000 }, async (t) => {
+  if (!kind.need(t)) return;
   const tiers = ['open', 'closed'].map((name) => ({ name, limit: 1e9, windowMs: 1000 }));
   const perKey = { algorithm: 'fixed-window', limit: 100, windowMs: 3_600_000 };
-  const { nodes } = await startNodesOnRedis(t, 3, {
+  const { nodes } = await startNodesOnStore(t, 3, {
     tiers,
     cluster: { storeTimeoutMs: 20, tiers: { open: { fallback: 'open', perKey }, closed: { fallback: 'closed', perKey } } },
-  });
+  }, kind);
   const burners = [0, 1, 2, 3].map(() => spawn(process.execPath, ['-e', 'for (;;);'], { stdio: 'ignore' }));
   t.after(() => burners.forEach((b) => b.kill('SIGKILL')));
   await sleep(200);

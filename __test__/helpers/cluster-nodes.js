@@ -2,7 +2,7 @@
 // Child processes running __test__/fixtures/cluster-node.js, driven by IPC: `node.call(op, args)`.
 const { fork } = require('node:child_process');
 const path = require('node:path');
-const { redisServer } = require('./redis');
+const { STORES } = require('./cluster-stores');
 
 const FIXTURE = path.join(__dirname, '..', 'fixtures', 'cluster-node.js');
 
@@ -58,19 +58,26 @@ async function startNodes(n, cfg) {
 }
 
 /**
- * A redis-server of the test's own and `n` nodes on it (`cfg` plus its url), stopped after test `t`
- * (nodes pushed onto `nodes` later are closed too). Resolves { redis, nodes, cfg }.
+ * A server of the test's own (`kind`: one of ./cluster-stores.js) and `n` nodes on it (`cfg` plus
+ * `store`: its cluster() option), stopped after test `t` (nodes pushed onto `nodes` later are closed
+ * too). Resolves { server, nodes, cfg }.
  */
-async function startNodesOnRedis(t, n, cfg) {
-  const redis = await redisServer();
-  const on = { url: redis.url, ...cfg };
+async function startNodesOnStore(t, n, cfg, kind) {
+  const server = await kind.start();
+  const on = { store: server.option, ...cfg };
   const nodes = [];
   t.after(async () => {
     await Promise.all(nodes.map((x) => x.close()));
-    await redis.stop();
+    await server.stop();
   });
   nodes.push(...(await startNodes(n, on)));
-  return { redis, nodes, cfg: on };
+  return { server, nodes, cfg: on };
 }
 
-module.exports = { startNode, startNodes, startNodesOnRedis };
+/** startNodesOnStore on a redis-server: resolves { redis (./redis.js's server), nodes, cfg }. */
+async function startNodesOnRedis(t, n, cfg) {
+  const { server, nodes, cfg: on } = await startNodesOnStore(t, n, cfg, STORES[0]);
+  return { redis: server.server, nodes, cfg: on };
+}
+
+module.exports = { startNode, startNodes, startNodesOnRedis, startNodesOnStore };

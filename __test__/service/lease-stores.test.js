@@ -8,6 +8,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { Quota, LeaseDriver, MemoryStore } = require('tiergate/quota');
 const { SqliteLeaseStore, PostgresLeaseStore } = require('tiergate/service');
+const { PostgresStore } = require('tiergate/cluster');
 const { tmpdir, startPostgres, pgMissing } = require('./helpers');
 
 const dir = tmpdir('tiergate-lease-');
@@ -67,6 +68,8 @@ async function script(store) {
 const stores = [
   ['SQLite', () => new SqliteLeaseStore({ file: path.join(dir, `script-${Math.random()}.sqlite`) }), false],
   ['PostgreSQL', () => new PostgresLeaseStore({ connectionString: pg.url }), pgSkip],
+  // Cluster mode's: one function call per batch, a table of its own per prefix.
+  ['PostgreSQL (cluster mode)', () => new PostgresStore({ postgres: pg.url, prefix: `t${Math.random().toString(36).slice(2)}` }), pgSkip],
 ];
 
 for (const [name, make, skip] of stores) {

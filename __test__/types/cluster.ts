@@ -40,3 +40,14 @@ const store: RedisStore = new RedisStore({ redis, prefix: 'app' });
 void store.close();
 const channel: BanChannel | null = c.bans;
 void channel;
+// Cluster mode on PostgreSQL: a URL, a pool (structurally: pg has no types installed here), or the fields.
+import { PostgresStore, type PgPoolLike } from 'tiergate/cluster';
+declare const pool: PgPoolLike;
+const onPg: Cluster = cluster({ postgres: 'postgres://127.0.0.1/app', prefix: 'app_limits', limits: [{ name: 'z', algorithm: 'fixed-window', limit: 10, windowMs: 1000 }] });
+void onPg.close();
+void cluster({ postgres: { pool, schema: 'limits' }, bans: false, limits: [{ name: 'z', algorithm: 'fixed-window', limit: 10, windowMs: 1000 }] });
+void cluster({ postgres: pool, limits: [{ name: 'z', algorithm: 'fixed-window', limit: 10, windowMs: 1000 }] });
+// @ts-expect-error one store, not two
+void cluster({ redis, postgres: pool, limits: [{ name: 'z', algorithm: 'fixed-window', limit: 10, windowMs: 1000 }] });
+const pgStore: PostgresStore = new PostgresStore({ postgres: { connectionString: 'postgres://127.0.0.1/app', poolSize: 2 }, timeoutMs: 500 });
+void pgStore.prune().then((n: number) => n);

@@ -15,7 +15,7 @@ const rootNames: Record<keyof typeof root, true> = {
 void root.LoopObserver;
 // @ts-expect-error Cluster is a type at the root; the class is 'tiergate/cluster'
 void root.Cluster;
-const clusterNames: Record<keyof typeof clusterMode, true> = { BanChannel: true, Cluster: true, RedisStore: true, cluster: true };
+const clusterNames: Record<keyof typeof clusterMode, true> = { BanChannel: true, Cluster: true, PostgresStore: true, RedisStore: true, cluster: true };
 const quotaNames: Record<keyof typeof quota, true> = { LeaseDriver: true, MemoryStore: true, QUOTA_CODE: true, QUOTA_RETURN_REASONS: true, Quota: true };
 const serviceNames: Record<keyof typeof service, true> = {
   PostgresLeaseStore: true, ServiceClient: true, SqliteLeaseStore: true, client: true, createService: true,

@@ -166,6 +166,7 @@ let samples = [];
 const sampler = setInterval(() => {
   if (!windowOpen || samples.length >= MAX_SAMPLES) return;
   samples.push({ t: nowAbs(), inFlight, downstream: downstreamInFlight, waiting: pool ? pool.waitingCount : null, refused, limit: learnedLimit() });
+  if (process.env.TG_DS_TRACE && statsSource) { const c = statsSource.stats().concurrency; require('fs').appendFileSync(process.env.TG_DS_TRACE, JSON.stringify({ t: Math.round(nowAbs() % 1e6), inFlight, ds: downstreamInFlight, refused, lim: c.limit, infl: c.inFlight, w: c.waiting, b: +c.baselineMs.toFixed(1), ty: +c.typicalMs.toFixed(1), thr: Math.round(c.throughput), q: c.queueing, pr: c.probes, ws: c.waitShed }) + '\n'); }
 }, SAMPLE_MS);
 sampler.unref();
 

@@ -372,4 +372,4 @@ class BanChannel {
   }
 }
 
-module.exports = { BanChannel, BanCache, SETTLE_MS, CLOCK_SKEW_MS };
+module.exports = { BanChannel, BanCache, SETTLE_MS, CLOCK_SKEW_MS, DELETE_IF_UNCHANGED };

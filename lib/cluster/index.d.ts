@@ -21,10 +21,41 @@ export interface RedisLike {
   duplicate(): RedisLike;
 }
 
-export interface ClusterOptions {
-  /** Your ioredis client (standalone or Cluster; you close it), or a redis:// URL (ioredis must be installed). */
-  redis: RedisLike | string;
-  /** Key and channel prefix (default 'tiergate'). */
+/** A pg.Pool, structurally (yours to end). */
+export interface PgPoolLike {
+  connect(): Promise<unknown>;
+  query(sql: string, params?: unknown[]): Promise<unknown>;
+}
+
+/** Where cluster mode's PostgreSQL store lives. */
+export interface ClusterPostgresOptions {
+  /** A postgres:// URL: the store makes a pool of its own (pg must be installed). */
+  connectionString?: string;
+  /** Or your pg.Pool (yours to end; the ban channel holds one of its connections for LISTEN). */
+  pool?: PgPoolLike;
+  /** The schema of the table and functions, created on first use (default 'public'). */
+  schema?: string;
+  /** Connections of the store's own pool (default 4, 1..100; not with `pool`). */
+  poolSize?: number;
+}
+
+/** The store: Redis or PostgreSQL, exactly one. */
+export type ClusterStoreOptions =
+  | {
+    /** Your ioredis client (standalone or Cluster; you close it), or a redis:// URL (ioredis must be installed). */
+    redis: RedisLike | string;
+    postgres?: never;
+  }
+  | {
+    /** A postgres:// URL, your pg.Pool, or `{ connectionString | pool, schema?, poolSize? }` (pg must be installed). */
+    postgres: string | PgPoolLike | ClusterPostgresOptions;
+    redis?: never;
+  };
+
+export type ClusterOptions = ClusterStoreOptions & ClusterLimitOptions;
+
+export interface ClusterLimitOptions {
+  /** Key and channel prefix (default 'tiergate'); with postgres, the tables' and functions' prefix (1-40 of a-z 0-9 _). */
   prefix?: string;
   /** Named limits, for `spend(name, key)`. */
   limits?: QuotaLimitOptions[];
@@ -42,7 +73,7 @@ export interface ClusterOptions {
   holder?: string;
   /** No spend waits for its lease request longer than this, from when it went out (ms, default 100). */
   storeTimeoutMs?: number;
-  /** A request unanswered this long means Redis is down (ms, default 1000, >= storeTimeoutMs). */
+  /** A request unanswered this long means the store is down (ms, default 1000, >= storeTimeoutMs); PostgreSQL's waits end then. */
   storeDownMs?: number;
   pollIntervalMs?: number;
   batchSize?: number;
@@ -115,16 +146,31 @@ export declare class RedisStore implements LeaseStore {
   close(): Promise<void>;
 }
 
+export declare class PostgresStore implements LeaseStore {
+  /** `timeoutMs` (default 1000) bounds every wait: cluster() gives it storeDownMs. */
+  constructor(options: { postgres: string | PgPoolLike | ClusterPostgresOptions; prefix?: string; timeoutMs?: number });
+  readonly prefix: string;
+  readonly timeoutMs: number;
+  /** Creates the tables and functions if missing (the first call does it too). */
+  open(): Promise<void>;
+  lease(batch: StoreRequest[]): Promise<Array<StoreGrant | Error>>;
+  release(batch: StoreReturn[]): Promise<void>;
+  /** Deletes up to 1000 rows a fresh state equals (the store does it every minute); how many. */
+  prune(): Promise<number>;
+  /** Ends the pool if the store made it. */
+  close(): Promise<void>;
+}
+
 export interface ClusterStats extends LeaseDriverStats {
   bans: (BanChannelStats & { held: number }) | null;
 }
 
 export declare class Cluster {
-  /** Resolves once the ban channel is subscribed and loaded. */
+  /** Resolves once the store is set up (PostgreSQL's tables) and the ban channel subscribed and loaded. */
   readonly ready: Promise<void>;
   readonly driver: LeaseDriver;
   readonly quota: Quota;
-  readonly store: RedisStore;
+  readonly store: RedisStore | PostgresStore;
   readonly bans: BanChannel | null;
   readonly tierNames: string[];
   readonly needsKey: boolean;
@@ -137,6 +183,6 @@ export declare class Cluster {
   close(): Promise<void>;
 }
 
-/** Cluster mode on Redis: pass it to `gatekeeper({ cluster })`. See docs/cluster.md. */
+/** Cluster mode on Redis or PostgreSQL: pass it to `gatekeeper({ cluster })`. See docs/cluster.md. */
 export declare function cluster(options: ClusterOptions): Cluster;
 export declare const CLUSTER_BANNED: -1;

@@ -1,7 +1,8 @@
 'use strict';
 // Cluster mode: limits, tier budgets and bans that hold across processes, on Redis, with the hot
 // path in process memory. `cluster(options)` builds one lease engine (lib/quota) funded from a Redis
-// store (./redis-store.js) by a lease driver, and a ban channel (./bans.js); pass it to the
+// store (./redis-store.js) or a PostgreSQL one (./postgres-store.js) by a lease driver, and a ban
+// channel (./bans.js); pass it to the
 // gatekeeper (`gatekeeper({ cluster })`) or spend its named limits yourself (`c.spend(name, key)`).
 //
 // Engine limits: the named `limits` as given, then per tier `tier:<tier>:key` (its `perKey` limit,
@@ -9,15 +10,16 @@
 // one key). A tier's `fallback` ('open' | 'closed', default `options.fallback`, 'open') is what its
 // limits do while Redis does not answer.
 const { Quota, QUOTA_CODE, QUOTA_CODE_NAMES: CODE_NAMES } = require('../quota/engine');
-const { LeaseDriver, DRIVER_DEFAULTS } = require('../quota/driver');
+const { LeaseDriver, DRIVER_DEFAULTS, driverOptions } = require('../quota/driver');
 const { RedisStore } = require('./redis-store');
+const { PostgresStore } = require('./postgres-store');
 const { BanChannel, BanCache } = require('./bans');
 const { DefenseTable } = require('./defense-table');
 const { typeName, isObject, onlyKnown } = require('../options');
 const { buildingOptions } = require('../errors');
 const { tierSecretOption } = require('../gatekeeper/tier-header');
 
-const OPTIONS = new Set(['redis', 'prefix', 'limits', 'tiers', 'fallback', 'minHolders', 'bans', 'banKey', 'maxKeys', 'holder', ...Object.keys(DRIVER_DEFAULTS)]);
+const OPTIONS = new Set(['redis', 'postgres', 'prefix', 'limits', 'tiers', 'fallback', 'minHolders', 'bans', 'banKey', 'maxKeys', 'holder', ...Object.keys(DRIVER_DEFAULTS)]);
 const TIER_FIELDS = new Set(['perKey', 'budget', 'fallback']);
 const { CLUSTER_BANNED: BANNED } = require('./gate-codes');
 
@@ -76,6 +78,14 @@ function normalize(options) {
   return { limits, tiers, bans, banKeys, driver, maxKeys: options.maxKeys };
 }
 
+/** The store of `options.redis` or `options.postgres` (exactly one); PostgreSQL's waits end at storeDownMs. */
+function clusterStore(options, driver) {
+  if ((options.redis === undefined) === (options.postgres === undefined)) throw new TypeError('cluster: options needs exactly one of redis and postgres');
+  const prefix = options.prefix === undefined ? {} : { prefix: options.prefix };
+  if (options.redis !== undefined) return new RedisStore({ redis: options.redis, ...prefix });
+  return new PostgresStore({ postgres: options.postgres, ...prefix, timeoutMs: driverOptions(driver).storeDownMs });
+}
+
 class Cluster {
   #tiers;
   #driver;
@@ -86,15 +96,15 @@ class Cluster {
     const o = buildingOptions(() => {
       const n = normalize(options);
       const quota = new Quota({ limits: n.limits, ...(n.maxKeys === undefined ? {} : { maxKeys: n.maxKeys }) });
-      const store = new RedisStore({ redis: options.redis, ...(options.prefix === undefined ? {} : { prefix: options.prefix }) });
+      const store = clusterStore(options, n.driver);
       return { ...n, quota, store };
     });
     this.#tiers = o.tiers;
     this.#store = o.store;
     this.#driver = new LeaseDriver(o.quota, o.store, o.driver);
     this.#bans = o.bans ? new BanChannel(o.store.client, o.store.prefix, o.banKeys) : null;
-    /** Resolves once the ban channel is subscribed and loaded (at once without bans). */
-    this.ready = this.#bans === null ? Promise.resolve() : this.#bans.start();
+    /** Resolves once the store is set up (PostgreSQL's table) and the ban channel subscribed and loaded. */
+    this.ready = Promise.all([typeof o.store.open === 'function' ? o.store.open() : null, this.#bans === null ? null : this.#bans.start()]).then(() => {});
     // A Redis that is away at start must not become an unhandled rejection: `ready` reports it to those who wait.
     this.ready.catch(() => {});
   }
@@ -242,4 +252,4 @@ function cluster(options) {
   return new Cluster(options);
 }
 
-module.exports = { cluster, Cluster, RedisStore, BanChannel, CLUSTER_BANNED: BANNED };
+module.exports = { cluster, Cluster, RedisStore, PostgresStore, BanChannel, CLUSTER_BANNED: BANNED };

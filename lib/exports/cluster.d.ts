@@ -1,6 +1,6 @@
 // Types of `tiergate/cluster` (lib/exports/cluster.js).
-export { cluster, Cluster, RedisStore, BanChannel } from '../cluster';
+export { cluster, Cluster, RedisStore, PostgresStore, BanChannel } from '../cluster';
 export type {
   ClusterOptions, ClusterTierOptions, ClusterTierLimit, ClusterStats, ClusterBanEvent, ClusterBanTable,
-  RedisLike, BanChannelStats, BanDelivery,
+  RedisLike, PgPoolLike, ClusterPostgresOptions, ClusterStoreOptions, ClusterLimitOptions, BanChannelStats, BanDelivery,
 } from '../cluster';

@@ -1,5 +1,5 @@
 'use strict';
-// `require('tiergate/cluster')`: cluster mode over Redis. `cluster` is also at the root.
-const { cluster, Cluster, RedisStore, BanChannel } = require('../cluster');
+// `require('tiergate/cluster')`: cluster mode over Redis or PostgreSQL. `cluster` is also at the root.
+const { cluster, Cluster, RedisStore, PostgresStore, BanChannel } = require('../cluster');
 
-module.exports = { cluster, Cluster, RedisStore, BanChannel };
+module.exports = { cluster, Cluster, RedisStore, PostgresStore, BanChannel };

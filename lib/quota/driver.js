@@ -377,4 +377,4 @@ class LeaseDriver {
   }
 }
 
-module.exports = { LeaseDriver, DRIVER_DEFAULTS, FALLBACK_CODES };
+module.exports = { LeaseDriver, DRIVER_DEFAULTS, FALLBACK_CODES, driverOptions };
