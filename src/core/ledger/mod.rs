@@ -47,6 +47,8 @@ mod outcome;
 mod stripes;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod thread_tests;
 mod tier;
 
 pub use crate::core::keymap::Slot;

@@ -40,6 +40,8 @@
 //! `spike.rs` (the spike filter).
 mod config;
 mod controller;
+#[cfg(test)]
+mod signal_tests;
 mod spike;
 #[cfg(test)]
 mod tests;
