@@ -1,7 +1,7 @@
 'use strict';
 // The docs' option tables, generated from the option schemas (lib/schema): each table sits between
 // `<!-- options:NAME -->` and `<!-- /options:NAME -->` in its page. `node scripts/options-docs.js`
-// rewrites them; `--check` exits 1 when a committed page differs (__test__/options-schema.test.js
+// rewrites them; `--check` exits 1 when a committed page differs (__test__/api/options-schema.test.js
 // holds them equal too).
 const fs = require('node:fs');
 const path = require('node:path');

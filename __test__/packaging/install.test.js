@@ -118,7 +118,7 @@ setTimeout(() => { console.error('timed out'); process.exit(1); }, 10000).unref(
 const CJS = `'use strict';\nconst http = require('node:http');\nconst { gatekeeper } = require('tiergate');\n${SERVE}`;
 const ESM = `import http from 'node:http';\nimport { createRequire } from 'node:module';\nimport { gatekeeper } from 'tiergate';\nconst require = createRequire(import.meta.url);\n${SERVE}`;
 // Every subpath of package.json "exports" (but package.json) loads from the installed copy, and its
-// names are the ones __test__/exports.test.js pins in the checkout.
+// names are the ones __test__/api/exports.test.js pins in the checkout.
 const SUBPATHS = Object.keys(manifest.exports).filter((s) => s !== './package.json').map((s) => (s === '.' ? 'tiergate' : `tiergate/${s.slice(2)}`));
 const expectedNames = Object.fromEntries(SUBPATHS.map((s) => [s, Object.keys(require(s)).sort()]));
 const NAMES_CJS = `'use strict';\nconsole.log(JSON.stringify(Object.fromEntries(${JSON.stringify(SUBPATHS)}.map((s) => [s, Object.keys(require(s)).sort()]))));\n`;

@@ -1,4 +1,4 @@
-// Typed usage of cluster mode, checked by `tsc --noEmit --strict` in __test__/types.test.js.
+// Typed usage of cluster mode, checked by `tsc --noEmit --strict` in __test__/api/types.test.js.
 import Redis from 'ioredis';
 import { cluster, gatekeeper } from 'tiergate';
 import type { Cluster, ClusterStats, DecisionInfo } from 'tiergate';

@@ -1,4 +1,4 @@
-// Typed usage of the abuse-defense API, checked by `tsc --noEmit` (see __test__/types.test.js).
+// Typed usage of the abuse-defense API, checked by `tsc --noEmit` (see __test__/api/types.test.js).
 /// <reference types="node" />
 import * as http from 'node:http';
 import { gatekeeper, BAN_CHANNEL } from 'tiergate';

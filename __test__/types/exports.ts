@@ -1,4 +1,4 @@
-// The published types export exactly the values the code does (the lists of __test__/exports.test.js):
+// The published types export exactly the values the code does (the lists of __test__/api/exports.test.js):
 // a Record over `keyof typeof` a module namespace fails to compile on a missing or an extra name.
 // Types are not in it: a class the root exports as a type only is pinned below as not a value.
 import * as root from 'tiergate';

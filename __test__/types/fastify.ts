@@ -1,5 +1,5 @@
 // Typed usage of the Fastify plugins as the README shows them, checked by `tsc --noEmit` (see
-// __test__/types.test.js): register() accepts them and the decorations they add are typed.
+// __test__/api/types.test.js): register() accepts them and the decorations they add are typed.
 import Fastify from 'fastify';
 import { tiergatePlugin, concurrencyGatePlugin } from 'tiergate';
 import type { GatekeeperStats, ConcurrencyGateStats } from 'tiergate';

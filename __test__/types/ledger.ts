@@ -1,4 +1,4 @@
-// Typed usage of the Ledger API, checked by `tsc --noEmit --strict` in __test__/types.test.js.
+// Typed usage of the Ledger API, checked by `tsc --noEmit --strict` in __test__/api/types.test.js.
 import { Ledger, LEDGER_RESULT } from 'tiergate';
 import type { ConsumeResult, LedgerOptions, LimitedBy, TierSnapshot } from 'tiergate';
 import { LEDGER_HANDLE, ledgerHandle, type LedgerHandle } from '../../lib/ledger'; // internal: not exported

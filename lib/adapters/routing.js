@@ -3,7 +3,7 @@
 // will serve: a rule the router disagrees with is a tier an attacker can pick (a critical rule matched
 // by a request served elsewhere) or escape (a background route reached under another spelling).
 //
-// Measured against the routers themselves (__test__/gatekeeper-hardening.test.js):
+// Measured against the routers themselves (__test__/gatekeeper/adversarial.test.js):
 // - every framework: an absolute-form target's authority ends at the first '/', '?' or '#'
 //   (`GET http://x?/payments/1` is served as '/'); the path ends at '?' or '#';
 // - Express 4/5 (parseurl, then url.parse for absolute-form): '\' before the query is '/' in an

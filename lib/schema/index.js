@@ -1,7 +1,7 @@
 'use strict';
 // Every option of a component declared once: its name, type, default, range and a one-line doc.
 // The constructors read their defaults and ranges from here, and the docs' option tables are
-// generated from here (scripts/options-docs.js); __test__/options-schema.test.js holds the schema,
+// generated from here (scripts/options-docs.js); __test__/api/options-schema.test.js holds the schema,
 // the validation, the .d.ts files and the docs equal.
 //
 // An entry: { name, type, default?, min?, max?, integer?, exclusiveMin?, orFalse?, values?,

@@ -1,5 +1,5 @@
 //! Test seams, not public API (lib/ does not re-export them): entry points that panic on purpose, so
-//! that __test__/native-panic.test.js can prove, against the shipped release binary, that a panic at
+//! that __test__/native/panic.test.js can prove, against the shipped release binary, that a panic at
 //! the N-API boundary becomes a JS error and that the process carries on. They are harmless for the
 //! very reason they exist: the boundary catches what they throw.
 use crate::node::raw;
