@@ -41,10 +41,13 @@
 //! which is no sample while the loop is busy or lagging (the latency inflates from the loop).
 //!
 //! Files: `config.rs` (the gate's options), `tier.rs` (the tier header: names and signed tokens),
-//! `burst.rs` (costly requests run back to back in one turn, for the turn queue).
+//! `burst.rs` (costly requests run back to back in one turn, for the turn queue), `slots.rs` (the
+//! concurrency limit's slots), `stats.rs` (the figures).
 mod burst;
 mod config;
 mod options;
+mod slots;
+mod stats;
 #[cfg(test)]
 mod tests;
 mod tier;
@@ -473,91 +476,5 @@ impl Gate {
             Verdict::TierFull
         };
         d
-    }
-
-    /// A reading of the gate as of `now_ns` (`idle_ns` as for `update_now`): the controller is moved
-    /// first, so a gate that has seen no request for a while reports the pressure and scales its hold
-    /// and recovery have brought it to by now, not those of its last request.
-    pub fn stats_at(&self, now_ns: u64, idle_ns: u64) -> GateStats {
-        let mut st = self.state.lock();
-        self.update(&mut st, now_ns, idle_ns);
-        Self::read_stats(&st)
-    }
-
-    /// A reading of the gate as of its last update.
-    pub fn stats(&self) -> GateStats {
-        Self::read_stats(&self.state.lock())
-    }
-
-    fn read_stats(st: &State) -> GateStats {
-        GateStats {
-            counters: st.counters.clone(),
-            scales: st.applied.clone(),
-            health: st.health.sample(),
-            injected: st.injected,
-            input: st.input,
-            pressure: st.ctl.pressure(),
-            parts: st.ctl.parts(),
-            cause: st.ctl.cause(),
-            episodes: st.ctl.episodes(),
-            baseline_ms: st.ctl.baseline_ms(),
-            thresholds_ms: st.ctl.thresholds_ms(),
-            concurrency: ConcurrencyStats { pressure: st.conc.pressure(st.waiting), ..st.conc.stats() },
-        }
-    }
-
-    /// A slot taken in `epoch` comes back: its request finished after `latency_ns` (`None`: refused
-    /// or abandoned after taking it, which says nothing of the service). `waiting`: requests waiting
-    /// for a slot; returns how many of them may start now (their slots are taken).
-    /// Their slots are taken in the epoch `slot_epoch` says.
-    /// While the loop is the bottleneck a request's latency is the loop's queue, not the
-    /// downstream's: no sample (the limit would learn the loop's knee, and hold it after the loop's
-    /// overload ends).
-    pub fn release(&self, epoch: u64, latency_ns: Option<u64>, waiting: u32, now_ns: u64) -> u32 {
-        let mut st = self.state.lock();
-        let latency_ns = if Self::loop_late(&st) { None } else { latency_ns };
-        st.conc.release(epoch, latency_ns, now_ns);
-        let n = st.conc.hand_over(waiting, now_ns);
-        st.waiting = waiting - n;
-        n
-    }
-
-    /// Whether the loop is the bottleneck: in a lag episode (the controller's, past its spike filter).
-    /// Not its utilisation alone, nor a raw lag spike: a process that waits for a CPU on a loaded
-    /// machine reads busy and late, and a limit that let everything in then flooded the downstream
-    /// (and made the loop busier still).
-    fn loop_bound(st: &State) -> bool {
-        st.ctl.pressure() > 0.0
-    }
-
-    /// Whether a finished request's latency says nothing of the downstream: the loop is the
-    /// bottleneck, busy, or lagging a quarter of the way to the target already (an overload's onset
-    /// before the controller's episode, or a stall that every request in flight waited out).
-    fn loop_late(st: &State) -> bool {
-        Self::loop_bound(st) || st.busy > LOOP_BUSY || st.input.lag_ms >= LOOP_LATE_LAG_SHARE * st.ctl.thresholds_ms().0
-    }
-
-    /// Slots for up to `waiting` requests waiting for one, without a release (the limit rose).
-    pub fn hand_over(&self, waiting: u32, now_ns: u64) -> u32 {
-        let mut st = self.state.lock();
-        let n = st.conc.hand_over(waiting, now_ns);
-        st.waiting = waiting - n;
-        n
-    }
-
-    /// The epoch slots are taken in now (`release`, `hand_over`).
-    pub fn slot_epoch(&self) -> u64 {
-        self.state.lock().conc.epoch()
-    }
-
-    /// A user signal: requests waiting downstream over its size (0: none wait).
-    pub fn set_concurrency_signal(&self, v: f64) {
-        self.state.lock().conc.set_signal(v);
-    }
-
-    /// Zeroes the counters (the controller and the ledger are left alone).
-    pub fn reset_counters(&self) {
-        let mut st = self.state.lock();
-        st.counters.iter_mut().for_each(|c| *c = TierCounters::default());
     }
 }
