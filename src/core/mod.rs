@@ -16,6 +16,8 @@ pub mod quota;
 pub mod shed;
 mod sync;
 pub mod token;
+#[cfg(test)]
+pub(crate) mod test_json;
 
 // The modules' earlier paths, so that code written against them keeps compiling.
 pub use health::histogram;
