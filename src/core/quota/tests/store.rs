@@ -167,6 +167,13 @@ impl Store {
         }
     }
 
+    /// A holder's `released` return (its process shutting down, `release_all`): it holds nothing of
+    /// `key` any more. The engine's `Return` does not name its holder; the driver adds it
+    /// (lib/quota/driver.js) and the Lua script and the SQL stores forget the holder.
+    pub fn release_holder(&mut self, key: &[u8], holder: u64, now: u64) {
+        self.state(key, now).holders.remove(&holder);
+    }
+
     /// Holders of `key` with a lease unexpired at `now`.
     pub fn holders(&mut self, key: &[u8], now: u64) -> Vec<u64> {
         let mut h: Vec<u64> = self.state(key, now).holders.keys().copied().collect();
