@@ -15,9 +15,9 @@ mod padded;
 pub mod quota;
 pub mod shed;
 mod sync;
-pub mod token;
 #[cfg(test)]
 pub(crate) mod test_json;
+pub mod token;
 
 // The modules' earlier paths, so that code written against them keeps compiling.
 pub use health::histogram;
