@@ -45,8 +45,10 @@ if alg == 'b' then
   at = tonumber(st.at) or now
   if now > at then tokens = math.min(b, tokens + (now - at) * a / 1000); at = now end
 elseif alg == 'f' then
+  -- A clock behind the window counted in (a step back) counts in that window, not an earlier one.
   w = math.floor(now / b)
-  if tonumber(st.w) == w then used = tonumber(st.u) end
+  local sw = tonumber(st.w)
+  if sw and sw >= w then w = sw; used = tonumber(st.u) end
 else
   for _, r in pairs(recs) do used = used + r[1] end
 end

@@ -77,8 +77,9 @@ impl Store {
                 s.bucket.get_or_insert(Bucket::full(burst, now)).refill(burst, rate_per_sec, now);
             }
             StoreAlg::Fixed { window_ns, .. } => {
+                // A clock behind the window counted in (a step back) counts in that window.
                 let w = now / window_ns;
-                if w != s.window {
+                if w > s.window {
                     if s.used > 0 || s.window > 0 {
                         *self.closed.entry((key.to_vec(), s.window)).or_default() += s.used;
                     }
