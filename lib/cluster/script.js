@@ -37,15 +37,18 @@ for i = 1, #fields, 2 do
   end
 end
 local function num(x) return string.format('%.17g', x) end
--- The bucket's tokens now; the fixed window's index and use.
-local tokens, w, used = 0, 0, 0
+-- The bucket's tokens now and the instant they are for (never moved back: a clock that steps back,
+-- e.g. after a failover, must not refill the same span twice); the fixed window's index and use.
+local tokens, at, w, used = 0, now, 0, 0
 if alg == 'b' then
   tokens = tonumber(st.t) or b
-  local at = tonumber(st.at) or now
-  if now > at then tokens = math.min(b, tokens + (now - at) * a / 1000) end
+  at = tonumber(st.at) or now
+  if now > at then tokens = math.min(b, tokens + (now - at) * a / 1000); at = now end
 elseif alg == 'f' then
+  -- A clock behind the window counted in (a step back) counts in that window, not an earlier one.
   w = math.floor(now / b)
-  if tonumber(st.w) == w then used = tonumber(st.u) end
+  local sw = tonumber(st.w)
+  if sw and sw >= w then w = sw; used = tonumber(st.u) end
 else
   for _, r in pairs(recs) do used = used + r[1] end
 end
@@ -54,7 +57,7 @@ local function keep(extra)
   for _, e in pairs(holders) do if e - now > ms then ms = e - now end end
   if alg == 'b' then
     if a == 0 then redis.call('PERSIST', k) return end
-    local full = math.ceil((b - tokens) / a * 1000)
+    local full = math.ceil((b - tokens) / a * 1000 + (at - now))
     if full > ms then ms = full end
   elseif alg == 'f' then
     local left = (w + 1) * b - now
@@ -71,7 +74,7 @@ if op == 'release' then
     credited = math.min(n, b - tokens)
     if credited < 0 then credited = 0 end
     tokens = tokens + credited
-    redis.call('HSET', k, 't', num(tokens), 'at', num(now))
+    redis.call('HSET', k, 't', num(tokens), 'at', num(at))
   elseif alg == 'f' then
     if tonumber(st.w) == lease then
       credited = math.min(n, used)
@@ -102,7 +105,7 @@ if alg == 'b' then
   tokens = tokens - granted
   remaining = math.floor(tokens)
   lease = redis.call('HINCRBY', k, 'seq', 1)
-  redis.call('HSET', k, 't', num(tokens), 'at', num(now))
+  redis.call('HSET', k, 't', num(tokens), 'at', num(at))
   if remaining == 0 then
     -- A bucket that never refills may still get tokens back: ask again after a lease's life.
     if a > 0 then retry = math.ceil((1 - tokens) / a * 1000) else retry = ttl end

@@ -19,8 +19,10 @@ function advance(s, limit, now) {
       s.at = now;
     }
   } else if (limit.algorithm === 'fixed-window') {
+    // A clock read behind the window counted in (a step back) counts in it, as the Rust core's fixed
+    // window does: going back to an earlier window would grant its limit again.
     const w = Math.floor(now / limit.windowMs);
-    if (w !== s.window) {
+    if (w > s.window) {
       s.window = w;
       s.used = 0;
     }

@@ -16,6 +16,8 @@ mod padded;
 pub mod quota;
 pub mod shed;
 mod sync;
+#[cfg(test)]
+pub(crate) mod test_json;
 pub mod token;
 
 // The modules' earlier paths, so that code written against them keeps compiling.

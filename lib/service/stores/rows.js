@@ -59,7 +59,12 @@ function decideEntry(entry, costs, now) {
   // Time never runs backwards for a state: a clock read before a lock wait (or another host's clock)
   // may be behind the last decision's.
   const t = Math.max(now, lastTime(policy, state));
-  const results = costs.map((cost) => decide(policy, state, t, cost));
+  // A refusal's wait counts from the clock read: what it waits for comes at t + retryAfterMs.
+  const results = costs.map((cost) => {
+    const r = decide(policy, state, t, cost);
+    if (!r.allowed) r.retryAfterMs += t - now;
+    return r;
+  });
   return { found: true, policy, results, now: t };
 }
 

@@ -35,12 +35,14 @@ pub struct CounterState {
     prev: u32,
 }
 
-/// The counts as seen at a moment: window index, offset into it, previous and current counts.
+/// The counts as seen at a moment: window index, offset into it, previous and current counts, and
+/// how far `now` is behind that moment (a reading older than the state's window; else 0).
 struct At {
     window: u64,
     offset: u64,
     prev: u64,
     cur: u64,
+    behind: u64,
 }
 
 impl SlidingCounter {
@@ -57,13 +59,13 @@ impl SlidingCounter {
         let offset = now_ns % self.window_ns;
         let (cur, prev) = (u64::from(s.cur), u64::from(s.prev));
         if w == s.window {
-            At { window: w, offset, prev, cur }
+            At { window: w, offset, prev, cur, behind: 0 }
         } else if w == s.window + 1 {
-            At { window: w, offset, prev: cur, cur: 0 }
+            At { window: w, offset, prev: cur, cur: 0, behind: 0 }
         } else if w > s.window {
-            At { window: w, offset, prev: 0, cur: 0 }
+            At { window: w, offset, prev: 0, cur: 0, behind: 0 }
         } else {
-            At { window: s.window, offset: 0, prev, cur }
+            At { window: s.window, offset: 0, prev, cur, behind: s.window * self.window_ns - now_ns }
         }
     }
 
@@ -74,8 +76,13 @@ impl SlidingCounter {
         u128::from(at.prev) * (w - u128::from(at.offset)) + u128::from(at.cur) * w
     }
 
-    /// Nanoseconds until `need` more units fit, with `pending` units counted at the current moment.
+    /// Nanoseconds from `now` until `need` more units fit, with `pending` units counted at the current
+    /// moment (from the counts' moment, plus how far `now` is behind it).
     fn wait(&self, at: &At, pending: u32, need: u64) -> u64 {
+        self.wait_from_counts(at, pending, need).saturating_add(at.behind)
+    }
+
+    fn wait_from_counts(&self, at: &At, pending: u32, need: u64) -> u64 {
         let w = u128::from(self.window_ns);
         let cur = u128::from(at.cur) + u128::from(pending);
         let prev = u128::from(at.prev);

@@ -72,3 +72,6 @@ mod tests {
 
 #[cfg(test)]
 mod outcome_tests;
+
+#[cfg(test)]
+mod vectors_tests;

@@ -6,3 +6,4 @@ mod invariants;
 mod rng;
 mod sim;
 mod store;
+mod vectors;

@@ -77,8 +77,9 @@ impl Store {
                 s.bucket.get_or_insert(Bucket::full(burst, now)).refill(burst, rate_per_sec, now);
             }
             StoreAlg::Fixed { window_ns, .. } => {
+                // A clock behind the window counted in (a step back) counts in that window.
                 let w = now / window_ns;
-                if w != s.window {
+                if w > s.window {
                     if s.used > 0 || s.window > 0 {
                         *self.closed.entry((key.to_vec(), s.window)).or_default() += s.used;
                     }
@@ -165,6 +166,13 @@ impl Store {
                 None => 0,
             },
         }
+    }
+
+    /// A holder's `released` return (its process shutting down, `release_all`): it holds nothing of
+    /// `key` any more. The engine's `Return` does not name its holder; the driver adds it
+    /// (lib/quota/driver.js) and the Lua script and the SQL stores forget the holder.
+    pub fn release_holder(&mut self, key: &[u8], holder: u64, now: u64) {
+        self.state(key, now).holders.remove(&holder);
     }
 
     /// Holders of `key` with a lease unexpired at `now`.
