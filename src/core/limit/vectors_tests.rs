@@ -1,6 +1,6 @@
 //! The shared test vectors (`__test__/fixtures/algorithm-vectors.json`, "decisions"): every
 //! algorithm here answers each step as the vectors say, as the decision service's JS algorithms do
-//! (`__test__/algorithm-vectors.test.js`). Each step is `check`, then `commit` when allowed, as a
+//! (`__test__/vectors/limits.test.js`). Each step is `check`, then `commit` when allowed, as a
 //! `LimitSet` does.
 use super::*;
 use crate::core::test_json::Json;

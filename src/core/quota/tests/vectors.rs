@@ -1,6 +1,6 @@
 //! The shared test vectors' leases (`__test__/fixtures/algorithm-vectors.json`, "leases") against the
 //! reference store: the semantics the Redis Lua script and the SQL lease stores implement, which
-//! `__test__/algorithm-vectors.test.js` runs the same vectors against.
+//! `__test__/vectors/leases.test.js` runs the same vectors against.
 use super::store::{Store, StoreAlg};
 use crate::core::quota::LeaseId;
 use crate::core::test_json::Json;

@@ -9,19 +9,17 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
 const Redis = require('ioredis');
-const { MemoryStore } = require('../lib/quota/memory-store');
-const { SqliteLeaseStore } = require('../lib/service/stores/lease-sqlite');
-const { PostgresLeaseStore } = require('../lib/service/stores/lease-postgres');
-const { LUA, limitArgs } = require('../lib/cluster/script');
-const { needRedis, redisServer } = require('./helpers/redis');
-const { tmpdir, startPostgres, pgMissing } = require('./service/helpers');
-const { VECTORS, BASE, pgClock } = require('./helpers/vectors');
+const { MemoryStore } = require('../../lib/quota/memory-store');
+const { SqliteLeaseStore } = require('../../lib/service/stores/lease-sqlite');
+const { PostgresLeaseStore } = require('../../lib/service/stores/lease-postgres');
+const { LUA, limitArgs } = require('../../lib/cluster/script');
+const { needRedis, redisServer } = require('../helpers/redis');
+const { tmpdir, startPostgres, pgMissing } = require('../service/helpers');
+const { VECTORS, BASE, pgClock } = require('../helpers/vectors');
 
 /** A vector's config as the stores' limit spec (the fields store-rules.js and limitArgs read). */
 function specOf(alg, c, name) {
-  return alg === 'token-bucket'
-    ? { name, algorithm: alg, rate: (c.limit * 1000) / c.windowMs, burst: c.burst }
-    : { name, algorithm: alg, limit: c.limit, windowMs: c.windowMs };
+  return { name, algorithm: alg, limit: c.limit, windowMs: c.windowMs, ...(alg === 'token-bucket' ? { burst: c.burst } : {}) };
 }
 
 const CASES = Object.entries(VECTORS.leases).flatMap(([alg, cases]) => cases.map((c, i) => [alg, c, `vec-${alg}-${i}`]));

@@ -8,12 +8,12 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
-const { ALGORITHMS, initialState } = require('../lib/service/algorithms');
-const rows = require('../lib/service/stores/rows');
-const { SqliteStore } = require('../lib/service/stores/sqlite');
-const { PostgresStore } = require('../lib/service/stores/postgres');
-const { tmpdir, startPostgres, pgMissing } = require('./service/helpers');
-const { VECTORS, BASE, close, pgClock } = require('./helpers/vectors');
+const { ALGORITHMS, initialState } = require('../../lib/service/algorithms');
+const rows = require('../../lib/service/stores/rows');
+const { SqliteStore } = require('../../lib/service/stores/sqlite');
+const { PostgresStore } = require('../../lib/service/stores/postgres');
+const { tmpdir, startPostgres, pgMissing } = require('../service/helpers');
+const { VECTORS, BASE, close, pgClock } = require('../helpers/vectors');
 
 // The service's names and fields for a vector's config: its wire contract keeps the reference
 // design's (snake_case names; requestsPerSecond and burstSize, or maxRequests and windowSeconds).
