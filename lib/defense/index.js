@@ -322,23 +322,6 @@ class Defense {
     return 1;
   }
 
-  #tightest(evaluated) {
-    const r = this.#r;
-    const refused = r[R.REFUSED_BY];
-    if (refused >= 0) return refused;
-    let best = -1;
-    for (let i = 0; i < this.#limits.length; i++) {
-      if ((evaluated & (1 << i)) === 0) continue;
-      if (best < 0) best = i;
-      else {
-        const a = r[R.LIMITS + 2 * i];
-        const b = r[R.LIMITS + 2 * best];
-        if (a < b || (a === b && r[R.LIMITS + 2 * i + 1] > r[R.LIMITS + 2 * best + 1])) best = i;
-      }
-    }
-    return best;
-  }
-
   #remainingOf = (i) => this.#r[R.LIMITS + 2 * i];
 
   // Limit i's limit for this request: a function limit's value, else the configured one.
@@ -349,10 +332,11 @@ class Defense {
 
   #resetOf = (i) => this.#r[R.LIMITS + 2 * i + 1];
 
+  // The tightest limit (the one the response speaks of) is the core's answer: R.TIGHTEST and its figures.
   #admitted(req, res, evaluated) {
-    const t = this.#tightest(evaluated);
-    const p = this.policies[t];
-    req.rateLimit = new RateLimitInfo(p.name, this.#quotaOf(t), this.#remainingOf(t), this.#resetOf(t));
+    const r = this.#r;
+    const t = r[R.TIGHTEST];
+    req.rateLimit = new RateLimitInfo(this.policies[t].name, this.#quotaOf(t), r[R.TIGHTEST_REMAINING], r[R.TIGHTEST_RESET_MS]);
     if (this.headersOnSuccess && !res.headersSent) {
       const h = this.#headers.write({}, evaluated, t, this.#remainingOf, this.#resetOf, this.limits.requestLimits);
       for (const name in h) res.setHeader(name, h[name]);
@@ -385,13 +369,13 @@ class Defense {
       rejection = this.#responder.bannedFor(left);
     } else if (verdict === V.RATE_LIMITED) {
       const evaluated = r[R.EVALUATED];
-      const t = this.#tightest(evaluated);
+      const t = r[R.TIGHTEST];
       this.#limitRefused[t]++;
       info.limitName = this.policies[t].name;
       info.limit = this.#quotaOf(t);
       info.retryAfterMs = r[R.RETRY_AFTER_MS];
-      info.remaining = this.#remainingOf(t);
-      info.resetMs = this.#resetOf(t);
+      info.remaining = r[R.TIGHTEST_REMAINING];
+      info.resetMs = r[R.TIGHTEST_RESET_MS];
       rejection = this.#responder.rateLimited(t, info.retryAfterMs);
       this.#headers.write(rejection.headers, evaluated, t, this.#remainingOf, this.#resetOf, this.limits.requestLimits);
     } else {
