@@ -4,7 +4,7 @@
 // to other processes past storeTimeoutMs) 429, as the local per-key
 // quota answers; a tier budget used up, or a fail-closed tier while Redis does not answer, 503 as
 // the local tier pool answers.
-const { PROBLEM_TYPE } = require('../gatekeeper/respond');
+const { problemBody, problemResponse } = require('../problem');
 const { QUOTA_CODE } = require('../quota/engine');
 const { CLUSTER_BANNED } = require('./gate-codes');
 
@@ -12,17 +12,14 @@ const bodies = new Map();
 function bannedBody(tier) {
   let b = bodies.get(tier);
   if (b === undefined) {
-    b = JSON.stringify({ type: 'urn:tiergate:problem:banned', title: 'Forbidden', status: 403, detail: 'This client is banned.', tier });
+    b = problemBody({ type: 'urn:tiergate:problem:banned', title: 'Forbidden', status: 403, detail: 'This client is banned.', tier });
     bodies.set(tier, b);
   }
   return b;
 }
 
 function clusterRejection(responder, d, tier, tierName) {
-  if (d.code === CLUSTER_BANNED) {
-    const body = bannedBody(tierName);
-    return { status: 403, headers: { 'content-type': PROBLEM_TYPE, 'content-length': String(Buffer.byteLength(body)), 'cache-control': 'no-store' }, body };
-  }
+  if (d.code === CLUSTER_BANNED) return problemResponse(403, bannedBody(tierName));
   const keyed = d.limit === 'key' && (d.code === QUOTA_CODE.EXHAUSTED || d.code === QUOTA_CODE.SHARE || d.code === QUOTA_CODE.WAITED);
   if (keyed) return responder.rateLimited(tier, 0, d.retryAfterMs, d.retryAfterMs);
   return responder.tierFull(tier, d.retryAfterMs);

@@ -12,8 +12,9 @@
 //    tightest limit;
 //  - 'both': 'draft-8' and 'legacy'; false: none.
 //
-// The tightest limit: the one that refused, else the one with the fewest units left (a tie goes to
-// the later reset). `w` is the window in seconds (a token bucket's time to refill from empty).
+// The tightest limit is the core's answer (src/core/limit/set.rs `Decision::tightest`: the one that
+// refused, else the one with the fewest units left, a tie going to the later reset); this module only
+// formats. `w` is the window in seconds (a token bucket's time to refill from empty).
 
 /** A structured-field integer (RFC 8941: at most 15 digits). */
 const SF_INTEGER_MAX = 999_999_999_999_999;

@@ -18,6 +18,7 @@ const { DefenseResponder } = require('./respond');
 const { Shaper } = require('./shaper');
 const { Bans, BanEvents, BAN_CHANNEL, listsArg, call } = require('./bans');
 const { Outcome } = require('./outcome');
+const { LocalDebit } = require('./local-debit');
 const { LimitsAdmin } = require('./admin');
 const { performance } = require('node:perf_hooks');
 const { compileDefense, DEFENSE_OPTIONS } = require('./options');
@@ -75,9 +76,10 @@ class Defense {
   #watching;
   #perRequest;
   /**
-   * The cluster limits' part of the request check() passed (lib/cluster `gate` spends it after the
+   * The cluster step's part of the request check() passed (lib/cluster `gate` spends it after the
    * gate admits): per cluster limit its engine id, and this request's key (undefined: it does not
-   * apply) and cost; `any`: some applies. Filled in place per request; null without cluster limits.
+   * apply) and cost; `any`: some applies; `local`: what the local limits counted (./local-debit.js),
+   * given back if the cluster refuses. Filled in place per request; null without a cluster.
    */
   clusterStep = null;
 
@@ -153,11 +155,12 @@ class Defense {
 
   /**
    * Funds the cluster limits (`cluster: true`) from `cluster`'s leases: each names a limit of the
-   * cluster. Throws naming the limit when the cluster has none of that name.
+   * cluster. Throws naming the limit when the cluster has none of that name. With local limits, each
+   * request's debit is kept for the cluster step to give back (`giveBack`).
    */
   bindCluster(cluster) {
     const n = this.#clusterLimits.length;
-    if (n === 0) return;
+    if (n === 0 && this.#limits.length === 0) return;
     const ids = new Int32Array(n);
     this.#clusterLimits.forEach((l, i) => {
       if (l.name.startsWith('tier:')) throw new RangeError(`${l.at}.name: "tier:..." names are the cluster's tier limits; give the limit another name`);
@@ -167,7 +170,20 @@ class Defense {
         throw new RangeError(`${l.at} is a cluster limit, but options.cluster has no limit named ${JSON.stringify(l.name)} (add it to cluster({ limits }))`);
       }
     });
-    this.clusterStep = { ids, keys: new Array(n).fill(undefined), costs: new Float64Array(n), any: false };
+    const local = this.#limits.length === 0 ? null : new LocalDebit(this.#limits.length);
+    this.clusterStep = { ids, keys: new Array(n).fill(undefined), costs: new Float64Array(n), any: false, local };
+  }
+
+  /** The cluster refused `req` (decided with `step`): the local limits give its units back (all or nothing). */
+  giveBack(req, step) {
+    if (step === null || step.local === null) return;
+    step.local.giveBack(req, this.#handle, (i, err) => this.#warn(`${this.#limits[i].option}.refund`, err));
+  }
+
+  /** A request that reaches the cluster step later (after a wait): its own copy of the step. */
+  #holdStep(req) {
+    const cs = this.clusterStep;
+    if (cs !== null) req[CLUSTER_STEP] = { ids: cs.ids, keys: cs.keys.slice(), costs: cs.costs.slice(), any: cs.any, local: cs.local === null ? null : cs.local.copy() };
   }
 
   #warnOnce(name) {
@@ -204,8 +220,9 @@ class Defense {
     args[5] = this.#challenge === null ? undefined : passOf(this.#challenge, req);
     args[6] = costs === null ? 1 : costs;
     if (this.#perRequest) this.limits.perRequest(req, args, GATE_ARGS + ARGS, ip);
-    // Before the decision: a settlement's age is then never short of the reservation's (./outcome.js).
-    const t0 = this.#watching ? performance.now() : 0;
+    // Before the decision: a settlement's or a refund's age is then never short of the reservation's (./outcome.js).
+    const cs = this.clusterStep;
+    const t0 = this.#watching || cs !== null ? performance.now() : 0;
     let verdict;
     if (this.#both !== null && sel !== undefined) {
       args[0] = sel;
@@ -220,7 +237,13 @@ class Defense {
     }
     const r = this.#r;
     if (r[R.EVENTS] > 0) this.#events.publish(this.#handle.takeEvents());
-    if (this.clusterStep !== null) this.#clusterKeys(req, tier, ip, verdict === V.PASS);
+    if (cs !== null) {
+      this.#clusterKeys(req, tier, ip, verdict === V.PASS);
+      if (cs.local !== null) {
+        if (verdict === V.PASS) cs.local.record(args, GATE_ARGS + ARGS, costs, ip, t0);
+        else cs.local.clear();
+      }
+    }
     if (verdict === V.PASS) {
       if (this.#watching) this.#outcome.reserve(req, res, args, GATE_ARGS + ARGS, costs, ip, t0);
       // (A response that is not an emitter, as a harness may pass, is not watched.)
@@ -232,8 +255,7 @@ class Defense {
       const delay = r[R.DELAY_MS];
       if (delay > 0) {
         // The gate decides when the slot comes, after other requests have refilled clusterStep.
-        const cs = this.clusterStep;
-        if (cs !== null && cs.any) req[CLUSTER_STEP] = { ids: cs.ids, keys: cs.keys.slice(), costs: cs.costs.slice(), any: true };
+        this.#holdStep(req);
         return this.#delay(delay, res);
       }
       return null;
@@ -248,7 +270,12 @@ class Defense {
   #byLater(req, res, tier, ip, header, key) {
     const list = this.#pendingBy;
     this.#pendingBy = null;
-    return settleAll(req, list, this.#warn).then(() => (isGone(res) ? { verdict: 'gone', info: null, rejection: GONE } : this.check(req, res, tier, ip, undefined, header, key)));
+    return settleAll(req, list, this.#warn).then(() => {
+      if (isGone(res)) return { verdict: 'gone', info: null, rejection: GONE };
+      const out = this.check(req, res, tier, ip, undefined, header, key);
+      if (out === null) this.#holdStep(req); // the gate decides in a later microtask: the step goes with the request
+      return out;
+    });
   }
 
   // The cluster limits that apply to this request (only when the defense lets it on), their keys and costs.
@@ -322,23 +349,6 @@ class Defense {
     return 1;
   }
 
-  #tightest(evaluated) {
-    const r = this.#r;
-    const refused = r[R.REFUSED_BY];
-    if (refused >= 0) return refused;
-    let best = -1;
-    for (let i = 0; i < this.#limits.length; i++) {
-      if ((evaluated & (1 << i)) === 0) continue;
-      if (best < 0) best = i;
-      else {
-        const a = r[R.LIMITS + 2 * i];
-        const b = r[R.LIMITS + 2 * best];
-        if (a < b || (a === b && r[R.LIMITS + 2 * i + 1] > r[R.LIMITS + 2 * best + 1])) best = i;
-      }
-    }
-    return best;
-  }
-
   #remainingOf = (i) => this.#r[R.LIMITS + 2 * i];
 
   // Limit i's limit for this request: a function limit's value, else the configured one.
@@ -349,10 +359,11 @@ class Defense {
 
   #resetOf = (i) => this.#r[R.LIMITS + 2 * i + 1];
 
+  // The tightest limit (the one the response speaks of) is the core's answer: R.TIGHTEST and its figures.
   #admitted(req, res, evaluated) {
-    const t = this.#tightest(evaluated);
-    const p = this.policies[t];
-    req.rateLimit = new RateLimitInfo(p.name, this.#quotaOf(t), this.#remainingOf(t), this.#resetOf(t));
+    const r = this.#r;
+    const t = r[R.TIGHTEST];
+    req.rateLimit = new RateLimitInfo(this.policies[t].name, this.#quotaOf(t), r[R.TIGHTEST_REMAINING], r[R.TIGHTEST_RESET_MS]);
     if (this.headersOnSuccess && !res.headersSent) {
       const h = this.#headers.write({}, evaluated, t, this.#remainingOf, this.#resetOf, this.limits.requestLimits);
       for (const name in h) res.setHeader(name, h[name]);
@@ -385,13 +396,13 @@ class Defense {
       rejection = this.#responder.bannedFor(left);
     } else if (verdict === V.RATE_LIMITED) {
       const evaluated = r[R.EVALUATED];
-      const t = this.#tightest(evaluated);
+      const t = r[R.TIGHTEST];
       this.#limitRefused[t]++;
       info.limitName = this.policies[t].name;
       info.limit = this.#quotaOf(t);
       info.retryAfterMs = r[R.RETRY_AFTER_MS];
-      info.remaining = this.#remainingOf(t);
-      info.resetMs = this.#resetOf(t);
+      info.remaining = r[R.TIGHTEST_REMAINING];
+      info.resetMs = r[R.TIGHTEST_RESET_MS];
       rejection = this.#responder.rateLimited(t, info.retryAfterMs);
       this.#headers.write(rejection.headers, evaluated, t, this.#remainingOf, this.#resetOf, this.limits.requestLimits);
     } else {

@@ -8,18 +8,8 @@
 //  - shaper-full: 503, type urn:tiergate:problem:shaper-full (a shaper's queue is at maxQueued);
 //  - challenged: the application's `challenge.respond(req, info)`, else 403 with type
 //    urn:tiergate:problem:challenge.
-const { PROBLEM_TYPE } = require('../gatekeeper/respond');
 const { MAX_RETRY_AFTER_SEC } = require('../options');
-
-function body(doc) {
-  const text = JSON.stringify(doc);
-  return { text, length: String(Buffer.byteLength(text)) };
-}
-
-function seconds(ms) {
-  if (!(ms > 0)) return 1;
-  return Math.min(MAX_RETRY_AFTER_SEC, Math.max(1, Math.ceil(ms / 1000)));
-}
+const { problemBody: body, problemResponse, retryAfterSeconds: seconds } = require('../problem');
 
 class DefenseResponder {
   constructor(limitNames) {
@@ -37,32 +27,28 @@ class DefenseResponder {
     }));
   }
 
-  static problem(status, b, extra) {
-    return { status, headers: { 'content-type': PROBLEM_TYPE, 'content-length': b.length, 'cache-control': 'no-store', ...extra }, body: b.text };
-  }
-
   denyListed() {
-    return DefenseResponder.problem(403, this.denied);
+    return problemResponse(403, this.denied);
   }
 
   /** `leftMs`: Infinity for a permanent ban. */
   bannedFor(leftMs) {
-    if (leftMs === Infinity) return DefenseResponder.problem(403, this.permanent);
-    return DefenseResponder.problem(403, this.banned, { 'retry-after': String(seconds(leftMs)) });
+    if (leftMs === Infinity) return problemResponse(403, this.permanent);
+    return problemResponse(403, this.banned, seconds(leftMs));
   }
 
   rateLimited(limit, retryAfterMs) {
     // A cost over what the limit can ever admit waits for ever: say a day.
-    return DefenseResponder.problem(429, this.limited[limit], { 'retry-after': String(seconds(Number.isFinite(retryAfterMs) ? retryAfterMs : MAX_RETRY_AFTER_SEC * 1000)) });
+    return problemResponse(429, this.limited[limit], seconds(Number.isFinite(retryAfterMs) ? retryAfterMs : MAX_RETRY_AFTER_SEC * 1000));
   }
 
   /** 503: a shaper's waiting requests are at their bound (`maxQueued`). */
   shaperFull(delayMs) {
-    return DefenseResponder.problem(503, this.shaper, { 'retry-after': String(seconds(delayMs)) });
+    return problemResponse(503, this.shaper, seconds(delayMs));
   }
 
   challenged() {
-    return DefenseResponder.problem(403, this.challenge);
+    return problemResponse(403, this.challenge);
   }
 }
 

@@ -1,6 +1,7 @@
 'use strict';
 // The cluster step of a decision the local gate admitted: the cluster's bans, per-key limit and tier
-// budget (lib/cluster) decide too, and the named limits marked `cluster: true`.
+// budget (lib/cluster) decide too, and the named limits marked `cluster: true`. A request it refuses
+// gives back what the local named limits counted for it (lib/defense/local-debit.js).
 const native = require('../native');
 const { clientIp, headersTruncated } = require('../adapters/client');
 const { CLUSTER_STEP } = require('../defense');
@@ -40,13 +41,23 @@ class ClusterStep {
     const o = this.#o;
     const tier = this.#result[R.TIER];
     const dfn = this.#defense;
-    const named = dfn === null ? null : req[CLUSTER_STEP] || dfn.clusterStep;
+    const held = req[CLUSTER_STEP];
+    const named = dfn === null ? null : held || dfn.clusterStep;
     const d = o.cluster.gate(o.names[tier], key, o.cost, named);
     if (d === null) return this.#observe || decisionChannel.hasSubscribers ? this.#admitted(req, res, given, key, this.#result) : null;
-    if (typeof d.then !== 'function') return this.#refused(d, tier, req, given, key, this.#result);
-    const r = this.#result.slice(); // the result array is the next request's by the time the store answers
+    if (typeof d.then !== 'function') {
+      // All or nothing: a request the cluster refuses counts in no local named limit either.
+      if (named !== null) dfn.giveBack(req, named);
+      return this.#refused(d, tier, req, given, key, this.#result);
+    }
+    // The result array and the defense's step are the next request's by the time the store answers.
+    const r = this.#result.slice();
+    const step = named === null || held !== undefined || named.local === null ? named : { local: named.local.copy() };
     return d.then((late) => {
-      if (late !== null) return this.#refused(late, tier, req, given, key, r);
+      if (late !== null) {
+        if (step !== null) dfn.giveBack(req, step);
+        return this.#refused(late, tier, req, given, key, r);
+      }
       return this.#observe || decisionChannel.hasSubscribers ? this.#admitted(req, res, given, key, r) : null;
     });
   }

@@ -1,19 +1,18 @@
 'use strict';
 // Rejection responses of the gatekeeper: 503 for load shedding (jittered Retry-After), 429 for a
-// per-key quota (Retry-After plus rate-limit fields), bodies as RFC 9457 problem documents.
+// per-key quota (Retry-After plus rate-limit fields), bodies as RFC 9457 problem documents (../problem.js).
 //
 // Rate-limit fields of a per-key quota: the same as a named limit's (lib/defense/headers.js), the
 // quota named after its tier: `q` its `limit`, `w` its `windowMs` in seconds (rounded up).
 const { MAX_RETRY_AFTER_SEC } = require('../options');
 const { LimitHeaders } = require('../defense/headers');
-
-const PROBLEM_TYPE = 'application/problem+json';
+const { problemBody, problemResponse, retryAfterSeconds: seconds } = require('../problem');
 
 const TITLES = { 429: 'Too Many Requests', 503: 'Service Unavailable' };
 
 /** Problem documents are the same for every rejection of a kind and tier: built once. `shedStatus`:
  * the status of a shed (503, or 429 where a load balancer would eject a backend answering 5xx). */
-function problemBody(kind, tier, shedStatus = 503) {
+function tierProblem(kind, tier, shedStatus = 503) {
   const doc = {
     overloaded: {
       type: 'urn:tiergate:problem:overloaded',
@@ -35,13 +34,7 @@ function problemBody(kind, tier, shedStatus = 503) {
     },
   }[kind];
   doc.tier = tier;
-  return JSON.stringify(doc);
-}
-
-function seconds(ms) {
-  // Whole seconds, at least 1 (Retry-After 0 invites an immediate retry), capped at a day.
-  if (!(ms > 0)) return 1;
-  return Math.min(MAX_RETRY_AFTER_SEC, Math.max(1, Math.ceil(ms / 1000)));
+  return problemBody(doc);
 }
 
 /**
@@ -64,17 +57,11 @@ class Responder {
     this.shedStatus = opts.shedStatus === undefined ? 503 : opts.shedStatus;
     this.tiers = tierNames.map((name, i) => {
       const pk = perKey[i];
-      const overloaded = problemBody('overloaded', name, this.shedStatus);
-      const capacity = problemBody('tier-capacity', name, this.shedStatus);
-      const limited = problemBody('rate-limited', name);
       return {
         name,
-        overloaded,
-        overloadedLength: String(Buffer.byteLength(overloaded)),
-        capacity,
-        capacityLength: String(Buffer.byteLength(capacity)),
-        limited,
-        limitedLength: String(Buffer.byteLength(limited)),
+        overloaded: tierProblem('overloaded', name, this.shedStatus),
+        capacity: tierProblem('tier-capacity', name, this.shedStatus),
+        limited: tierProblem('rate-limited', name),
         quota: pk ? new LimitHeaders(opts.headers, [quotaPolicy(name, pk)]) : null,
       };
     });
@@ -87,23 +74,13 @@ class Responder {
 
   /** 503 (or options.shedStatus): the service is overloaded and this tier is being shed. */
   shed(tier) {
-    const t = this.tiers[tier];
-    return {
-      status: this.shedStatus,
-      headers: { 'content-type': PROBLEM_TYPE, 'content-length': t.overloadedLength, 'retry-after': String(this.shedRetryAfter()), 'cache-control': 'no-store' },
-      body: t.overloaded,
-    };
+    return problemResponse(this.shedStatus, this.tiers[tier].overloaded, this.shedRetryAfter());
   }
 
   /** 503: the tier's own pool is empty (healthy loop): wait for it, jittered upwards. */
   tierFull(tier, retryAfterMs) {
     const base = seconds(retryAfterMs);
-    const t = this.tiers[tier];
-    return {
-      status: this.shedStatus,
-      headers: { 'content-type': PROBLEM_TYPE, 'content-length': t.capacityLength, 'retry-after': String(Math.min(MAX_RETRY_AFTER_SEC, base + Math.floor(Math.random() * this.retrySpan))), 'cache-control': 'no-store' },
-      body: t.capacity,
-    };
+    return problemResponse(this.shedStatus, this.tiers[tier].capacity, Math.min(MAX_RETRY_AFTER_SEC, base + Math.floor(Math.random() * this.retrySpan)));
   }
 
   /** The rate-limit fields of the tier's per-key quota (also on admitted responses when asked). */
@@ -120,11 +97,10 @@ class Responder {
 
   /** 429: the key's own quota is used up. */
   rateLimited(tier, remaining, retryAfterMs, resetMs) {
-    const t = this.tiers[tier];
-    const headers = { 'content-type': PROBLEM_TYPE, 'content-length': t.limitedLength, 'retry-after': String(seconds(retryAfterMs)), 'cache-control': 'no-store' };
-    this.quotaHeaders(headers, tier, remaining, resetMs);
-    return { status: 429, headers, body: t.limited };
+    const out = problemResponse(429, this.tiers[tier].limited, seconds(retryAfterMs));
+    this.quotaHeaders(out.headers, tier, remaining, resetMs);
+    return out;
   }
 }
 
-module.exports = { Responder, PROBLEM_TYPE };
+module.exports = { Responder };

@@ -1,10 +1,14 @@
 'use strict';
 // The gatekeeper's families: decisions per tier and verdict, the shed controller's state, and the
 // loop health its sampler reads (used when no LagMonitor is given).
+const native = require('../native');
 const { familyMaker } = require('./family');
 
-const VERDICT_FIELDS = [['admit', 'admitted'], ['shed', 'shed'], ['tier-full', 'tierFull'], ['rate-limited', 'rateLimited']];
-const CAUSES = ['none', 'lag', 'heap', 'stall'];
+// The verdict and cause labels are the gate's own names, declared once natively (src/node/gate/constants.rs).
+const { verdictNames: VERDICTS, causes: CAUSES } = native.gateConstants();
+/** The gatekeeper's stats() field per verdict. */
+const VERDICT_FIELD = Object.freeze({ admit: 'admitted', shed: 'shed', 'tier-full': 'tierFull', 'rate-limited': 'rateLimited' });
+const VERDICT_FIELDS = VERDICTS.map((v) => [v, VERDICT_FIELD[v]]);
 
 function perTier(s, field) {
   return Object.entries(s.tiers).map(([tier, t]) => ({ labels: { tier }, value: t[field] }));
@@ -15,7 +19,7 @@ function gatekeeperFamilies(snapshot, { withLoop }) {
   // Aggregators for prom-client's AggregatorRegistry (several workers): counts add up, a lag is the worst one.
   const f = familyMaker(snapshot);
   const families = [
-    f('tiergate_decisions_total', 'counter', 'Gatekeeper decisions by tier and verdict (admit, shed, tier-full, rate-limited).', (s) => {
+    f('tiergate_decisions_total', 'counter', `Gatekeeper decisions by tier and verdict (${VERDICTS.join(', ')}).`, (s) => {
       const rows = [];
       for (const [tier, t] of Object.entries(s.tiers)) for (const [verdict, field] of VERDICT_FIELDS) rows.push({ labels: { tier, verdict }, value: t[field] });
       return rows;
@@ -24,7 +28,7 @@ function gatekeeperFamilies(snapshot, { withLoop }) {
     f('tiergate_refill_scale', 'gauge', 'Refill scale the shed controller gives each tier (0..1; 1 is the configured rate).', (s) => perTier(s, 'refillScale'), 'average'),
     f('tiergate_tier_protected', 'gauge', 'Whether the tier is protected (1) from shedding.', (s) => Object.entries(s.tiers).map(([tier, t]) => ({ labels: { tier }, value: t.protected ? 1 : 0 })), 'max'),
     f('tiergate_shed_pressure', 'gauge', 'The shed controller\'s pressure (0: no shedding, 1: every unprotected tier shed).', (s) => [{ value: s.pressure }], 'max'),
-    f('tiergate_shed_cause', 'gauge', 'What drives the shed controller now: 1 for the current cause (none, lag, heap, stall).', (s) => CAUSES.map((cause) => ({ labels: { cause }, value: s.cause === cause ? 1 : 0 })), 'max'),
+    f('tiergate_shed_cause', 'gauge', `What drives the shed controller now: 1 for the current cause (${CAUSES.join(', ')}).`, (s) => CAUSES.map((cause) => ({ labels: { cause }, value: s.cause === cause ? 1 : 0 })), 'max'),
     f('tiergate_shed_episodes_total', 'counter', 'Shed episodes begun.', (s) => [{ value: s.episodes }]),
     f('tiergate_shed_controller_lag_seconds', 'gauge', 'The event-loop lag the shed controller acted on.', (s) => [{ value: s.controllerLagMs / 1000 }], 'max'),
     f('tiergate_shed_target_lag_seconds', 'gauge', 'Lag at which the lowest tier starts to be shed (in force, baseline included).', (s) => [{ value: s.targetLagMs / 1000 }], 'max'),

@@ -11,7 +11,7 @@
 const { STATUS_CODES } = require('node:http');
 const { performance } = require('node:perf_hooks');
 const { isGone, GONE } = require('../adapters');
-const { PROBLEM_TYPE } = require('../gatekeeper/respond');
+const { problemBody, problemResponse } = require('../problem');
 const { WaitQueues } = require('./wait-queues');
 const { DeadlineTimer } = require('./deadline-timer');
 const { ConnectionWatch } = require('./connections');
@@ -38,14 +38,14 @@ function problemBodies(tiers, timeoutStatus) {
   for (const reason of Object.keys(DETAILS)) {
     bodies[reason] = tiers.map((tier) => {
       const status = reason === 'timeout' || reason === 'codel' ? timeoutStatus : 503;
-      const body = JSON.stringify({
+      const b = problemBody({
         type: `urn:tiergate:problem:${reason}`,
         title: STATUS_CODES[status] || 'Request Rejected', // timeoutStatus may be any 4xx/5xx
         status,
         detail: DETAILS[reason],
         tier: tier.name,
       });
-      return { status, body, length: String(Buffer.byteLength(body)) };
+      return { status, ...b };
     });
   }
   return bodies;
@@ -95,9 +95,9 @@ class ConcurrencyGate {
   // ---- rejections
   rejection(req, tier, reason) {
     const b = this.bodies[reason][tier.id];
-    const headers = { 'content-type': PROBLEM_TYPE, 'content-length': b.length, 'cache-control': 'no-store' };
-    if (b.status === 408) headers.connection = 'close';
-    else headers['retry-after'] = String(this.retry.minSec + Math.floor(Math.random() * this.retrySpan)); // jittered: no lockstep return
+    // A 408 closes the connection; anything else says when to come back, jittered: no lockstep return.
+    const out = problemResponse(b.status, b, b.status === 408 ? undefined : this.retry.minSec + Math.floor(Math.random() * this.retrySpan));
+    if (b.status === 408) out.headers.connection = 'close';
     if (this.onReject !== undefined) {
       try {
         this.onReject({ reason, status: b.status, tier: tier.name }, req); // info first, as every hook
@@ -105,7 +105,7 @@ class ConcurrencyGate {
         process.emitWarning(err);
       }
     }
-    return { status: b.status, headers, body: b.body };
+    return out;
   }
 
   // ---- slots

@@ -8,8 +8,8 @@ const MAX_TICKS_PER_WINDOW = 32768;
 const MINUTE_MS = 60_000;
 const HOUR_MS = 3_600_000;
 
-// resolutionMs: at most a minute, as src/node/lag.rs checks it (src/core/gate/options.rs would take an
-// hour, but only ever sees what these checks let through).
+// resolutionMs: at most a minute, as the native side checks it for both (src/core/health/sampler.rs
+// `MAX_RESOLUTION_MS`).
 const LAG_MONITOR = schema([
   { name: 'resolutionMs', type: 'integer', default: 10, min: 1, max: MINUTE_MS, doc: 'timer interval' },
   { name: 'windowMs', type: 'integer', default: 1000, min: 1, max: HOUR_MS, accepted: `≥ \`resolutionMs\`, at most ${MAX_TICKS_PER_WINDOW} ticks`, doc: 'rolling window of mean, quantiles, max, `maxBlockMs` and ELU' },

@@ -2,6 +2,7 @@
 // The service's HTTP plumbing: JSON bodies in (bounded, declared as JSON) and out, the error shape
 // { error: CODE, message, requestId }, and request ids.
 const { randomUUID } = require('node:crypto');
+const { PROBLEM_TYPE } = require('../problem');
 
 /** An error a caller may see: a status, a safe code and a message (never a store's or a stack's text). */
 class HttpError extends Error {
@@ -22,7 +23,8 @@ function requestId(req) {
 }
 
 const JSON_TYPE = 'application/json; charset=utf-8';
-const PROBLEM_TYPE = 'application/problem+json; charset=utf-8';
+// The decision service's wire contract names the charset (the gatekeeper's refusals do not).
+const PROBLEM_JSON = `${PROBLEM_TYPE}; charset=utf-8`;
 
 /** Sends `body` as JSON; `headers` (a fresh object of the caller's) gets the framing headers added. */
 function sendJson(res, status, body, headers, type = JSON_TYPE) {
@@ -40,7 +42,7 @@ function sendJson(res, status, body, headers, type = JSON_TYPE) {
 function sendError(res, err) {
   const body = { error: err.code, message: err.message, ...err.extra, requestId: res.requestId };
   if (err.status === 413 || err.closeConnection) res.setHeader('Connection', 'close');
-  sendJson(res, err.status, body, err.headers, err.problem ? PROBLEM_TYPE : JSON_TYPE);
+  sendJson(res, err.status, body, err.headers, err.problem ? PROBLEM_JSON : JSON_TYPE);
 }
 
 /**

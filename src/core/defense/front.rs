@@ -16,7 +16,7 @@ use super::table::BanTable;
 use crate::core::gate::IP_KEY_TAG;
 use crate::core::health::LoopHealth;
 use crate::core::ledger::ConfigError;
-use crate::core::limit::{LimitSet, LimitSpec, MAX_LIMITS};
+use crate::core::limit::{LimitSet, LimitSpec, Tightest, MAX_LIMITS};
 use crate::core::net::ipkey::{client_addr, ip_bin_key, ip_key, ip_key_of, parse_ip, IpKeyBuf, IpKeyConfig, BIN_KEY_LEN};
 use crate::core::shed::LagSignal;
 use crate::core::token::pass::{PassError, PassSigner, MAX_PASS_LEN};
@@ -98,6 +98,9 @@ pub struct Answer {
     /// A ban's time left (`u64::MAX`: permanent) and whether it is a CIDR ban; 0 and false: none.
     pub ban_left_ns: u64,
     pub by_cidr: bool,
+    /// `Pass` or `RateLimited` with a named limit that applied: the limit the response speaks of
+    /// (`req.rateLimit`, the single-limit `RateLimit` fields; `Decision::tightest`). Else `None`.
+    pub tightest: Option<Tightest>,
 }
 
 impl Answer {
@@ -277,6 +280,7 @@ impl DefenseFront {
             delay_ns: if verdict == Verdict::Pass { d.delay_ns } else { 0 },
             ban_left_ns,
             by_cidr,
+            tightest: if matches!(verdict, Verdict::Pass | Verdict::RateLimited) { d.tightest() } else { None },
         }
     }
 }

@@ -138,7 +138,8 @@ fn operator_targets_are_prefixes_or_addresses_keyed_as_requests_are() {
 
 #[test]
 fn the_gate_follows_an_undelayed_pass_or_an_exempt_request() {
-    let a = |verdict, delay_ns| Answer { verdict, pass: PassCheck::Absent, ip: None, retry_after_ns: 0, delay_ns, ban_left_ns: 0, by_cidr: false };
+    let a =
+        |verdict, delay_ns| Answer { verdict, pass: PassCheck::Absent, ip: None, retry_after_ns: 0, delay_ns, ban_left_ns: 0, by_cidr: false, tightest: None };
     assert!(a(Verdict::Pass, 0).gate_follows(false));
     assert!(!a(Verdict::Pass, 1).gate_follows(false), "a shaper's delay: the gate decides after it");
     assert!(a(Verdict::Exempt, 0).gate_follows(false));
@@ -155,4 +156,45 @@ fn ban_times_in_unix_ms_round_a_future_end_up_and_a_past_one_down() {
     assert_eq!(ban(now - 1_500_000, Some(now + 1_500_000)).unix_ms(now, UNIX0_MS), (UNIX0_MS - 1, Some(UNIX0_MS + 2)));
     assert_eq!(ban(0, Some(now - 1_500_000)).unix_ms(now, UNIX0_MS), (UNIX0_MS - 10_000, Some(UNIX0_MS - 1)));
     assert_eq!(ban(now, None).unix_ms(now, UNIX0_MS), (UNIX0_MS, None));
+}
+
+/// The answer names the tightest limit with its figures: the refusing one, else the one with the
+/// fewest units left, a tie going to the later reset; none when no limit applied or for a verdict
+/// before the limits. The clock is injected: resets are exact.
+#[test]
+fn the_answer_carries_the_tightest_limit_and_its_figures() {
+    let mut s = spec(5.0, (32, 128));
+    // 0: 5 per second (fixed); 1: 3 per 10 s (fixed); 2: 5 per 2 s (fixed).
+    s.limits.push(LimitSpec::new("slow", AlgorithmKind::FixedWindow, 3.0, 10_000.0));
+    s.limits.push(LimitSpec::new("wide", AlgorithmKind::FixedWindow, 5.0, 2000.0));
+    s.limit_prefixes = vec![prefixes(32, 128); 3];
+    let f = DefenseFront::new(s, 1).unwrap();
+    let all = [KeySpan::Address; 3];
+    let t = |a: Answer| a.tightest.map(|t| (t.index, t.remaining, t.reset_ns));
+    // 4, 2, 4 left: the slow limit, 10 s to its reset.
+    assert_eq!(t(ask(&f, "192.0.2.1", &all, b"", None, 0).0), Some((1, 2, 10 * S)));
+    // Only limits 0 and 2 apply: 4 and 4 left (a fresh key of each), the tie to the later reset.
+    let two = [KeySpan::Address, KeySpan::None, KeySpan::Address];
+    assert_eq!(t(ask(&f, "192.0.2.2", &two, b"", None, 0).0), Some((2, 4, 2 * S)));
+    // Equal figures: the first in order.
+    let (a, _) = ask(&f, "192.0.2.3", &[KeySpan::Address, KeySpan::None, KeySpan::None], b"", None, 500_000_000);
+    assert_eq!(t(a), Some((0, 4, S / 2)));
+    // The slow limit at 1 left and the wide one run out by requests of its own; then a request of
+    // cost 2 the slow limit refuses (1 left) is spoken of by the slow limit, though the wide one,
+    // read after the refusal, has 0 left.
+    assert_eq!(t(ask(&f, "192.0.2.1", &all, b"", None, S / 4).0), Some((1, 1, 10 * S - S / 4)));
+    for left in [2, 1, 0] {
+        assert_eq!(t(ask(&f, "192.0.2.1", &[KeySpan::None, KeySpan::None, KeySpan::Address], b"", None, S / 4).0), Some((2, left, 2 * S - S / 4)));
+    }
+    let mut sc = Scratch::default();
+    let req = ClientRequest { ip: b"192.0.2.1", pass: None, skip: false, keys: &all, cost: 1, costs: &[1, 2, 1] };
+    let a = f.decide(&AccessLists::default(), &req, S / 2, || UNIX0_MS, &mut sc);
+    assert_eq!((a.verdict, sc.outcome.limits.checks[2].remaining), (Verdict::RateLimited, 0));
+    assert_eq!(t(a), Some((1, 1, 10 * S - S / 2)));
+    // No limit applies: none. Banned: none, though the limits would apply.
+    assert_eq!(ask(&f, "192.0.2.9", &[KeySpan::None; 3], b"", None, S).0.tightest, None);
+    let mut ev = Vec::new();
+    f.defense().bans().ban(f.operator_target("192.0.2.8").unwrap(), "op", None, 0, &mut ev).unwrap();
+    let (a, _) = ask(&f, "192.0.2.8", &all, b"", None, S);
+    assert_eq!((a.verdict, a.tightest), (Verdict::Banned, None));
 }

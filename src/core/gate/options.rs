@@ -2,7 +2,7 @@
 //! sets, declared once in `SHED_OPTIONS`. The napi layer reads a JS object through it and exports the
 //! defaults to JS (lib/gatekeeper.js validates against them with its own messages); values are then
 //! checked again where they land (`ShedConfig::validate`, `Gate::new`, the setters below).
-use crate::core::health::sampler::SamplerOptions;
+use crate::core::health::sampler::{SamplerOptions, MAX_RESOLUTION_MS};
 use crate::core::shed::{LagSignal, ShedConfig};
 
 /// One option's value as JS gives it. `false` turns off an option that can be off (`heapRatio`,
@@ -89,14 +89,22 @@ macro_rules! number_option {
     };
 }
 
-/// A whole-milliseconds field of the gate's sampler.
+/// The sampler's tick: whole milliseconds, at least 1, at most `MAX_RESOLUTION_MS` (as the LagMonitor's).
+fn resolution_ms(v: OptionValue) -> Result<u64, &'static str> {
+    match whole_ms(v) {
+        Ok(ms) if ms <= MAX_RESOLUTION_MS => Ok(ms),
+        _ => Err("must be a whole number of milliseconds in 1..60000"),
+    }
+}
+
+/// A whole-milliseconds field of the gate's sampler, read by `parse` (`whole_ms` or `resolution_ms`).
 macro_rules! sampler_option {
-    ($name:literal, $field:ident) => {
+    ($name:literal, $field:ident, $parse:ident) => {
         ShedOption {
             name: $name,
             get: |o| OptionValue::Number(o.sampler.$field as f64),
             set: |o, v| {
-                o.sampler.$field = whole_ms(v)?;
+                o.sampler.$field = $parse(v)?;
                 Ok(())
             },
         }
@@ -157,9 +165,9 @@ pub const SHED_OPTIONS: &[ShedOption] = &[
             Ok(())
         },
     },
-    sampler_option!("resolutionMs", resolution_ms),
-    sampler_option!("windowMs", window_ms),
-    sampler_option!("ewmaMs", ewma_ms),
+    sampler_option!("resolutionMs", resolution_ms, resolution_ms),
+    sampler_option!("windowMs", window_ms, whole_ms),
+    sampler_option!("ewmaMs", ewma_ms, whole_ms),
     number_option!("updateIntervalMs", update_interval_ms),
     number_option!("baselineTauMs", shed.baseline_tau_ms),
     ShedOption {
@@ -250,7 +258,10 @@ mod tests {
         o.set("stallMs", OptionValue::Undefined).unwrap();
         assert_eq!(o.sampler.stall_ms, None, "undefined leaves what is there");
         assert_eq!(o.set("stallMs", OptionValue::Number(1.5)).unwrap_err(), "stallMs must be a whole number of milliseconds in 1..3600000 or false");
-        assert_eq!(o.set("resolutionMs", OptionValue::Number(0.0)).unwrap_err(), "resolutionMs must be a whole number of milliseconds in 1..3600000");
+        assert_eq!(o.set("resolutionMs", OptionValue::Number(0.0)).unwrap_err(), "resolutionMs must be a whole number of milliseconds in 1..60000");
+        assert_eq!(o.set("resolutionMs", OptionValue::Number(60_001.0)).unwrap_err(), "resolutionMs must be a whole number of milliseconds in 1..60000");
+        o.set("resolutionMs", OptionValue::Number(60_000.0)).unwrap();
+        assert_eq!(o.sampler.resolution_ms, MAX_RESOLUTION_MS, "a minute, as the LagMonitor's");
         assert_eq!(o.set("lagSignal", OptionValue::Text("p50")).unwrap_err(), "lagSignal must be one of latest, ewma, p99, max");
         assert_eq!(o.set("relative", OptionValue::Number(1.0)).unwrap_err(), "relative must be a boolean");
         assert_eq!(o.set("holdMs", OptionValue::Text("1")).unwrap_err(), "holdMs must be a number");

@@ -20,6 +20,9 @@ use std::sync::Arc;
 
 const MS: u64 = 1_000_000;
 
+/// The longest sampler tick (ms): a minute, for the LagMonitor and the gatekeeper's sampler alike.
+pub const MAX_RESOLUTION_MS: u64 = 60_000;
+
 /// What one user of a loop's sampler wants. The timer runs at the finest `resolution_ms` among the
 /// active users; each user keeps its own window, EWMA and stall threshold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -28,7 +28,7 @@ pub use fixed::{FixedState, FixedWindow};
 pub use gcra::{Gcra, GcraState};
 pub use keyed::{Keyed, KeyedLimit};
 pub use overrides::{Full, Overrides, MAX_OVERRIDES, MAX_PER_REQUEST};
-pub use set::{Decision, KeyState, LimitSet, MAX_LIMITS};
+pub use set::{Decision, KeyState, LimitSet, Tightest, MAX_LIMITS};
 pub use sliding::{SlidingState, SlidingWindow, MAX_EXACT_LIMIT};
 pub use spec::{AlgorithmKind, LimitSpec, DEFAULT_MAX_KEYS, MAX_EXACT_BYTES, MAX_WINDOW_MS};
 pub use store::Store;

@@ -40,10 +40,28 @@ impl Default for Decision {
     }
 }
 
+/// The limit a response speaks of (`req.rateLimit`, the single-limit `RateLimit` fields) and its figures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tightest {
+    pub index: usize,
+    pub remaining: u64,
+    pub reset_ns: u64,
+}
+
 impl Decision {
     /// The evaluated limits' indices and checks, in order.
     pub fn iter(&self) -> impl Iterator<Item = (usize, &Check)> {
         self.checks.iter().enumerate().filter(|(i, _)| self.evaluated & (1 << i) != 0)
+    }
+
+    /// The tightest limit of this decision: the one that refused, else the evaluated one with the
+    /// fewest units left, a tie going to the later reset (then to the first in order). `None` when no
+    /// limit applied.
+    pub fn tightest(&self) -> Option<Tightest> {
+        let tighter = |a: &Check, b: &Check| a.remaining < b.remaining || (a.remaining == b.remaining && a.reset_ns > b.reset_ns);
+        let index = self.refused_by.or_else(|| self.iter().reduce(|best, c| if tighter(c.1, best.1) { c } else { best }).map(|(i, _)| i))?;
+        let c = &self.checks[index];
+        Some(Tightest { index, remaining: c.remaining, reset_ns: c.reset_ns })
     }
 }
 

@@ -31,6 +31,10 @@ named_enum! {
         /// 0: no pass presented; 1: valid; 2 + `PassError`: refused.
         Pass = "PASS",
         Evaluated = "EVALUATED",
+        /// The tightest limit's index (the core's `Answer::tightest`), or -1; its units left and reset (ms).
+        Tightest = "TIGHTEST",
+        TightestRemaining = "TIGHTEST_REMAINING",
+        TightestResetMs = "TIGHTEST_RESET_MS",
         Limits = "LIMITS",
     }
 }
@@ -268,6 +272,18 @@ unsafe fn defend_args(env: sys::napi_env, bound: &Bound, argv: &[sys::napi_value
     out[R::BanLeftMs as usize] = ms(answer.ban_left_ns);
     out[R::ByCidr as usize] = f64::from(u8::from(answer.by_cidr));
     out[R::Evaluated as usize] = f64::from(d.evaluated);
+    match answer.tightest {
+        Some(t) => {
+            out[R::Tightest as usize] = t.index as f64;
+            out[R::TightestRemaining as usize] = t.remaining as f64;
+            out[R::TightestResetMs as usize] = ms(t.reset_ns);
+        }
+        None => {
+            out[R::Tightest as usize] = -1.0;
+            out[R::TightestRemaining as usize] = 0.0;
+            out[R::TightestResetMs as usize] = 0.0;
+        }
+    }
     let mut bits = d.evaluated;
     while bits != 0 {
         let i = bits.trailing_zeros() as usize;

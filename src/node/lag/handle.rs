@@ -3,6 +3,7 @@
 use super::hot::{fast_lag_ms, fast_stalled, MonitorCore};
 use super::sampler::{acquire_into, thread_sampler, SamplerGuard, SamplerOptions};
 use crate::core::health::histogram::LagStats;
+use crate::core::health::sampler::MAX_RESOLUTION_MS;
 use crate::core::health::LoopHealth;
 use crate::node::raw;
 use napi::bindgen_prelude::*;
@@ -68,7 +69,7 @@ impl LagMonitorHandle {
     pub fn new(env: Env, resolution_ms: f64, window_ms: f64, ewma_ms: f64, stall_ms: Option<f64>) -> Result<Self> {
         let _panic = raw::throw_on_panic(&env, "LagMonitorHandle::new");
         let opts = SamplerOptions {
-            resolution_ms: whole_ms("resolutionMs", resolution_ms, 1.0, 60_000.0)?,
+            resolution_ms: whole_ms("resolutionMs", resolution_ms, 1.0, MAX_RESOLUTION_MS as f64)?,
             window_ms: whole_ms("windowMs", window_ms, 1.0, 3_600_000.0)?,
             ewma_ms: whole_ms("ewmaMs", ewma_ms, 1.0, 3_600_000.0)?,
             stall_ms: stall_ms.map(|s| whole_ms("stallMs", s, 1.0, 3_600_000.0)).transpose()?,
