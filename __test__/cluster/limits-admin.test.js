@@ -154,6 +154,24 @@ for (const kind of STORES) test(`${kind.name}: gate.limits on cluster limits acr
     await assert.rejects(c.limits.get('search', 'x'.repeat(5000)), { code: 'ERR_TIERGATE_INVALID_ARGUMENT' });
   });
 
+  await t.test('a lease from before a reset: its return credits nothing (the reset gave its tokens back)', async () => {
+    const FIXED = { name: 'fixed', algorithm: 'fixed-window', limit: LIMIT, windowMs: 3_600_000 };
+    const c = cluster({ ...server.option, limits: [BUCKET, FIXED], bans: false });
+    t.after(() => c.close());
+    await c.ready;
+    for (const name of ['export', 'fixed']) {
+      const spec = c.quota.limits[c.limitId(name)];
+      const key = `floor-${name}`;
+      const lease = async (holder, size) => (await c.store.lease([{ limit: spec, key, size, ttlMs: 60_000, holder }]))[0];
+      const old = await lease('h1', 5);
+      assert.equal(old.granted, 5);
+      assert.equal(await c.limits.reset(name, key), true);
+      assert.equal((await lease('h2', 100)).granted, LIMIT, 'a fresh count after the reset');
+      await c.store.release([{ limit: spec, key, lease: old.lease, tokens: 5, reason: 'expired', holder: 'h1' }]);
+      assert.equal((await c.limits.get(name, key)).remaining, 0, `${name}: the old lease's return is not credited`);
+    }
+  });
+
   await t.test('overrides are capped in the cluster', async () => {
     const c = cluster({ ...server.option, limits: [WINDOW], bans: false });
     t.after(() => c.close());
@@ -166,6 +184,22 @@ for (const kind of STORES) test(`${kind.name}: gate.limits on cluster limits acr
     await c.limits.override('search', 'high-search', { limit: 34 });
     assert.equal((await c.limits.get('search', 'high-search')).limit, 34);
     assert.equal(c.stats().limitOverrides.overrides, 10_000);
+  });
+
+  await t.test('a store that does not answer: a call rejects within storeDownMs', async () => {
+    const c = cluster({ ...server.option, limits: [WINDOW], bans: false, storeTimeoutMs: 100, storeDownMs: 500 });
+    t.after(() => c.close());
+    await c.ready;
+    await c.limits.get('search', 'k');
+    server.freeze();
+    try {
+      const t0 = Date.now();
+      await assert.rejects(c.limits.get('search', 'k'));
+      await assert.rejects(c.limits.override('search', 'k', { limit: 3 }));
+      assert.ok(Date.now() - t0 < 10_000, 'bounded, not hung');
+    } finally {
+      server.thaw();
+    }
   });
 });
 

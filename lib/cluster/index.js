@@ -105,7 +105,7 @@ class Cluster {
     this.#store = o.store;
     this.#driver = new LeaseDriver(o.quota, o.store, o.driver);
     this.#bans = o.bans ? new BanChannel(o.store.client, o.store.prefix, o.banKeys) : null;
-    this.#limits = new ClusterLimits(o.quota, o.store);
+    this.#limits = new ClusterLimits(o.quota, o.store, this.#driver.storeDownMs);
     /** Resolves once the store is set up (PostgreSQL's table), the ban channel subscribed and loaded, and the overrides read. */
     const opened = Promise.resolve(typeof o.store.open === 'function' ? o.store.open() : null);
     this.ready = Promise.all([opened.then(() => this.#limits.load()), this.#bans === null ? null : this.#bans.start()]).then(() => {});

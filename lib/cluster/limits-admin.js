@@ -13,6 +13,9 @@
 //   clearOverride(name, key)       -> whether there was one
 //   overrides()                    -> [{ name, key, limit }]
 //
+// Each call waits for the store at most `storeDownMs` (the driver's judge of a store that is away),
+// then rejects; what the store did meanwhile, if anything, stands.
+//
 // What the store does takes effect in the processes at their next lease of the key: leases granted
 // before a reset or an override are spent as they were granted (a lease lives at most the limit's
 // leaseTtlMs), and a process that found the key empty asks the store again within renewalPeriodMs
@@ -33,6 +36,15 @@ function overriddenArgs(spec, limit) {
   return [code, (rate * limit) / spec.burst, limit];
 }
 
+/** `promise`, or a rejection after `ms` (a hung store: a frozen Redis host never answers). */
+function within(promise, ms) {
+  let timer;
+  const late = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`tiergate: the cluster's store did not answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
 class ClusterLimits {
   #quota;
   #store;
@@ -40,9 +52,16 @@ class ClusterLimits {
   #known = null;
   #readAt = 0;
 
-  constructor(quota, store) {
+  /** `waitMs`: the longest a call waits for the store (the driver's storeDownMs). */
+  constructor(quota, store, waitMs) {
     this.#quota = quota;
-    this.#store = store;
+    // Every call the store gets from here, bounded.
+    this.#store = {
+      admin: (...a) => within(store.admin(...a), waitMs),
+      override: (...a) => within(store.override(...a), waitMs),
+      clearOverride: (...a) => within(store.clearOverride(...a), waitMs),
+      listOverrides: () => within(store.listOverrides(), waitMs),
+    };
   }
 
   #spec(name, method) {
