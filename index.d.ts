@@ -33,4 +33,4 @@ export type {
 } from './lib/metrics';
 export type { DashboardOptions, Dashboard } from './lib/dashboard';
 // What cluster() takes and returns (Cluster: a type here; the class is 'tiergate/cluster').
-export type { Cluster, ClusterOptions, ClusterTierOptions, ClusterTierLimit, ClusterStats, RedisLike } from './lib/cluster';
+export type { Cluster, ClusterOptions, ClusterTierOptions, ClusterTierLimit, ClusterStats, ClusterLimits, ClusterLimitKeyState, RedisLike } from './lib/cluster';

@@ -123,6 +123,7 @@ async function startPostgres({ settings = [] } = {}) {
   return {
     url: `postgres://tiergate@127.0.0.1:${port}/postgres`,
     port,
+    postmaster,
     /** Sends `sig` to the postmaster and then every process it started (SIGSTOP freezes the server
      * whole: a hung host; SIGCONT thaws it). Returns the pids signalled. */
     signal(sig) {

@@ -51,3 +51,17 @@ void cluster({ postgres: pool, limits: [{ name: 'z', algorithm: 'fixed-window', 
 void cluster({ redis, postgres: pool, limits: [{ name: 'z', algorithm: 'fixed-window', limit: 10, windowMs: 1000 }] });
 const pgStore: PostgresStore = new PostgresStore({ postgres: { connectionString: 'postgres://127.0.0.1/app', poolSize: 2 }, timeoutMs: 500 });
 void pgStore.prune().then((n: number) => n);
+
+// One key of a cluster limit, in the store (docs/cluster.md, "Operating on one key").
+async function operate(c: Cluster): Promise<void> {
+  const st = await c.limits.get('search', 'k');
+  const left: number = st.remaining;
+  const had: boolean = await c.limits.reset('search', 'k');
+  const back: number = await c.limits.refund('search', 'k', 2);
+  await c.limits.override('search', 'vip', { limit: 500 });
+  const list = await c.limits.overrides();
+  const cleared: boolean = await c.limits.clearOverride('search', 'vip');
+  const count: number | null = c.stats().limitOverrides.overrides;
+  void [left, had, back, list[0]?.limit, cleared, count, st.overridden];
+}
+void operate;

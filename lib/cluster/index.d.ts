@@ -163,15 +163,48 @@ export declare class PostgresStore implements LeaseStore {
 
 export interface ClusterStats extends LeaseDriverStats {
   bans: (BanChannelStats & { held: number }) | null;
+  /** The cluster's overrides as this process last read them (`overrides` null before the first read). */
+  limitOverrides: { overrides: number | null; maxOverrides: number; byName: Record<string, number> };
+}
+
+/** One key of one cluster limit as the store counts it (`shared.limits.get`). */
+export interface ClusterLimitKeyState {
+  name: string;
+  key: string;
+  /** The key's limit in the store: an override, else the configured one (a token bucket: its burst). */
+  limit: number;
+  /** What the store has left; tokens leased to processes count as spent. */
+  remaining: number;
+  /** Milliseconds until the count frees up (0: nothing counted, or a bucket that never refills). */
+  resetMs: number;
+  overridden: boolean;
+}
+
+/**
+ * `shared.limits` (and `gate.limits` on a `cluster: true` limit): one key of one cluster limit, in the
+ * store, for every process. Each call is one round trip; argument errors reject (ERR_TIERGATE_INVALID_ARGUMENT).
+ */
+export interface ClusterLimits {
+  get(name: string, key: string): Promise<ClusterLimitKeyState>;
+  /** Clears the key's count (its override stays); other processes follow at their next lease. Whether it had counted anything. */
+  reset(name: string, key: string): Promise<boolean>;
+  /** Gives units (default 1) back to the store's count, never beyond the limit; the units given back. */
+  refund(name: string, key: string, units?: number): Promise<number>;
+  /** The key's limit for every process from its next lease; at most 10,000 in the cluster (ERR_TIERGATE_OVERRIDES_FULL). */
+  override(name: string, key: string, options: { limit: number }): Promise<void>;
+  clearOverride(name: string, key: string): Promise<boolean>;
+  overrides(): Promise<Array<{ name: string; key: string; limit: number }>>;
 }
 
 export declare class Cluster {
-  /** Resolves once the store is set up (PostgreSQL's tables) and the ban channel subscribed and loaded. */
+  /** Resolves once the store is set up (PostgreSQL's tables), the ban channel subscribed and loaded, and the overrides read. */
   readonly ready: Promise<void>;
   readonly driver: LeaseDriver;
   readonly quota: Quota;
   readonly store: RedisStore | PostgresStore;
   readonly bans: BanChannel | null;
+  /** One key of one limit in the store: get, reset, refund, override, clearOverride, overrides. */
+  readonly limits: ClusterLimits;
   readonly tierNames: string[];
   readonly needsKey: boolean;
   /** A gatekeeper with both calls it: its abuse defense becomes this cluster's ban table. */

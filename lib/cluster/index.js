@@ -15,6 +15,7 @@ const { RedisStore } = require('./redis-store');
 const { PostgresStore } = require('./postgres-store');
 const { BanChannel, BanCache } = require('./bans');
 const { DefenseTable } = require('./defense-table');
+const { ClusterLimits } = require('./limits-admin');
 const { typeName, isObject, onlyKnown } = require('../options');
 const { buildingOptions } = require('../errors');
 const { tierSecretOption } = require('../gatekeeper/tier-header');
@@ -91,6 +92,7 @@ class Cluster {
   #driver;
   #store;
   #bans;
+  #limits;
 
   constructor(options) {
     const o = buildingOptions(() => {
@@ -103,8 +105,10 @@ class Cluster {
     this.#store = o.store;
     this.#driver = new LeaseDriver(o.quota, o.store, o.driver);
     this.#bans = o.bans ? new BanChannel(o.store.client, o.store.prefix, o.banKeys) : null;
-    /** Resolves once the store is set up (PostgreSQL's table) and the ban channel subscribed and loaded. */
-    this.ready = Promise.all([typeof o.store.open === 'function' ? o.store.open() : null, this.#bans === null ? null : this.#bans.start()]).then(() => {});
+    this.#limits = new ClusterLimits(o.quota, o.store, this.#driver.storeDownMs);
+    /** Resolves once the store is set up (PostgreSQL's table), the ban channel subscribed and loaded, and the overrides read. */
+    const opened = Promise.resolve(typeof o.store.open === 'function' ? o.store.open() : null);
+    this.ready = Promise.all([opened.then(() => this.#limits.load()), this.#bans === null ? null : this.#bans.start()]).then(() => {});
     // A Redis that is away at start must not become an unhandled rejection: `ready` reports it to those who wait.
     this.ready.catch(() => {});
   }
@@ -119,6 +123,11 @@ class Cluster {
 
   get store() {
     return this.#store;
+  }
+
+  /** One key of one limit as the store counts it: get, reset, refund, override, clearOverride, overrides (./limits-admin.js). */
+  get limits() {
+    return this.#limits;
   }
 
   /** The ban channel (null with `bans: false`): `ban(target, { durationMs, reason })`, `lift`, `setLists`. */
@@ -236,7 +245,7 @@ class Cluster {
   /** The driver's stats (lib/quota/driver.js) and the ban channel's (./bans.js) with `held`. */
   stats() {
     const bans = this.#bans === null ? null : { ...this.#bans.stats, held: this.#bans.table.size };
-    return { ...this.#driver.stats(), bans };
+    return { ...this.#driver.stats(), bans, limitOverrides: this.#limits.stats() };
   }
 
   /** Sends unspent leases back, unsubscribes, and closes the Redis connection if it made it. */

@@ -17,23 +17,28 @@
 // row lock is waited for (lock_timeout, set for this transaction only).
 
 /** Marks the functions of this version (a comment on each): another version is replaced on first use. */
-const VERSION = 'tiergate lease store 1';
+const VERSION = 'tiergate lease store 2';
 
 /** `name` as a quoted identifier (callers allow only [a-z0-9_]: the quotes are for reserved words). */
 const ident = (name) => `"${name}"`;
+
+// Any fixed 64-bit number: serialises the adding of overrides (their cap).
+const OVERRIDE_LOCK = '7469657267617468';
 
 /** The names of a store's objects in `schema` with `prefix`. */
 function names(schema, prefix) {
   const q = (n) => `${ident(schema)}.${ident(`${prefix}_${n}`)}`;
   return {
     schema: ident(schema), table: q('lease_keys'), forgetIndex: ident(`${prefix}_lease_keys_forget`),
-    grant: q('lease_grant'), give: q('lease_return'), bans: q('bans'), channel: `${prefix}_bans`,
+    grant: q('lease_grant'), give: q('lease_return'), admin: q('lease_admin'), bans: q('bans'), channel: `${prefix}_bans`,
   };
 }
 
-// Shared by both functions: the row `s` locked, `now` read, expired holders and records dropped, the
-// bucket refilled, the window turned (into tokens, w, used).
+// Shared by the functions: the row `s` locked, `now` read, the key's override in place of the
+// limit's numbers, expired holders and records dropped, the bucket refilled, the window turned (into
+// tokens, w, used).
 const ADVANCE = `
+    IF s.ov_a IS NOT NULL THEN a := s.ov_a; b := s.ov_b; END IF;
     now := extract(epoch from clock_timestamp()) * 1000;
     holders := coalesce((SELECT jsonb_object_agg(h.key, h.value) FROM jsonb_each(s.holders) h WHERE h.value::float8 > now), '{}');
     recs := coalesce((SELECT jsonb_object_agg(x.key, x.value) FROM jsonb_each(s.records) x
@@ -48,10 +53,12 @@ const ADVANCE = `
       used := coalesce((SELECT sum((x.value->>0)::float8) FROM jsonb_each(recs) x), 0);
     END IF;`;
 
-// When the row is worth nothing more (Redis: the key's PEXPIRE), into forget.
+// When the row is worth nothing more (Redis: the key's PEXPIRE), into forget; never while it has an override.
 const FORGET = `
     forget := now + coalesce((SELECT max(h.value::float8) - now FROM jsonb_each(holders) h), 0);
-    IF alg = 'b' THEN
+    IF s.ov_a IS NOT NULL THEN
+      forget := 'Infinity'::float8;
+    ELSIF alg = 'b' THEN
       forget := CASE WHEN a = 0 THEN 'Infinity'::float8 ELSE greatest(forget, now + ceil((b - tokens) / a * 1000)) END;
     ELSIF alg = 'f' THEN
       forget := greatest(forget, (w + 1) * b);
@@ -75,6 +82,10 @@ CREATE TABLE IF NOT EXISTS ${n.table} (
   forget_at float8 NOT NULL DEFAULT 0,
   PRIMARY KEY (limit_name, key));
 CREATE INDEX IF NOT EXISTS ${n.forgetIndex} ON ${n.table} (forget_at);
+-- Version 2: a key's override (ov_a, ov_b: the numbers it counts with; ov_limit: as given) and the
+-- last lease id a reset cleared (reset_floor: a return at or below it credits nothing).
+ALTER TABLE ${n.table} ADD COLUMN IF NOT EXISTS ov_a float8, ADD COLUMN IF NOT EXISTS ov_b float8,
+  ADD COLUMN IF NOT EXISTS ov_limit float8, ADD COLUMN IF NOT EXISTS reset_floor float8;
 -- The shared bans and lists (lib/cluster/bans.js's hash: field -> sealed entry).
 CREATE TABLE IF NOT EXISTS ${n.bans} (field text PRIMARY KEY, entry text NOT NULL);
 
@@ -144,6 +155,8 @@ BEGIN
     SELECT * INTO s FROM ${n.table} WHERE limit_name = r->>0 AND key = r->>1 FOR UPDATE;
     -- No row: a fresh state, to which a return adds nothing (a full bucket, an empty window).
     CONTINUE WHEN NOT FOUND;
+    -- A lease from before a reset: the reset gave its tokens back already.
+    IF s.reset_floor IS NOT NULL AND lease <= s.reset_floor THEN n := 0; END IF;
     ${ADVANCE}
     IF alg = 'b' THEN
       tokens := tokens + greatest(0, least(n, b - tokens));
@@ -170,13 +183,99 @@ BEGIN
       WHERE limit_name = r->>0 AND key = r->>1;
   END LOOP;
 END $fn$;
-COMMENT ON FUNCTION ${n.give}(json, int) IS '${VERSION}';`;
+COMMENT ON FUNCTION ${n.give}(json, int) IS '${VERSION}';
+
+-- An operator's call on one key (./script.js's peek, reset, refund, override, unoverride, same
+-- answers). call: [limit, key, alg, a, b, arg...]; cap: the most overrides in force (override only).
+CREATE OR REPLACE FUNCTION ${n.admin}(op text, call json, lock_ms int, cap int) RETURNS json LANGUAGE plpgsql AS $fn$
+${DECLARE}
+  lim float8; n float8; credited float8; reset_ms float8; had boolean; rec record; c float8;
+BEGIN
+  PERFORM set_config('lock_timeout', lock_ms || 'ms', true);
+  r := call;
+  alg := r->>2; a := (r->>3)::float8; b := (r->>4)::float8;
+  IF op = 'peek' THEN
+    SELECT * INTO s FROM ${n.table} WHERE limit_name = r->>0 AND key = r->>1;
+  ELSE
+    IF op = 'override' THEN
+      -- One override added at a time: the count below is then the count in force.
+      PERFORM pg_advisory_xact_lock(${OVERRIDE_LOCK});
+      IF (SELECT count(*) FROM ${n.table} WHERE ov_a IS NOT NULL AND NOT (limit_name = r->>0 AND key = r->>1)) >= cap THEN
+        RETURN json_build_array(0);
+      END IF;
+    END IF;
+    INSERT INTO ${n.table} AS t (limit_name, key) VALUES (r->>0, r->>1)
+      ON CONFLICT (limit_name, key) DO UPDATE SET seq = t.seq RETURNING t.* INTO s;
+  END IF;
+  ${ADVANCE}
+  lim := CASE WHEN alg = 'b' THEN b ELSE floor(a) END;
+  IF op = 'peek' THEN
+    reset_ms := 0;
+    IF alg = 'b' THEN
+      IF a > 0 THEN reset_ms := ceil((b - tokens) / a * 1000); END IF;
+      RETURN json_build_array(lim, greatest(0, floor(tokens)), reset_ms, CASE WHEN s.ov_a IS NULL THEN 0 ELSE 1 END);
+    ELSIF alg = 'f' AND used > 0 THEN
+      reset_ms := ceil((w + 1) * b - now);
+    ELSIF alg = 's' THEN
+      reset_ms := coalesce((SELECT ceil(min((x.value->>1)::float8) - now) FROM jsonb_each(recs) x), 0);
+    END IF;
+    RETURN json_build_array(lim, greatest(0, lim - used), reset_ms, CASE WHEN s.ov_a IS NULL THEN 0 ELSE 1 END);
+  ELSIF op = 'override' THEN
+    UPDATE ${n.table} SET ov_a = (r->>5)::float8, ov_b = (r->>6)::float8, ov_limit = (r->>7)::float8, forget_at = 'Infinity'
+      WHERE limit_name = r->>0 AND key = r->>1;
+    RETURN json_build_array(1);
+  ELSIF op = 'unoverride' THEN
+    IF s.ov_a IS NULL THEN RETURN json_build_array(0); END IF;
+    a := (r->>3)::float8; b := (r->>4)::float8;
+    IF alg = 'b' THEN tokens := least(tokens, b); END IF;
+    s.ov_a := NULL;
+    ${FORGET}
+    UPDATE ${n.table} SET ov_a = NULL, ov_b = NULL, ov_limit = NULL, tokens = CASE WHEN alg = 'b' THEN tokens END,
+      at_ms = now, win = w, used = used, records = recs, holders = holders, forget_at = forget
+      WHERE limit_name = r->>0 AND key = r->>1;
+    RETURN json_build_array(1);
+  ELSIF op = 'reset' THEN
+    had := (alg = 'b' AND tokens < b) OR (alg <> 'b' AND used > 0);
+    UPDATE ${n.table} SET tokens = NULL, at_ms = NULL, win = NULL, used = NULL, records = '{}',
+      reset_floor = CASE WHEN alg = 'f' THEN w ELSE s.seq END, holders = holders,
+      forget_at = CASE WHEN s.ov_a IS NOT NULL THEN 'Infinity'::float8
+        ELSE now + coalesce((SELECT max(h.value::float8) - now FROM jsonb_each(holders) h), 0) END
+      WHERE limit_name = r->>0 AND key = r->>1;
+    RETURN json_build_array(CASE WHEN had THEN 1 ELSE 0 END);
+  END IF;
+  -- refund
+  n := (r->>5)::float8; credited := 0;
+  IF alg = 'b' THEN
+    credited := greatest(0, least(n, b - tokens));
+    tokens := tokens + credited;
+  ELSIF alg = 'f' THEN
+    credited := least(n, used);
+    used := used - credited;
+  ELSE
+    -- From the records that end last: what was counted most recently goes back first.
+    FOR rec IN SELECT x.key AS id, (x.value->>0)::float8 AS tokens, (x.value->>1)::float8 AS until
+        FROM jsonb_each(recs) x ORDER BY (x.value->>1)::float8 DESC LOOP
+      EXIT WHEN credited >= n;
+      c := least(n - credited, rec.tokens);
+      credited := credited + c;
+      IF rec.tokens - c > 0 THEN recs := recs || jsonb_build_object(rec.id, jsonb_build_array(rec.tokens - c, rec.until));
+      ELSE recs := recs - rec.id; END IF;
+    END LOOP;
+  END IF;
+  ${FORGET}
+  UPDATE ${n.table} SET tokens = CASE WHEN alg = 'b' THEN tokens END, at_ms = now, win = w, used = used,
+    records = recs, holders = holders, forget_at = forget
+    WHERE limit_name = r->>0 AND key = r->>1;
+  RETURN json_build_array(floor(credited));
+END $fn$;
+COMMENT ON FUNCTION ${n.admin}(text, json, int, int) IS '${VERSION}';`;
 }
 
 /** One row, `ready`: whether this version's objects exist (then a role without CREATE can use them as they are). */
 function readySql(n) {
   const fn = (f) => `obj_description(to_regprocedure('${f}(json, int)'), 'pg_proc') = '${VERSION}'`;
-  return `SELECT coalesce(${fn(n.grant)} AND ${fn(n.give)} AND to_regclass('${n.bans}') IS NOT NULL AND to_regclass('${n.table}') IS NOT NULL, false) AS ready`;
+  const admin = `obj_description(to_regprocedure('${n.admin}(text, json, int, int)'), 'pg_proc') = '${VERSION}'`;
+  return `SELECT coalesce(${fn(n.grant)} AND ${fn(n.give)} AND ${admin} AND to_regclass('${n.bans}') IS NOT NULL AND to_regclass('${n.table}') IS NOT NULL, false) AS ready`;
 }
 
 module.exports = { names, schemaSql, readySql };

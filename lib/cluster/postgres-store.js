@@ -181,6 +181,30 @@ class PostgresStore {
     await this.#call(this.#names.give, args);
   }
 
+  /** An operator's call on one key (./postgres-sql.js's lease_admin): its answer, an array. */
+  async admin(op, spec, key, args = [], cap = 0) {
+    await within(this.open(), this.#timeoutMs, 'answer', () => {});
+    const r = [spec.name, key, ...limitArgs(spec), ...args];
+    return (await this.query(`SELECT ${this.#names.admin}($1, $2::json, $3, $4) AS out`, [op, JSON.stringify(r), Math.ceil(this.#timeoutMs), cap])).rows[0].out;
+  }
+
+  /** Sets the override of (spec, key) (`args`: [a, b] it counts with); false when `cap` others are in force. */
+  async override(spec, key, args, limit, cap) {
+    return Number((await this.admin('override', spec, key, [...args, limit], cap))[0]) === 1;
+  }
+
+  /** Clears the override of (spec, key): whether there was one. */
+  async clearOverride(spec, key) {
+    return Number((await this.admin('unoverride', spec, key))[0]) === 1;
+  }
+
+  /** `[{ name, key, limit }]`: the overrides in force. */
+  async listOverrides() {
+    await within(this.open(), this.#timeoutMs, 'answer', () => {});
+    const res = await this.query(`SELECT limit_name, key, ov_limit FROM ${this.#names.table} WHERE ov_a IS NOT NULL ORDER BY limit_name, key`);
+    return res.rows.map((r) => ({ name: r.limit_name, key: r.key, limit: Number(r.ov_limit) }));
+  }
+
   /** One call of `fn(batch, lock_ms)`: its answer, or a failure within timeoutMs. */
   async #call(fn, args) {
     await within(this.open(), this.#timeoutMs, 'answer', () => {});

@@ -11,6 +11,12 @@ const { redisClient } = require('./redis-client');
 const { isObject, onlyKnown, typeName } = require('../options');
 
 const SHA = createHash('sha1').update(LUA).digest('hex');
+// The index of the overrides in force (field: JSON [limit, key] -> the limit): one hash, so that
+// listing them and holding their cap is one call. Adds at the cap are refused inside Redis.
+const OVERRIDE_ADD = `
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 and redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return 1`;
 const OPTIONS = new Set(['redis', 'prefix']);
 const PREFIX = /^[A-Za-z0-9_.:-]{1,64}$/;
 
@@ -67,6 +73,45 @@ class RedisStore {
     const out = await this.#run(calls);
     const failed = out.find(([err]) => err);
     if (failed) throw failed[0];
+  }
+
+  /**
+   * An operator's call on one key (./limits-admin.js): op 'peek' | 'reset' | 'refund' | 'override' |
+   * 'unoverride' with `args` after the limit's numbers (./script.js). The script's answer.
+   */
+  async admin(op, spec, key, args = []) {
+    const [[err, v]] = await this.#run([[stateKey(this.#prefix, spec.name, key), op, ...limitArgs(spec), ...args]]);
+    if (err) throw err;
+    return v;
+  }
+
+  #overrideIndex() {
+    return `${this.#prefix}:{ov}`;
+  }
+
+  /**
+   * Sets the override of (spec, key): `args` [a, b] it counts with, `limit` as given; false when
+   * `cap` others are in force. The index first: a key never counts with an override it does not list.
+   */
+  async override(spec, key, args, limit, cap) {
+    if ((await this.#client.eval(OVERRIDE_ADD, 1, this.#overrideIndex(), JSON.stringify([spec.name, key]), limit, cap)) !== 1) return false;
+    await this.admin('override', spec, key, [...args, limit]);
+    return true;
+  }
+
+  /** Clears the override of (spec, key): whether there was one. */
+  async clearOverride(spec, key) {
+    const had = Number(await this.admin('unoverride', spec, key)) === 1;
+    return (await this.#client.hdel(this.#overrideIndex(), JSON.stringify([spec.name, key]))) === 1 || had;
+  }
+
+  /** `[{ name, key, limit }]`: the overrides in force. */
+  async listOverrides() {
+    const h = await this.#client.hgetall(this.#overrideIndex());
+    return Object.entries(h).map(([f, limit]) => {
+      const [name, key] = JSON.parse(f);
+      return { name, key, limit: Number(limit) };
+    });
   }
 
   /** Runs each `[key, ...argv]` through the script; `[err, value]` per call, in order. */

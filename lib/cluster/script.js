@@ -9,10 +9,18 @@
 // holder, h:<holder> = when its latest lease expires (ms). The key expires when forgetting it loses
 // nothing: a bucket once full again, a window once over, never before a holder's lease.
 //
-// KEYS[1] the hash. ARGV: op ('lease' | 'release'), alg ('b' | 'f' | 's'), a (rate | limit),
-// b (burst | windowMs), then
+// KEYS[1] the hash. ARGV: op, alg ('b' | 'f' | 's'), a (rate | limit), b (burst | windowMs), then
 //   lease:   size, ttlMs, holder -> { granted, ttlMs, remaining, holders, lease, retryAfterMs }
 //   release: lease, tokens, reason, holder, idleMs ('' if never spent from) -> credited tokens
+// and the operators' calls (./limits-admin.js), which grant nothing:
+//   peek                 -> { limit, remaining, resetMs, overridden (0 | 1) }
+//   reset                -> 1 if the key had counted anything: its count cleared, its override kept
+//   refund: tokens       -> tokens credited (never beyond the limit)
+//   override: oa, ob, limit -> 1; unoverride -> 1 if there was one
+// An override (fields oa, ob: the a and b the key counts with; ol: the limit as given) replaces a and
+// b for every call on the key, and keeps the key from expiring. A reset stores z, the last lease id
+// (a fixed window: the window) it cleared: a return of a lease at or below z credits nothing, since
+// the reset already gave its tokens back.
 const LUA = `
 local k = KEYS[1]
 local op, alg = ARGV[1], ARGV[2]
@@ -36,6 +44,7 @@ for i = 1, #fields, 2 do
     st[f] = v
   end
 end
+if st.oa then a, b = tonumber(st.oa), tonumber(st.ob) end
 local function num(x) return string.format('%.17g', x) end
 -- The bucket's tokens now and the instant they are for (never moved back: a clock that steps back,
 -- e.g. after a failover, must not refill the same span twice); the fixed window's index and use.
@@ -55,8 +64,8 @@ end
 local function keep(extra)
   local ms = extra
   for _, e in pairs(holders) do if e - now > ms then ms = e - now end end
+  if st.oa or (alg == 'b' and a == 0) then redis.call('PERSIST', k) return end
   if alg == 'b' then
-    if a == 0 then redis.call('PERSIST', k) return end
     local full = math.ceil((b - tokens) / a * 1000 + (at - now))
     if full > ms then ms = full end
   elseif alg == 'f' then
@@ -67,9 +76,78 @@ local function keep(extra)
   end
   redis.call('PEXPIRE', k, math.max(1, math.ceil(ms)))
 end
+local cap = alg == 'b' and b or math.floor(a)
+if op == 'peek' then
+  local remaining, reset = 0, 0
+  if alg == 'b' then
+    remaining = math.floor(tokens)
+    if a > 0 then reset = math.ceil((b - tokens) / a * 1000) end
+  elseif alg == 'f' then
+    remaining = cap - used
+    if used > 0 then reset = math.ceil((w + 1) * b - now) end
+  else
+    remaining = cap - used
+    for _, r in pairs(recs) do if reset == 0 or r[2] - now < reset then reset = math.ceil(r[2] - now) end end
+  end
+  return { cap, math.max(0, remaining), reset, st.oa and 1 or 0 }
+end
+if op == 'override' then
+  redis.call('HSET', k, 'oa', ARGV[5], 'ob', ARGV[6], 'ol', ARGV[7])
+  redis.call('PERSIST', k)
+  return 1
+end
+if op == 'unoverride' then
+  if not st.oa then return 0 end
+  redis.call('HDEL', k, 'oa', 'ob', 'ol')
+  st.oa = nil
+  a, b = tonumber(ARGV[3]), tonumber(ARGV[4])
+  if alg == 'b' then tokens = math.min(tokens, b) end
+  keep(0)
+  return 1
+end
+if op == 'reset' then
+  local had = (alg == 'b' and tokens < b) or used > 0
+  local floor = alg == 'f' and w or (tonumber(st.seq) or 0)
+  for f in pairs(recs) do redis.call('HDEL', k, 'r:' .. f) end
+  recs = {}
+  redis.call('HDEL', k, 't', 'at', 'w', 'u')
+  redis.call('HSET', k, 'z', floor)
+  tokens, used = b, 0
+  keep(0)
+  return had and 1 or 0
+end
+if op == 'refund' then
+  local n = tonumber(ARGV[5])
+  local credited = 0
+  if alg == 'b' then
+    credited = math.max(0, math.min(n, b - tokens))
+    redis.call('HSET', k, 't', num(tokens + credited), 'at', num(now))
+    tokens = tokens + credited
+  elseif alg == 'f' then
+    credited = math.min(n, used)
+    if tonumber(st.w) == w then redis.call('HSET', k, 'u', used - credited) end
+  else
+    -- From the records that end last: what was counted most recently goes back first.
+    local ids = {}
+    for id in pairs(recs) do ids[#ids + 1] = id end
+    table.sort(ids, function(x, y) return recs[x][2] > recs[y][2] end)
+    for _, id in ipairs(ids) do
+      if credited >= n then break end
+      local r = recs[id]
+      local c = math.min(n - credited, r[1])
+      credited = credited + c
+      r[1] = r[1] - c
+      if r[1] > 0 then redis.call('HSET', k, 'r:' .. id, r[1] .. ':' .. num(r[2])) else redis.call('HDEL', k, 'r:' .. id); recs[id] = nil end
+    end
+  end
+  if redis.call('EXISTS', k) == 1 then keep(0) end
+  return math.floor(credited)
+end
 if op == 'release' then
   local lease, n, reason, holder, idle = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7], ARGV[8], tonumber(ARGV[9])
   local credited = 0
+  -- A lease from before a reset: the reset gave its tokens back already.
+  if st.z and lease <= tonumber(st.z) then n = 0 end
   if alg == 'b' then
     credited = math.min(n, b - tokens)
     if credited < 0 then credited = 0 end
@@ -111,7 +189,6 @@ if alg == 'b' then
     if a > 0 then retry = math.ceil((1 - tokens) / a * 1000) else retry = ttl end
   end
 elseif alg == 'f' then
-  local cap = math.floor(a)
   granted = math.min(size, cap - used)
   used = used + granted
   remaining = cap - used
@@ -121,7 +198,6 @@ elseif alg == 'f' then
   redis.call('HSET', k, 'w', w, 'u', used)
   if remaining == 0 then retry = math.ceil(left) end
 else
-  local cap = math.floor(a)
   granted = math.min(size, cap - used)
   remaining = cap - used - granted
   if granted > 0 then

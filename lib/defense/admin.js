@@ -11,8 +11,9 @@
 //
 // `key` is what the limit counts by: a client address (text, masked to the limit's prefixes as the
 // requests are) for `by: 'ip'` or a prefix, else the header's value or the function's result.
-// Cluster limits (`cluster: true`) are counted by the cluster: their names are refused here; cluster
-// mode implements the same methods over its leases.
+// Cluster limits (`cluster: true`) are counted by the cluster's store: get, reset, refund, override,
+// clearOverride and overrides go to the cluster's (lib/cluster/limits-admin.js) and return Promises
+// (a `by: 'ip'` key masked as the requests' are); charge is refused for them.
 const { keyArg, UNUSABLE } = require('./keys');
 const { clientIp } = require('../adapters/client');
 const { CODES, codedError, withCode } = require('../errors');
@@ -27,6 +28,9 @@ class LimitsAdmin {
   #limits;
   #index;
   #cluster;
+  /** lib/cluster/limits-admin.js of the bound cluster, and a client address's key (the ban key). */
+  #clusterAdmin = null;
+  #clusterIpKey = null;
   #outcome;
   #trustProxy;
   #warn;
@@ -38,12 +42,26 @@ class LimitsAdmin {
     this.#handle = handle;
     this.#limits = limits;
     this.#index = new Map(limits.map((l, i) => [l.name, i]));
-    this.#cluster = new Set(clusterLimits.map((l) => l.name));
+    this.#cluster = new Map(clusterLimits.map((l) => [l.name, l]));
     this.#outcome = outcome;
     this.#trustProxy = trustProxy;
     this.#warn = warn;
     /** Per limit, this request's limit where it is a function of the request (0 elsewhere); null without such limits. */
     this.requestLimits = limits.some((l) => l.limitFn !== null) ? new Float64Array(limits.length) : null;
+  }
+
+  /** Sends the cluster limits' calls to `cluster.limits`; `ipKey(address)` masks a `by: 'ip'` key. */
+  bindCluster(clusterAdmin, ipKey) {
+    this.#clusterAdmin = clusterAdmin;
+    this.#clusterIpKey = ipKey;
+  }
+
+  // A call on a cluster limit, to the cluster (a Promise), or undefined for a local name.
+  #clusterCall(method, name, key, ...rest) {
+    const l = this.#cluster.get(name);
+    if (l === undefined || this.#clusterAdmin === null) return undefined;
+    const k = l.by.kind === 'ip' && typeof key === 'string' && key !== '' ? this.#clusterIpKey(key) : key;
+    return this.#clusterAdmin[method](name, k, ...rest);
   }
 
   // The limit's index; a clear error for a cluster limit or an unknown name.
@@ -74,6 +92,8 @@ class LimitsAdmin {
   }
 
   get(name, key) {
+    const c = this.#clusterCall('get', name, key);
+    if (c !== undefined) return c;
     const i = this.#at(name, 'get');
     const k = this.#key(key, 'get');
     const s = this.#call(() => this.#handle.limitPeek(i, k, this.#byIp(i)));
@@ -81,12 +101,16 @@ class LimitsAdmin {
   }
 
   reset(name, key) {
+    const c = this.#clusterCall('reset', name, key);
+    if (c !== undefined) return c;
     const i = this.#at(name, 'reset');
     const k = this.#key(key, 'reset');
     return this.#call(() => this.#handle.limitReset(i, k, this.#byIp(i)));
   }
 
   refund(name, key, units = 1) {
+    const c = this.#clusterCall('refund', name, key, units);
+    if (c !== undefined) return c;
     const i = this.#at(name, 'refund');
     const k = this.#key(key, 'refund');
     const n = this.#units(units, 'refund');
@@ -119,6 +143,8 @@ class LimitsAdmin {
   }
 
   override(name, key, options) {
+    const c = this.#clusterCall('override', name, key, options);
+    if (c !== undefined) return c;
     const i = this.#at(name, 'override');
     const k = this.#key(key, 'override');
     if (!isObject(options)) throw codedError(TypeError, CODES.INVALID_ARGUMENT, `limits.override: expected { limit }, got ${typeName(options)}`);
@@ -136,6 +162,8 @@ class LimitsAdmin {
   }
 
   clearOverride(name, key) {
+    const c = this.#clusterCall('clearOverride', name, key);
+    if (c !== undefined) return c;
     const i = this.#at(name, 'clearOverride');
     const k = this.#key(key, 'clearOverride');
     const had = this.#call(() => this.#handle.limitClearOverride(i, k, this.#byIp(i)));
@@ -144,7 +172,14 @@ class LimitsAdmin {
     return had;
   }
 
+  /** The local overrides (an array); with cluster limits, a Promise of the local ones and the cluster's. */
   overrides() {
+    const out = this.#localOverrides();
+    if (this.#clusterAdmin === null || this.#cluster.size === 0) return out;
+    return this.#clusterAdmin.overrides().then((all) => out.concat(all.filter((o) => this.#cluster.has(o.name))));
+  }
+
+  #localOverrides() {
     const out = [];
     for (const [name, m] of this.#overrides) for (const [key, limit] of m) out.push({ name, key, limit });
     return out;
@@ -182,7 +217,10 @@ class LimitsAdmin {
     const [overrides, perRequest] = this.#handle.limitOverrideCounts();
     const byName = {};
     for (const [name, m] of this.#overrides) if (m.size > 0) byName[name] = m.size;
-    return { overrides, maxOverrides: MAX_OVERRIDES, perRequest, maxPerRequest: MAX_PER_REQUEST, byName };
+    const out = { overrides, maxOverrides: MAX_OVERRIDES, perRequest, maxPerRequest: MAX_PER_REQUEST, byName };
+    // The cluster's overrides (of every process) as this process last read them: lib/cluster/limits-admin.js.
+    if (this.#clusterAdmin !== null && this.#cluster.size > 0) out.cluster = this.#clusterAdmin.stats();
+    return out;
   }
 
   #units(v, method) {

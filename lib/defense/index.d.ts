@@ -196,11 +196,11 @@ export interface DefenseStats {
   /** Per limit: keys held, its bound, the requests it refused (429), and operators' overrides in force. */
   limits: Array<{ name: string; keys: number; maxKeys: number; refused: number; overrides: number }>;
   /** Operators' overrides (count, cap) and per-request limits held (a limit given as a function). */
-  overrides: { count: number; max: number; perRequest: number; maxPerRequest: number };
+  overrides: { count: number; max: number; perRequest: number; maxPerRequest: number; cluster?: { count: number | null; max: number } };
   /** Requests refused by the deny list, by a ban, answered with a challenge, refused by a full shaper. */
   refusals: { denyListed: number; banned: number; challenged: number; shaperFull: number };
   /** Per cluster limit (`cluster: true`): the requests the cluster refused (429). */
-  clusterLimits: Array<{ name: string; refused: number }>;
+  clusterLimits: Array<{ name: string; refused: number; overrides: number | null }>;
   shaperWaiting: number;
   /** Requests the fair-share backstop refused (0 when it is off). */
   fairShareRefused: number;
@@ -222,6 +222,9 @@ export interface LimitKeyState {
 /**
  * `gate.limits`: one key of one local named limit. `key` is what the limit counts by: the client
  * address (as text) for `by: 'ip'` or a prefix, else the header's value or the function's result.
+ * For a cluster limit's name (`cluster: true`), get, reset, refund, override, clearOverride act in the
+ * cluster's store and return Promises as `ClusterLimits` (tiergate/cluster) types them, and overrides()
+ * returns a Promise when the gatekeeper has cluster limits; charge() is refused.
  */
 export interface Limits {
   get(name: string, key: string): LimitKeyState;

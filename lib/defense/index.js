@@ -172,6 +172,8 @@ class Defense {
     });
     const local = this.#limits.length === 0 ? null : new LocalDebit(this.#limits.length);
     this.clusterStep = { ids, keys: new Array(n).fill(undefined), costs: new Float64Array(n), any: false, local };
+    // gate.limits on a cluster limit: the store's count, keyed as the cluster step keys it.
+    this.limits.bindCluster(cluster.limits, (ip) => this.#handle.banKey(ip));
   }
 
   /** The cluster refused `req` (decided with `step`): the local limits give its units back (all or nothing). */
@@ -488,16 +490,18 @@ class Defense {
 
   /**
    * Bans held, keys tracked, the ban table's counters, per limit its keys and the requests it refused,
-   * per cluster limit (`clusterLimits`) the requests the cluster refused,
+   * per cluster limit (`clusterLimits`) the requests the cluster refused and its overrides in the cluster,
    * `refusals` (requests refused by the deny list, a ban, a challenge, a full shaper), shaperWaiting.
    */
   stats() {
     const s = this.#handle.stats();
     for (let i = 0; i < s.limits.length; i++) s.limits[i].refused = this.#limitRefused[i];
-    const clusterLimits = this.#clusterLimits.map((l, i) => ({ name: l.name, refused: this.#clusterRefused[i] }));
     const o = this.limits.stats();
+    // `overrides`: the cluster's overrides of that limit, as this process last read them (null: not yet).
+    const clusterLimits = this.#clusterLimits.map((l, i) => ({ name: l.name, refused: this.#clusterRefused[i], overrides: o.cluster === undefined || o.cluster.overrides === null ? null : o.cluster.byName[l.name] || 0 }));
     for (const l of s.limits) l.overrides = o.byName[l.name] || 0;
     const overrides = { count: o.overrides, max: o.maxOverrides, perRequest: o.perRequest, maxPerRequest: o.maxPerRequest };
+    if (o.cluster !== undefined) overrides.cluster = { count: o.cluster.overrides, max: o.cluster.maxOverrides };
     return { ...s, clusterLimits, overrides, refusals: { ...this.#refused }, shaperWaiting: this.#shaper === null ? 0 : this.#shaper.size };
   }
 }

@@ -209,17 +209,68 @@ function gcraDescribe(policy, s, now) {
   return { remaining: Math.max(0, Math.floor((policy.burstSize * t - ahead) / t + EPS)), resetAtMs: Math.max(s.tat, now) };
 }
 
-/** Every algorithm: its fields, its first state, its decision and reading, its limit and window. */
+// ---- refunds: `units` given back to a state at `now`, never beyond the limit; the units credited ----
+
+function bucketRefund(policy, s, now, units) {
+  refill(policy, s, now);
+  // Up to a full bucket; a refill's fraction of a token counts as the whole one it completes.
+  const credited = Math.max(0, Math.min(units, policy.burstSize - s.tokens));
+  s.tokens += credited;
+  return Math.ceil(credited - EPS);
+}
+
+// The newest allowed requests go back first.
+function windowRefund(policy, s, now, units) {
+  prune(s, now, policy.windowSeconds * 1000);
+  let credited = 0;
+  while (credited < units && s.entries.length > 0) {
+    const last = s.entries.length - 1;
+    const take = Math.min(units - credited, s.entries[last]);
+    credited += take;
+    s.entries[last] -= take;
+    if (s.entries[last] === 0) s.entries.splice(last - 1, 2);
+  }
+  return credited;
+}
+
+function fixedRefund(policy, s, now, units) {
+  fixedRoll(policy, s, now);
+  const credited = Math.min(units, s.count);
+  s.count -= credited;
+  return credited;
+}
+
+// The current window's count first; then the previous one's, as far as the estimate still counts it.
+function counterRefund(policy, s, now, units) {
+  counterRoll(policy, s, now);
+  const fromCurrent = Math.min(units, s.current);
+  s.current -= fromCurrent;
+  const fromPrevious = Math.min(units - fromCurrent, s.previous);
+  s.previous -= fromPrevious;
+  return fromCurrent + fromPrevious;
+}
+
+function gcraRefund(policy, s, now, units) {
+  const t = 1000 / policy.requestsPerSecond;
+  const from = Math.max(s.tat, now);
+  // Up to an empty meter (as a bucket, up to full); a fraction of a unit counts as the whole one.
+  const credited = Math.min(units, (from - now) / t);
+  s.tat = from - credited * t;
+  s.at = Math.max(s.at, now);
+  return Math.ceil(credited - EPS);
+}
+
+/** Every algorithm: its fields, its first state, its decision, reading and refund, its limit and window. */
 const rateLimit = (p) => p.burstSize;
 const rateWindow = (p) => Math.ceil(p.burstSize / p.requestsPerSecond); // the time to refill from empty
 const countLimit = (p) => p.maxRequests;
 const countWindow = (p) => p.windowSeconds;
 const ALGORITHMS = Object.freeze({
-  [TOKEN_BUCKET]: { fields: RATE_FIELDS, initial: (p, now) => ({ tokens: p.burstSize, at: now }), decide: bucketDecide, describe: bucketDescribe, lastTime: (s) => s.at, limit: rateLimit, windowSeconds: rateWindow },
-  [SLIDING_WINDOW]: { fields: WINDOW_FIELDS, initial: () => ({ entries: [] }), decide: windowDecide, describe: windowDescribe, lastTime: (s) => (s.entries.length ? s.entries[s.entries.length - 2] : 0), limit: countLimit, windowSeconds: countWindow },
-  [FIXED_WINDOW]: { fields: WINDOW_FIELDS, initial: () => ({ at: 0, window: -1, count: 0 }), decide: fixedDecide, describe: fixedDescribe, lastTime: (s) => s.at, limit: countLimit, windowSeconds: countWindow },
-  [SLIDING_COUNTER]: { fields: WINDOW_FIELDS, initial: () => ({ at: 0, window: -2, previous: 0, current: 0 }), decide: counterDecide, describe: counterDescribe, lastTime: (s) => s.at, limit: countLimit, windowSeconds: countWindow },
-  [GCRA]: { fields: RATE_FIELDS, initial: () => ({ at: 0, tat: 0 }), decide: gcraDecide, describe: gcraDescribe, lastTime: (s) => s.at, limit: rateLimit, windowSeconds: rateWindow },
+  [TOKEN_BUCKET]: { fields: RATE_FIELDS, initial: (p, now) => ({ tokens: p.burstSize, at: now }), decide: bucketDecide, describe: bucketDescribe, refund: bucketRefund, lastTime: (s) => s.at, limit: rateLimit, windowSeconds: rateWindow },
+  [SLIDING_WINDOW]: { fields: WINDOW_FIELDS, initial: () => ({ entries: [] }), decide: windowDecide, describe: windowDescribe, refund: windowRefund, lastTime: (s) => (s.entries.length ? s.entries[s.entries.length - 2] : 0), limit: countLimit, windowSeconds: countWindow },
+  [FIXED_WINDOW]: { fields: WINDOW_FIELDS, initial: () => ({ at: 0, window: -1, count: 0 }), decide: fixedDecide, describe: fixedDescribe, refund: fixedRefund, lastTime: (s) => s.at, limit: countLimit, windowSeconds: countWindow },
+  [SLIDING_COUNTER]: { fields: WINDOW_FIELDS, initial: () => ({ at: 0, window: -2, previous: 0, current: 0 }), decide: counterDecide, describe: counterDescribe, refund: counterRefund, lastTime: (s) => s.at, limit: countLimit, windowSeconds: countWindow },
+  [GCRA]: { fields: RATE_FIELDS, initial: () => ({ at: 0, tat: 0 }), decide: gcraDecide, describe: gcraDescribe, refund: gcraRefund, lastTime: (s) => s.at, limit: rateLimit, windowSeconds: rateWindow },
 });
 
 /** Whether the policy is a rate with a burst (else a count per window). */
@@ -251,10 +302,15 @@ function decide(policy, state, now, cost) {
   return ALGORITHMS[policy.algorithm].decide(policy, state, now, cost);
 }
 
+/** Gives `units` back to `state` at `now` (in place), never beyond the limit; the units credited. */
+function refund(policy, state, now, units) {
+  return ALGORITHMS[policy.algorithm].refund(policy, state, now, units);
+}
+
 /** The state as the activity endpoint shows it, at `now`, without changing it. */
 function describeState(policy, state, now) {
   const { resetAtMs, ...rest } = ALGORITHMS[policy.algorithm].describe(policy, JSON.parse(JSON.stringify(state)), now);
   return { ...rest, resetAt: new Date(resetAtMs).toISOString() };
 }
 
-module.exports = { ALGORITHMS, RATE_FIELDS, isRate, initialState, decide, describeState, limitOf, windowSecondsOf, lastTime };
+module.exports = { ALGORITHMS, RATE_FIELDS, isRate, initialState, decide, refund, describeState, limitOf, windowSecondsOf, lastTime };

@@ -126,6 +126,14 @@ async function clientActivity(ctx, req, res, { clientKey }) {
   sendJson(res, 200, activity);
 }
 
+/** Gives units back to a client's count (a request that should not have counted), never beyond its limit. */
+async function refundClient(ctx, req, res, { clientKey }) {
+  const { units } = validate.refund(await bodyOf(ctx, req));
+  const r = await ctx.store.refundClient(clientKey, units);
+  if (!r) throw notFound(clientKey);
+  sendJson(res, 200, { clientKey, refunded: r.refunded, currentState: r.currentState });
+}
+
 async function listBans(ctx, req, res) {
   sendJson(res, 200, { bans: await ctx.store.listBans() });
 }
@@ -183,6 +191,7 @@ const ROUTES = [
   ['PUT', '/api/v1/admin/clients/:clientKey', replaceClient, true],
   ['DELETE', '/api/v1/admin/clients/:clientKey', deleteClient, true],
   ['GET', '/api/v1/admin/clients/:clientKey/activity', clientActivity, true],
+  ['POST', '/api/v1/admin/clients/:clientKey/refund', refundClient, true],
   ['GET', '/api/v1/admin/bans', listBans, true],
   ['POST', '/api/v1/admin/bans', createBan, true],
   ['DELETE', '/api/v1/admin/bans/:clientKey', deleteBan, true],

@@ -13,6 +13,7 @@ const LIMITS = Object.freeze({
   maxRequests: { min: 1, max: 100_000 },
   windowSeconds: { min: 1, max: 86_400 },
   cost: { min: 1, max: 1_000_000 },
+  units: { min: 1, max: 1_000_000 },
   durationSeconds: { min: 1, max: 366 * 86_400 },
   reason: { maxLength: 200 },
   // burstSize / requestsPerSecond: the time a bucket takes to fill from empty. Every time a rate
@@ -96,6 +97,13 @@ function check(body) {
   return { clientKey: key, cost };
 }
 
+/** A refund body: { units? } (default 1). */
+function refund(body) {
+  object(body, 'the body');
+  onlyFields(body, ['units']);
+  return { units: body.units === undefined ? 1 : number(body, 'units', { integer: true }) };
+}
+
 /** A ban body: { clientKey, durationSeconds?, reason? }; no duration is a ban until lifted. */
 function ban(body) {
   object(body, 'the body');
@@ -111,4 +119,4 @@ function ban(body) {
   return { clientKey: key, durationSeconds, reason };
 }
 
-module.exports = { CLIENT_KEY, LIMITS, FIELDS, clientKey, policy, check, ban };
+module.exports = { CLIENT_KEY, LIMITS, FIELDS, clientKey, policy, check, refund, ban };

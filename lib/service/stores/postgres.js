@@ -350,6 +350,18 @@ class PostgresStore {
     });
   }
 
+  /** Gives `units` back to the client's state under its row lock: { refunded, currentState }, or null with no such client. */
+  async refundClient(key, units) {
+    return this.tx(async (c) => {
+      const { rows: found } = await c.query(`SELECT *, floor(${NOW_MS})::float8 AS now_ms FROM clients WHERE client_key = $1 FOR UPDATE`, [key]);
+      const row = found[0];
+      const r = rows.refundRow(row, units, row ? row.now_ms : 0);
+      if (r === null) return null;
+      await c.query('UPDATE clients SET state = $1 WHERE client_key = $2', [r.state, key]);
+      return { refunded: r.refunded, currentState: rows.currentState({ ...row, state: r.state }, row.now_ms) };
+    });
+  }
+
   async clientActivity(key, limit) {
     const { rows: r } = await this.query(`SELECT *, floor(${NOW_MS})::float8 AS now_ms FROM clients WHERE client_key = $1`, [key]);
     if (!r[0]) return null;

@@ -1,7 +1,7 @@
 'use strict';
 // What the two stores share: rows to contract objects, a decision batch over one client's row, and
 // the activity aggregation. Column names are the same in both schemas (migrations/).
-const { isRate, initialState, decide, describeState, lastTime } = require('../algorithms');
+const { isRate, initialState, decide, refund, describeState, lastTime } = require('../algorithms');
 
 /** Analytics resolutions (ms) kept as aggregated buckets, and how long each is kept. */
 const RESOLUTIONS = Object.freeze({ second: 1000, minute: 60_000 });
@@ -79,6 +79,18 @@ function decideRow(row, costs, now) {
   return { outcome, state: outcome.results ? JSON.stringify(entry.state) : null };
 }
 
+/**
+ * Gives `units` back to the client's row (read under the store's lock) at `now`: `{ refunded, state }`
+ * (the state to write back, JSON) or null when there is no such client.
+ */
+function refundRow(row, units, now) {
+  if (!row) return null;
+  const policy = policyOf(row);
+  const state = JSON.parse(row.state);
+  const refunded = refund(policy, state, Math.max(now, lastTime(policy, state)), units);
+  return { refunded, state: JSON.stringify(state) };
+}
+
 function currentState(row, now) {
   const policy = policyOf(row);
   return { algorithm: policy.algorithm, ...describeState(policy, JSON.parse(row.state), now) };
@@ -152,4 +164,4 @@ function points(range, rows, now) {
   };
 }
 
-module.exports = { RESOLUTIONS, PRUNE_ROWS, RANGES, policyOf, clientOf, policyColumns, freshState, banOf, entryOf, decideEntry, decideRow, currentState, clientTotals, bucketTotals, activityOf, points, iso };
+module.exports = { RESOLUTIONS, PRUNE_ROWS, RANGES, policyOf, clientOf, policyColumns, freshState, banOf, entryOf, decideEntry, decideRow, refundRow, currentState, clientTotals, bucketTotals, activityOf, points, iso };

@@ -130,6 +130,19 @@ class SqliteStore {
     return deleted;
   }
 
+  /** Gives `units` back to the client's state: { refunded, currentState }, or null with no such client. */
+  async refundClient(key, units) {
+    const now = Date.now();
+    // After the whole log is folded, in one transaction: no logged state of the client lands on it later.
+    return this.decisions.rewrite(key, () => {
+      const row = this.sql.getClient.get(key);
+      const r = rows.refundRow(row, units, now);
+      if (r === null) return null;
+      this.decisions.sql.save.run(r.state, key);
+      return { refunded: r.refunded, currentState: rows.currentState({ ...row, state: r.state }, now) };
+    });
+  }
+
   async clientActivity(key, limit) {
     this.decisions.foldAll(); // clients.state then holds every decided state
     const row = this.sql.getClient.get(key);
