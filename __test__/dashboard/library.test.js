@@ -90,6 +90,7 @@ test('library dashboard under overload: background shed while critical is served
     return el !== null && typeof el.tgChart === 'function' && el.tgChart()[1].some((v) => v >= 1) && el.tgChart()[3].some((v) => v > 0);
   }, null, { timeout: 10_000 });
   assert.ok(await page.$('#chart-bans canvas'), 'the bans chart is drawn');
+  assert.equal(await page.textContent('#limit-overrides'), 'Limit overrides in force: 1', 'the operator\'s override of one key');
   assert.ok(await screenshot(page, 'live-bans') > 0);
   assert.ok(await screenshot(page, 'live-light') > 0);
 

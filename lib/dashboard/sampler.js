@@ -53,7 +53,10 @@ const SECTIONS = {
     const s = d.stats();
     const p = prev && prev.raw.bans;
     const raw = { added: s.added, refused: s.refusals.banned + s.refusals.denyListed };
-    return { value: { active: s.bans, added: rate(raw.added, p && p.added, dt), refused: rate(raw.refused, p && p.refused, dt) }, raw };
+    // Operators' limit overrides in force (gate.limits.override): this process's, and the cluster's as last read.
+    const o = s.overrides || { count: 0 };
+    const overrides = { local: o.count, cluster: o.cluster ? o.cluster.count : null };
+    return { value: { active: s.bans, added: rate(raw.added, p && p.added, dt), refused: rate(raw.refused, p && p.refused, dt), overrides }, raw };
   },
 };
 

@@ -267,11 +267,14 @@
         healthEl.className = `badge ${s.health.status === 'ok' ? 'ok' : 'bad'}`;
         updatedEl.textContent = `updated ${new Date(s.t).toLocaleTimeString()}`;
       }
+      const overridesEl = h('p', { id: 'limit-overrides', class: 'muted' });
       function bansView(s) {
         if (!s.bans) return;
+        const o = s.bans.overrides;
+        if (o) overridesEl.textContent = `Limit overrides in force: ${TG.num(o.local)}${o.cluster === null ? '' : ` (cluster: ${TG.num(o.cluster)})`}`;
         if (bansChart === null) {
           if (!bansNote.isConnected) root.appendChild(bansNote);
-          bansNote.replaceChildren();
+          bansNote.replaceChildren(overridesEl);
           bansChart = TG.chart(bansNote, { title: 'Bans: active, added /s, refused /s', labels: ['active', 'added /s', 'refused /s'], id: 'chart-bans' });
           bansChart.setData(samples.filter((x) => x.bans).map((x) => x.t / 1000), ...[0, 1, 2].map((i) => samples.filter((x) => x.bans).map((x) => [x.bans.active, x.bans.added, x.bans.refused][i])));
         } else bansChart.append(s.t / 1000, [s.bans.active, s.bans.added, s.bans.refused], !paused);
