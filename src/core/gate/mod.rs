@@ -36,9 +36,9 @@
 //! (`core::concurrency`): the overload the loop cannot see (a saturated database pool or upstream).
 //! A protected tier's request always gets one; another waits for one (`Slot::Wait`: the caller
 //! queues it in tier order, or sheds it) while the limit is in use — unless the loop itself is the
-//! bottleneck (a lag episode): then the controller above governs and the limit does not bind. The
-//! caller releases each slot when its request finishes (`release`), with the request's latency,
-//! which is no sample while the loop is busy or lagging (the latency inflates from the loop).
+//! bottleneck (busy, lagging, or in a lag episode): then the controller above governs, the limit
+//! does not bind, and a finished request's latency is no sample (it inflates from the loop). The
+//! caller releases each slot when its request finishes (`release`), with the request's latency.
 //!
 //! Files: `config.rs` (the gate's options), `tier.rs` (the tier header: names and signed tokens),
 //! `burst.rs` (costly requests run back to back in one turn, for the turn queue), `slots.rs` (the
@@ -68,7 +68,8 @@ use std::sync::Arc;
 
 /// Time constant (ms) of the gate's short-window utilisation (`ShedInput::busy`).
 const BUSY_TAU_MS: f64 = 100.0;
-/// Above this short-window utilisation a finished request's latency is no sample of the downstream's...
+/// Above this short-window utilisation the loop is the bottleneck: the concurrency limit does not
+/// bind, and a finished request's latency is no sample of the downstream's...
 pub const LOOP_BUSY: f64 = 0.75;
 /// ... nor from this share of the shed controller's target lag (the turn queue starts there too).
 pub const LOOP_LATE_LAG_SHARE: f64 = 0.25;
