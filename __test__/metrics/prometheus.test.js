@@ -28,8 +28,8 @@ test('a /metrics scrape under load parses, and after the load its counters equal
   }
   assert.equal(fams.get('tiergate_decisions_total').type, 'counter');
   assert.equal(fams.get('tiergate_queue_wait_seconds').type, 'histogram');
-  // No per-client or per-IP label: every label is one of a few bounded sets.
-  for (const [, f] of fams) for (const s of f.samples) for (const k of Object.keys(s.labels)) assert.ok(['tier', 'verdict', 'reason', 'cause', 'le'].includes(k), `label ${k}`);
+  // No per-client or per-IP label: every label is one of a few bounded sets (a named limit's name is configuration).
+  for (const [, f] of fams) for (const s of f.samples) for (const k of Object.keys(s.labels)) assert.ok(['tier', 'verdict', 'reason', 'cause', 'le', 'limit'].includes(k), `label ${k}`);
   const statuses = await load;
   assert.ok((statuses.background[503] || 0) > 0, `background was never shed: ${JSON.stringify(statuses)}`);
 
