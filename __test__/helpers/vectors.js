@@ -52,4 +52,22 @@ async function pgClock(serverUrl) {
   };
 }
 
-module.exports = { VECTORS, BASE, close, pgClock };
+/**
+ * A PostgreSQL started for test `t`, its clock (pgClock) and a store `make(url)` built on it, all
+ * closed after the test: `{ clock, store }`.
+ */
+async function pgWithClock(t, make) {
+  const { startPostgres } = require('../service/helpers');
+  const pg = await startPostgres();
+  const held = {};
+  t.after(async () => {
+    if (held.store) await held.store.close();
+    if (held.clock) await held.clock.close();
+    await pg.stop();
+  });
+  held.clock = await pgClock(pg.url);
+  held.store = make(held.clock.url);
+  return held;
+}
+
+module.exports = { VECTORS, BASE, close, pgClock, pgWithClock };

@@ -14,8 +14,8 @@ const { SqliteLeaseStore } = require('../../lib/service/stores/lease-sqlite');
 const { PostgresLeaseStore } = require('../../lib/service/stores/lease-postgres');
 const { LUA, limitArgs } = require('../../lib/cluster/script');
 const { needRedis, redisServer } = require('../helpers/redis');
-const { tmpdir, startPostgres, pgMissing } = require('../service/helpers');
-const { VECTORS, BASE, pgClock } = require('../helpers/vectors');
+const { tmpdir, pgMissing } = require('../service/helpers');
+const { VECTORS, BASE, pgWithClock } = require('../helpers/vectors');
 
 /** A vector's config as the stores' limit spec (the fields store-rules.js and limitArgs read). */
 function specOf(alg, c, name) {
@@ -83,16 +83,7 @@ test('the SQLite lease store answers the vectors', async (t) => {
 });
 
 test('the PostgreSQL lease store answers the vectors', { skip: pgMissing() }, async (t) => {
-  const pg = await startPostgres();
-  let clock;
-  let store;
-  t.after(async () => {
-    if (store) await store.close();
-    if (clock) await clock.close();
-    await pg.stop();
-  });
-  clock = await pgClock(pg.url);
-  store = new PostgresLeaseStore({ connectionString: clock.url });
+  const { clock, store } = await pgWithClock(t, (url) => new PostgresLeaseStore({ connectionString: url }));
   await runAll({ setTime: (ms) => clock.set(ms), lease: (b) => store.lease(b), release: async (b) => { await store.release(b); } });
 });
 

@@ -12,8 +12,8 @@ const { ALGORITHMS, initialState } = require('../../lib/service/algorithms');
 const rows = require('../../lib/service/stores/rows');
 const { SqliteStore } = require('../../lib/service/stores/sqlite');
 const { PostgresStore } = require('../../lib/service/stores/postgres');
-const { tmpdir, startPostgres, pgMissing } = require('../service/helpers');
-const { VECTORS, BASE, close, pgClock } = require('../helpers/vectors');
+const { tmpdir, pgMissing } = require('../service/helpers');
+const { VECTORS, BASE, close, pgWithClock } = require('../helpers/vectors');
 
 // The service's names and fields for a vector's config: its wire contract keeps the reference
 // design's (snake_case names; requestsPerSecond and burstSize, or maxRequests and windowSeconds).
@@ -86,16 +86,7 @@ test('the SQLite store answers the vectors', async (t) => {
 });
 
 test('the PostgreSQL store answers the vectors', { skip: pgMissing() }, async (t) => {
-  const pg = await startPostgres();
-  let clock;
-  let store;
-  t.after(async () => {
-    if (store) await store.close();
-    if (clock) await clock.close();
-    await pg.stop();
-  });
-  clock = await pgClock(pg.url);
-  store = new PostgresStore({ connectionString: clock.url });
+  const { clock, store } = await pgWithClock(t, (url) => new PostgresStore({ connectionString: url }));
   await store.open();
   for (const [alg, c, key] of CASES) {
     assert.ok(await store.createClient(policyOf(alg, c, key)));
