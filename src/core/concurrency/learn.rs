@@ -75,7 +75,10 @@ impl Concurrency {
         // an interval of fast requests alone (health checks, a pool's warm-up), and a knee from it
         // would be no concurrency at all.
         let probed = self.probed.0 != u64::MAX;
-        let measured = probed && reached && queued > (QUEUE_SHARE * knee).max(QUEUE_MIN) && mean as f64 > QUEUE_LATENCY * baseline_mean_ns;
+        let measured = probed
+            && reached
+            && queued > (QUEUE_SHARE * knee).max(QUEUE_MIN)
+            && mean as f64 > (QUEUE_LATENCY * baseline_mean_ns).max(baseline_mean_ns + QUEUE_MIN_NS);
         let queueing = measured || self.signal > 0.0;
         if measured {
             self.knee = knee;

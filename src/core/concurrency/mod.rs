@@ -69,6 +69,9 @@ pub const QUEUE_SHARE: f64 = 0.1;
 /// overhead at a high rate is a fraction of a millisecond that Little's law would count as requests).
 pub const QUEUE_MIN: f64 = 0.5;
 pub const QUEUE_LATENCY: f64 = 1.1;
+/// ... and at least this much over it (ns): a few-millisecond service's timers and the loop's own
+/// turns stretch its latency by more than a tenth with nothing queued.
+pub const QUEUE_MIN_NS: f64 = 1_000_000.0;
 /// Growth per interval while the limit is reached without queueing, as a share of it (at least
 /// one request): additive, so the limit probes above the knee by little at a time.
 pub const GROWTH: f64 = 0.02;
