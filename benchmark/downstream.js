@@ -8,7 +8,9 @@
 // downstream call (lib/bulkhead.js: what a user must tune); gatekeeper() + concurrencyGate({
 // maxConcurrent: 'auto' }) as it is today; gatekeeper() with tiers only (gatekeeperOptions below).
 //
-//   node benchmark/downstream.js [--runs 5] [--runs-lag 2] [--quick] [--only id,id] [--routes pg,http,mixed] [--load 3] [--pool 4]
+//   node benchmark/downstream.js [--runs 5] [--runs-lag 2] [--quick] [--only id,id] [--routes pg,http,mixed] [--load 3] [--pool 4] [--alt DIR]
+//   (--alt DIR: gatekeeper again as `gatekeeper@alt`, its server loading tiergate from the package
+//   directory DIR, another checkout with its own build: an A/B interleaved run by run.)
 //   (ids: none, toobusy, under-pressure, bulkhead, gate-auto, gatekeeper. toobusy and under-pressure
 //   run only in the first --runs-lag runs: a lag signal stays flat on an idle loop, and every run of
 //   every configuration at 5 runs would take ~28 min; --runs-lag 5 runs them all 5 times.)
@@ -76,7 +78,8 @@ function gatekeeperOptions(cap) {
   };
 }
 
-function configurations(cap, pool) {
+function configurations(cap, pool, alt = null) {
+  const gatekeeper = { id: 'gatekeeper', title: 'gatekeeper() defaults (tiers only)', framework: 'express', protection: 'gatekeeper', options: gatekeeperOptions(cap), target: true };
   return [
     { id: 'none', title: 'no protection (Express)', framework: 'express', protection: 'none' },
     { id: 'toobusy', title: `toobusy-js (Express, maxLag ${LAG_MS} ms)`, framework: 'express', protection: 'toobusy', options: { maxLag: LAG_MS, interval: 20 }, lag: true },
@@ -90,12 +93,13 @@ function configurations(cap, pool) {
       options: gatekeeperOptions(cap),
       gate: { maxConcurrent: 'auto', trustTierHeader: true },
     },
-    { id: 'gatekeeper', title: 'gatekeeper() defaults (tiers only)', framework: 'express', protection: 'gatekeeper', options: gatekeeperOptions(cap), target: true },
+    gatekeeper,
+    ...(alt === null ? [] : [{ ...gatekeeper, id: 'gatekeeper@alt', title: `${gatekeeper.title} [${alt}]`, tiergateDir: alt }]),
   ];
 }
 
 function parseArgs(argv) {
-  const a = { runs: 5, runsLag: 2, quick: false, only: null, routes: ROUTES, load: 3, pool: 4 };
+  const a = { runs: 5, runsLag: 2, quick: false, only: null, routes: ROUTES, load: 3, pool: 4, alt: null };
   const num = (k, v, min) => {
     const n = Number(v);
     if (!Number.isFinite(n) || n < min) throw new RangeError(`${k} must be a number >= ${min}, got ${v}`);
@@ -110,6 +114,7 @@ function parseArgs(argv) {
     else if (k === '--routes') a.routes = argv[++i].split(',');
     else if (k === '--load') a.load = num(k, argv[++i], 1);
     else if (k === '--pool') a.pool = num(k, argv[++i], 1);
+    else if (k === '--alt') a.alt = path.resolve(argv[++i]);
     else throw new Error(`unknown argument ${k}`);
   }
   if (a.quick && !argv.includes('--runs')) a.runs = 1;
@@ -143,6 +148,7 @@ function serverSpec(cfg, env) {
     protection: cfg.protection,
     options: cfg.options || {},
     gate: cfg.gate,
+    tiergateDir: cfg.tiergateDir,
     extra: { bulkhead: cfg.bulkhead, pgUrl: env.pgUrl, poolSize: env.pool, pgSleepMs: SERVICE_MS, downstreamPort: env.downstreamPort, cpuIters: env.cpuIters },
   };
 }
@@ -266,7 +272,7 @@ async function main() {
       ideals[route] = idealTierLatency({ rate: args.load * pr.reqPerSec, durationMs: ph.step, serviceMs: (1000 * args.pool) / pr.reqPerSec, mix: MIX, servers: args.pool });
       console.log(`capacity probe ${route}: ${Math.round(pr.reqPerSec)} req/s closed loop (${4 * args.pool} clients, p50 ${pr.satP50.toFixed(1)} ms); unloaded (1 client) p50 ${pr.unloadedP50.toFixed(1)} ms, p99 ${pr.unloadedP99.toFixed(1)} ms; ideal scheduler critical p99 at ${args.load}x: ${ideals[route].p99.toFixed(1)} ms`);
     }
-    const all = configurations(1, args.pool);
+    const all = configurations(1, args.pool, args.alt);
     if (args.only) {
       const unknown = args.only.filter((id) => !all.some((c) => c.id === id));
       if (unknown.length) throw new Error(`--only: unknown configuration(s) ${unknown.join(', ')} (known: ${all.map((c) => c.id).join(', ')})`);
@@ -276,7 +282,7 @@ async function main() {
       for (const route of args.routes) {
         const cap = probes[route].reqPerSec;
         // The lag-based comparisons run --runs-lag times (the first runs): their signal does not move here.
-        const cfgs = configurations(cap, args.pool).filter((c) => (!args.only || args.only.includes(c.id)) && (!c.lag || run <= args.runsLag));
+        const cfgs = configurations(cap, args.pool, args.alt).filter((c) => (!args.only || args.only.includes(c.id)) && (!c.lag || run <= args.runsLag));
         for (const cfg of cfgs) {
           const quiet = await waitForQuiet({ maxMs: 5000 });
           const runStart = Date.now();

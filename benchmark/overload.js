@@ -7,8 +7,9 @@
 //
 //   node benchmark/overload.js [--runs 5] [--quick] [--only id,id] [--load 3] [--seconds 6] [--work-ms 3] [--work pbkdf2|sha256-chain] [--shed '{json}'] [--alt DIR] [--cpu-prof DIR]
 //   (ids: none, toobusy, under-pressure, tiergate-defaults, tiergate-fastify, tiergate-http,
-//    tiergate [extra: spike filter off], tiergate-plain [extra], tiergate-express-outside [extra: the
-//    Express app inside gatekeeper.http, not behind app.use]; --shed overrides tiergate's shed options;
+//    tiergate-no-limit [extra: concurrency: false], tiergate [extra: spike filter off],
+//    tiergate-plain [extra], tiergate-express-outside [extra: the Express app inside gatekeeper.http,
+//    not behind app.use]; --shed overrides tiergate's shed options;
 //    --alt DIR adds each tiergate configuration again as `<id>@alt`, its server loading tiergate from
 //    the package directory DIR (another checkout with its own build): an A/B interleaved run by run;
 //    --cpu-prof DIR writes a CPU profile of each server over its overload phase to
@@ -127,6 +128,17 @@ function configurations(cap) {
       options: tiergateOptions(cap, {}),
       thresholdMs: LAG_MS,
       target: true,
+    },
+    {
+      id: 'tiergate-no-limit',
+      title: `tiergate (Express, default shed, no learned concurrency limit)`,
+      framework: 'express',
+      protection: 'tiergate',
+      options: { ...tiergateOptions(cap, {}), concurrency: false },
+      thresholdMs: LAG_MS,
+      target: true,
+      extra: true,
+      noAlt: true, // the code before the limit has no such option
     },
     {
       id: 'tiergate',
@@ -249,6 +261,8 @@ async function runConfig(cfg, { cap, workIters, workKind, load, seconds, quick, 
     const { warm: _w, ...cold } = base;
     const w0 = await srv.workTime();
     if (profileFile) await srv.profileStart();
+    // The gate's counters one second into the overload: what its onset did, apart from the rest.
+    const firstSecond = new Promise((resolve) => setTimeout(resolve, Math.max(0, startAt + 1000 - nowAbs()))).then(() => srv.guardStats().catch(() => null));
     const [over, after] = await Promise.all([
       runLoad(srv, { ...cold, rate: load * cap, durationMs: seconds * 1000, startAt }, { keepController: !quick }).then(async (r) => {
         if (profileFile) await srv.profileStop(profileFile);
@@ -264,9 +278,10 @@ async function runConfig(cfg, { cap, workIters, workKind, load, seconds, quick, 
     }
     const w1 = await srv.workTime();
     const stats = await srv.guardStats().catch(() => null);
+    const statsAt1s = await firstSecond;
     log?.(`  ${cfg.id}: done`);
     // The work's mean wall time over the overload and the 0.8x phase after it: this run's pace.
-    return { cfg, unloaded, light, over, after, stats, calm, workMeanMs: workMeanMs(w0, w1) };
+    return { cfg, unloaded, light, over, after, stats, statsAt1s, calm, workMeanMs: workMeanMs(w0, w1) };
   } finally {
     agent.destroy();
     await srv.stop();
@@ -491,7 +506,7 @@ async function main() {
     c.title += ` + ${JSON.stringify(args.shed)}`;
   }
   if (args.alt) {
-    const alt = configs.filter((c) => c.protection === 'tiergate').map((c) => ({ ...c, id: `${c.id}@alt`, title: `${c.title} [${args.alt}]`, tiergateDir: args.alt, options: inVocabularyOf(args.alt, { ...c.options, shed: { ...c.options.shed } }) }));
+    const alt = configs.filter((c) => c.protection === 'tiergate' && !c.noAlt).map((c) => ({ ...c, id: `${c.id}@alt`, title: `${c.title} [${args.alt}]`, tiergateDir: args.alt, options: inVocabularyOf(args.alt, { ...c.options, shed: { ...c.options.shed } }) }));
     configs = configs.flatMap((c) => [c, ...alt.filter((a) => a.id === `${c.id}@alt`)]);
   }
   const ideal = idealTierLatency({ rate: args.load * cap, durationMs: args.seconds * 1000, serviceMs: 1000 / cap, mix: MIX });
@@ -542,6 +557,8 @@ async function main() {
     const targets = evaluateTargets(r, ideal);
     printTargets(r.cfg, targets);
     if (r.stats) console.log(`  gate.stats() after the run: ${JSON.stringify(r.stats)}`);
+    const waits = (st) => st?.concurrency?.waits;
+    if (waits(r.stats) !== undefined) console.log(`  requests that found the concurrency limit reached: ${waits(r.statsAt1s) ?? '?'} in the overload's first second, ${waits(r.stats)} by the run's end`);
     summary.push({ config: r.cfg.id, targets });
   }
   const outDir = path.join(__dirname, 'out');

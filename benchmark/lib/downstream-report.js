@@ -35,6 +35,8 @@ function runFigures(raw, { cap, ideal, tiers }) {
     critSuccess: crit.successPct,
     critP99: crit.p99,
     ratio: crit.p99 / unloadedP99,
+    // Without the step's first half second: how much of the p99 is the onset's.
+    critP99From500: p99From(crit, 500),
     idealP99: ideal.p99,
     goodputPct: (100 * step.goodputPerSec) / cap,
     standardPct: step.tiers.standard.successPct,
@@ -65,6 +67,7 @@ const FIGURES = [
   ['critP99', 'critical p99 ms', f0],
   ['unloadedP99', 'unloaded p99 ms', f1],
   ['ratio', 'critical p99 / unloaded', f2],
+  ['critP99From500', 'critical p99 from 0.5 s ms', f0],
   ['idealP99', 'ideal scheduler crit p99 ms', f0],
   ['goodputPct', 'goodput % of capacity', f0],
   ['standardPct', 'standard answered %', f0],

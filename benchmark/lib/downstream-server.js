@@ -94,7 +94,8 @@ async function answer(route, send) {
 }
 
 // ---- protections ----
-const loadTiergate = () => require(path.join(__dirname, '..', '..'));
+// `tiergateDir`: another checkout's package (an A/B against another build in the same run).
+const loadTiergate = () => require(cfg.tiergateDir ? path.resolve(cfg.tiergateDir) : path.join(__dirname, '..', '..'));
 let statsSource = null; // the gatekeeper (stats())
 let gateSource = null; // concurrencyGate (stats().limit)
 
