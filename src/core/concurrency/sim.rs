@@ -157,7 +157,7 @@ pub fn simulate(c: &mut Concurrency, pool: &mut Pool, d: Delays, phases: &[Phase
                     f.critical[r.phase].push(t - r.arrived);
                 }
                 let want = waiting.iter().map(|q| q.len() as u32).sum::<u32>() - handed;
-                let n = c.hand_over(want, t);
+                let n = c.hand_over(want, false, t);
                 if n > 0 {
                     handed += n;
                     starts.push_back((t + d.to_start, n));
@@ -222,7 +222,7 @@ pub fn simulate(c: &mut Concurrency, pool: &mut Pool, d: Delays, phases: &[Phase
                     }
                 }
                 let want = waiting.iter().map(|q| q.len() as u32).sum::<u32>().saturating_sub(handed);
-                let n = c.hand_over(want, t);
+                let n = c.hand_over(want, false, t);
                 if n > 0 {
                     handed += n;
                     starts.push_back((t + d.to_start, n));

@@ -12,9 +12,10 @@ impl Gate {
     /// overload ends).
     pub fn release(&self, epoch: u64, latency_ns: Option<u64>, waiting: u32, now_ns: u64) -> u32 {
         let mut st = self.state.lock();
-        let latency_ns = if Self::loop_bound(&st) { None } else { latency_ns };
+        let loop_bound = Self::loop_bound(&st);
+        let latency_ns = if loop_bound { None } else { latency_ns };
         st.conc.release(epoch, latency_ns, now_ns);
-        let n = st.conc.hand_over(waiting, now_ns);
+        let n = st.conc.hand_over(waiting, loop_bound, now_ns);
         st.waiting = waiting - n;
         n
     }
@@ -28,10 +29,12 @@ impl Gate {
         st.busy > LOOP_BUSY || st.ctl.pressure() > 0.0 || st.input.lag_ms >= LOOP_LATE_LAG_SHARE * st.ctl.thresholds_ms().0
     }
 
-    /// Slots for up to `waiting` requests waiting for one, without a release (the limit rose).
+    /// Slots for up to `waiting` requests waiting for one, without a release (the limit rose, or
+    /// the loop became the bottleneck: then the limit does not bind, and every waiter starts).
     pub fn hand_over(&self, waiting: u32, now_ns: u64) -> u32 {
         let mut st = self.state.lock();
-        let n = st.conc.hand_over(waiting, now_ns);
+        let loop_bound = Self::loop_bound(&st);
+        let n = st.conc.hand_over(waiting, loop_bound, now_ns);
         st.waiting = waiting - n;
         n
     }
