@@ -143,3 +143,57 @@ test('concurrency options are checked and named', () => {
   for (const [o, re] of bad) assert.throws(() => gatekeeper(o), (e) => re.test(e.message) && typeof e.code === 'string', JSON.stringify(o));
   assert.equal(gatekeeper({ concurrency: false }).gatekeeper.stats().concurrency, null);
 });
+
+test('once the loop is the bottleneck, the requests that waited for a slot all start, through the turn queue', { timeout: 30_000 }, async () => {
+  // Two slots (maxLimit 2), held by two requests; twelve background requests of 4 ms of CPU each
+  // wait for one. Then the loop stalls 300 ms: it is the bottleneck, the limit no longer binds, and
+  // the twelve start — in turns of the turn budget with I/O read between them, not back to back.
+  let turn = 0;
+  let ticking = true;
+  const tick = () => {
+    turn++;
+    if (ticking) setImmediate(tick);
+  };
+  tick();
+  const holds = [];
+  const turns = [];
+  // A lag target far above a loaded machine's own (the limit binds until the loop lags a quarter of it).
+  const handler = gatekeeper.http({ ...OPTIONS, shed: { targetLagMs: 200, criticalLagMs: 600 }, concurrency: { initialLimit: 2, maxLimit: 2, maxWaitMs: 10_000 } }, (req, res) => {
+    if (req.url === '/hold') return holds.push(() => res.end('ok'));
+    if (req.headers['x-user-tier'] === 'background') {
+      turns.push(turn);
+      const t0 = performance.now();
+      while (performance.now() - t0 < 4); // the handler's own CPU
+    }
+    res.end('ok');
+  });
+  const s = http.createServer(handler);
+  await new Promise((r) => s.listen(0, '127.0.0.1', r));
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+  const get = (path, tier) => new Promise((resolve) => {
+    http.get({ host: '127.0.0.1', port: s.address().port, path, agent, headers: { 'x-user-tier': tier } }, (r) => {
+      r.resume();
+      r.on('end', () => resolve(r.statusCode));
+    }).on('error', () => resolve(0));
+  });
+  try {
+    const held = [get('/hold', 'standard'), get('/hold', 'standard')];
+    for (let i = 0; i < 100 && holds.length < 2; i++) await sleep(10);
+    assert.equal(holds.length, 2);
+    const waited = Array.from({ length: 12 }, () => get('/spin', 'background'));
+    for (let i = 0; i < 100 && handler.gatekeeper.stats().concurrency.waiting < 12; i++) await sleep(10);
+    assert.equal(handler.gatekeeper.stats().concurrency.waiting, 12, 'twelve wait for a slot');
+    const t0 = performance.now();
+    while (performance.now() - t0 < 300); // the stall
+    assert.equal(await get('/spin', 'critical'), 200); // a request after it: the gate reads the loop
+    const statuses = await Promise.all(waited);
+    assert.deepEqual(statuses, Array(12).fill(200), 'each one that waited is served, none left to its wait bound');
+    assert.ok(new Set(turns).size >= 6, `the twelve ran in ${new Set(turns).size} loop turn(s): ${turns}`);
+    for (const h of holds) h();
+    await Promise.all(held);
+  } finally {
+    ticking = false;
+    agent.destroy();
+    await new Promise((r) => s.close(r));
+  }
+});

@@ -125,7 +125,7 @@ class Gatekeeper {
     if (o.concurrency !== null) {
       this.#slots = new Slots(this.#handle, o.names.length, o.concurrency, {
         shed: (w, waitedMs, why) => this.#slotShed(w, waitedMs, why),
-        run: (w) => this.#runWaiter(w),
+        run: (w, first) => this.#runWaiter(w, first),
         warn: (name, err) => this.#hooks.warn(name, err),
       });
     }
@@ -368,11 +368,15 @@ class Gatekeeper {
   // A request that waited for a slot has one now. While the loop is busy it takes its turn in the
   // turn queue as a newcomer would: started outside it, a run of them would take the turns the turn
   // budget keeps for the protected tier.
-  #runWaiter(w) {
+  #runWaiter(w, first) {
     const q = this.#queue;
     const r = this.#result;
-    if (q === null || (!q.active && q.calm(r[R.PRESSURE], r[R.LAG_MS], r[R.INLINE_RUN_MS]))) return w.settle(null);
-    const out = q.admit(w.req, w.res, w.tier, r[R.PRESSURE], r[R.LAG_MS], r[R.INLINE_RUN_MS], w.source, w.key);
+    // The last decision's inline run says nothing of a batch started together (the loop became the
+    // bottleneck and every waiter got its slot): after the first, they go through the turn queue,
+    // which runs them a turn budget at a time with I/O read between, not back to back.
+    const inlineRunMs = first ? r[R.INLINE_RUN_MS] : Infinity;
+    if (q === null || (!q.active && q.calm(r[R.PRESSURE], r[R.LAG_MS], inlineRunMs))) return w.settle(null);
+    const out = q.admit(w.req, w.res, w.tier, r[R.PRESSURE], r[R.LAG_MS], inlineRunMs, w.source, w.key);
     if (out !== null && typeof out.then === 'function') out.then((v) => w.settle(v));
     else w.settle(out);
   }

@@ -60,8 +60,8 @@ class Slots {
 
   /**
    * `shed(w, waitedMs, cause)`: a waiter shed ('wait': its wait bound; 'full': the queue was full);
-   * returns the rejection to send. `run(w)`: a waiter whose slot is taken (settles it). `warn(name,
-   * err)`: a signal that threw.
+   * returns the rejection to send. `run(w, first)`: a waiter whose slot is taken (settles it);
+   * `first`: the first of those started together. `warn(name, err)`: a signal that threw.
    */
   constructor(handle, tierCount, o, { shed, run, warn }) {
     this.#handle = handle;
@@ -166,6 +166,7 @@ class Slots {
   /** Starts `n` waiters, highest tier first, whose slots the estimator has just taken. */
   #start(n) {
     const epoch = this.#handle.slotEpoch();
+    let started = 0;
     for (let t = 0; t < this.#waiting.length && n > 0; t++) {
       const q = this.#waiting[t];
       while (q.length > 0 && n > 0) {
@@ -176,7 +177,7 @@ class Slots {
         const waited = performance.now() - w.t0;
         if (waited > this.#s.maxWaitMs) this.#s.maxWaitMs = waited;
         this.track(w.res, epoch);
-        this.#run(w);
+        this.#run(w, started++ === 0);
       }
     }
     // Slots taken for waiters that were gone go back.
