@@ -9,8 +9,9 @@
 // maxConcurrent: 'auto' }) as it is today; gatekeeper() with tiers only (gatekeeperOptions below).
 //
 //   node benchmark/downstream.js [--runs 5] [--runs-lag 2] [--quick] [--only id,id] [--routes pg,http,mixed] [--load 3] [--pool 4] [--alt DIR]
-//   (--alt DIR: gatekeeper again as `gatekeeper@alt`, its server loading tiergate from the package
-//   directory DIR, another checkout with its own build: an A/B interleaved run by run.)
+//   (--alt DIR, repeatable: gatekeeper again as `gatekeeper@<DIR's name>`, its server loading
+//   tiergate from the package directory DIR, another checkout with its own build: an A/B interleaved
+//   run by run.)
 //   (ids: none, toobusy, under-pressure, bulkhead, gate-auto, gatekeeper. toobusy and under-pressure
 //   run only in the first --runs-lag runs: a lag signal stays flat on an idle loop, and every run of
 //   every configuration at 5 runs would take ~28 min; --runs-lag 5 runs them all 5 times.)
@@ -78,7 +79,7 @@ function gatekeeperOptions(cap) {
   };
 }
 
-function configurations(cap, pool, alt = null) {
+function configurations(cap, pool, alt = []) {
   const gatekeeper = { id: 'gatekeeper', title: 'gatekeeper() defaults (tiers only)', framework: 'express', protection: 'gatekeeper', options: gatekeeperOptions(cap), target: true };
   return [
     { id: 'none', title: 'no protection (Express)', framework: 'express', protection: 'none' },
@@ -94,12 +95,12 @@ function configurations(cap, pool, alt = null) {
       gate: { maxConcurrent: 'auto', trustTierHeader: true },
     },
     gatekeeper,
-    ...(alt === null ? [] : [{ ...gatekeeper, id: 'gatekeeper@alt', title: `${gatekeeper.title} [${alt}]`, tiergateDir: alt }]),
+    ...alt.map((dir) => ({ ...gatekeeper, id: `gatekeeper@${path.basename(dir)}`, title: `${gatekeeper.title} [${dir}]`, tiergateDir: dir })),
   ];
 }
 
 function parseArgs(argv) {
-  const a = { runs: 5, runsLag: 2, quick: false, only: null, routes: ROUTES, load: 3, pool: 4, alt: null };
+  const a = { runs: 5, runsLag: 2, quick: false, only: null, routes: ROUTES, load: 3, pool: 4, alt: [] };
   const num = (k, v, min) => {
     const n = Number(v);
     if (!Number.isFinite(n) || n < min) throw new RangeError(`${k} must be a number >= ${min}, got ${v}`);
@@ -114,7 +115,7 @@ function parseArgs(argv) {
     else if (k === '--routes') a.routes = argv[++i].split(',');
     else if (k === '--load') a.load = num(k, argv[++i], 1);
     else if (k === '--pool') a.pool = num(k, argv[++i], 1);
-    else if (k === '--alt') a.alt = path.resolve(argv[++i]);
+    else if (k === '--alt') a.alt.push(path.resolve(argv[++i]));
     else throw new Error(`unknown argument ${k}`);
   }
   if (a.quick && !argv.includes('--runs')) a.runs = 1;
