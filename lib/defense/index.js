@@ -9,11 +9,11 @@
 // when the defense lets the request on. Responses are watched at
 // 'finish' for probe statuses (404/400/405 by default) when a probe rule exists.
 const native = require('../native');
-const { routedPath } = require('../adapters/routing');
-const { matchPath } = require('../adapters/route-rules');
+const { routedPath } = require('../http/routing');
+const { matchPath } = require('../http/route-rules');
 const { isGone, GONE } = require('../adapters');
 const { keyArg, takePending, settleAll, UNUSABLE } = require('./keys');
-const { LimitHeaders } = require('./headers');
+const { LimitHeaders } = require('../http/rate-limit-headers');
 const { DefenseResponder } = require('./respond');
 const { Shaper } = require('./shaper');
 const { Bans, BanEvents, BAN_CHANNEL, listsArg, call } = require('./bans');
@@ -22,7 +22,7 @@ const { LocalDebit } = require('./local-debit');
 const { LimitsAdmin } = require('./admin');
 const { performance } = require('node:perf_hooks');
 const { compileDefense, DEFENSE_OPTIONS } = require('./options');
-const { clientIp } = require('../adapters/client');
+const { clientIp } = require('../http/client');
 const { CODES, codedError } = require('../errors');
 const { finite, isObject, typeName } = require('../options');
 const { RateLimitInfo } = require('./rate-limit-info');
