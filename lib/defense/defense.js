@@ -1,32 +1,30 @@
 'use strict';
-// The abuse-defense layers of the gatekeeper, in the order of DESIGN.md: allow list / skip → deny list
-// (403) → bans (403) → the challenge step-up (the app's challenge) → every named limit that applies,
-// all or nothing (429) → on to the tier pool and the shed controller (lib/gatekeeper).
+// The abuse defense's per-request check and its operator API (gate.defense), in the order of
+// DESIGN.md: allow list / skip → deny list (403) → bans (403) → the challenge step-up (the app's
+// challenge) → every named limit that applies, all or nothing (429) → on to the tier pool and the
+// shed controller (lib/gatekeeper).
 //
-// Per request: which limits apply (methods, tiers, routes: the gatekeeper's route matching) and their
-// keys and costs are worked out here; then one raw native call (`defendAndDecide`, src/node/defense.rs)
-// does the lists, the ban lookup, the challenge, the limits and the strikes, and the gate's decision
-// when the defense lets the request on. Responses are watched at
-// 'finish' for probe statuses (404/400/405 by default) when a probe rule exists.
+// Per request: which limits apply, their keys and costs (./limit-scope.js); then one raw native call
+// (`defendAndDecide`, src/node/defense.rs) does the lists, the ban lookup, the challenge, the limits
+// and the strikes, and the gate's decision when the defense lets the request on. Responses are
+// watched at 'finish' for probe statuses (404/400/405 by default) when a probe rule exists.
 const native = require('../native');
-const { routedPath } = require('../http/routing');
-const { matchPath } = require('../http/route-rules');
 const { isGone, GONE } = require('../adapters');
-const { keyArg, takePending, settleAll, UNUSABLE } = require('./keys');
+const { settleAll } = require('./keys');
+const { LimitScope } = require('./limit-scope');
 const { LimitHeaders } = require('../http/rate-limit-headers');
 const { DefenseResponder } = require('./respond');
 const { Shaper } = require('./shaper');
-const { Bans, BanEvents, BAN_CHANNEL, listsArg, call } = require('./bans');
+const { Bans, BanEvents, listsArg, call } = require('./bans');
 const { Outcome } = require('./outcome');
 const { LocalDebit } = require('./local-debit');
 const { LimitsAdmin } = require('./admin');
 const { performance } = require('node:perf_hooks');
-const { compileDefense, DEFENSE_OPTIONS } = require('./options');
 const { clientIp } = require('../http/client');
 const { CODES, codedError } = require('../errors');
 const { finite, isObject, typeName } = require('../options');
 const { RateLimitInfo } = require('./rate-limit-info');
-const { cookieValue, passOf, challengeResponse } = require('./challenge');
+const { passOf, challengeResponse } = require('./challenge');
 const { GATE_ARGS, callDefend, callDefendAndDecide } = require('./native-call');
 const { watchResponse, watchServer } = require('./probes');
 
@@ -53,15 +51,11 @@ class Defense {
   #headers;
   #challenge;
   #skip;
-  #routing;
-  #folded;
-  // The request's routed path while check() runs: undefined until a limit with routes needs it.
-  #path;
+  #scope;
   #events;
   #shaper;
   #trustProxy;
   #warn;
-  #warned = new Set();
   /** The gate's verdict from the last combined check(), or -1 when the gate did not decide. */
   gateVerdict = -1;
   // Requests refused, counted on the refusal path only (for metrics and the dashboard): nothing per admit.
@@ -70,8 +64,6 @@ class Defense {
   #clusterLimits;
   #clusterRefused;
   #outcome;
-  // The local limits whose `by` returned a promise in this check(), each followed by the promise.
-  #pendingBy = null;
   // Some limit counts by outcome / is a function of the request: check() does their part.
   #watching;
   #perRequest;
@@ -124,8 +116,7 @@ class Defense {
     this.headersOnSuccess = ctx.headersOnSuccess;
     this.#challenge = c;
     this.#skip = o.skip;
-    this.#routing = ctx.routing;
-    this.#folded = !ctx.routing.caseSensitive;
+    this.#scope = new LimitScope(ctx.routing, ctx.warn);
     this.#trustProxy = ctx.trustProxy;
     this.#warn = ctx.warn;
     this.probeStatuses = o.bans.probeStatuses;
@@ -188,12 +179,6 @@ class Defense {
     if (cs !== null) req[CLUSTER_STEP] = { ids: cs.ids, keys: cs.keys.slice(), costs: cs.costs.slice(), any: cs.any, local: cs.local === null ? null : cs.local.copy() };
   }
 
-  #warnOnce(name) {
-    if (this.#warned.has(name)) return;
-    this.#warned.add(name);
-    this.#warn(name, new TypeError('returned a value that is not usable (see docs/defense.md); counting by the client address / a cost of 1'));
-  }
-
   /**
    * The defense's decision for one request: null to go on, `{ verdict, info, rejection }` to refuse,
    * `EXEMPT` (`.exempt`) to serve it without the tier pool and shedding, or a Promise of null or a
@@ -206,15 +191,15 @@ class Defense {
     const limits = this.#limits;
     const args = this.#args;
     const costs = this.#costs;
-    this.#path = undefined;
-    this.#pendingBy = null;
+    const scope = this.#scope;
+    scope.begin();
     for (let i = 0; i < limits.length; i++) {
       const l = limits[i];
-      const k = this.#keyFor(l, req, tier);
+      const k = scope.keyFor(l, req, tier);
       args[GATE_ARGS + ARGS + i] = k;
-      if (costs !== null) costs[i] = k !== undefined ? this.#costOf(l, req) : 0;
+      if (costs !== null) costs[i] = k !== undefined ? scope.costOf(l, req) : 0;
     }
-    if (this.#pendingBy !== null) return this.#byLater(req, res, tier, ip, header, key);
+    if (scope.pendingBy !== null) return this.#byLater(req, res, tier, ip, header, key);
     let flags = this.exemptSkipsShedding ? FLAGS.EXEMPT_ENDS : 0;
     if (this.#skip !== null && this.#skip(req) === true) flags |= FLAGS.SKIP;
     args[3] = flags;
@@ -270,8 +255,8 @@ class Defense {
   // once every one has settled (a rejection: the client address, warned once), unless the client has
   // left by then. Nothing was counted before.
   #byLater(req, res, tier, ip, header, key) {
-    const list = this.#pendingBy;
-    this.#pendingBy = null;
+    const list = this.#scope.pendingBy;
+    this.#scope.pendingBy = null;
     return settleAll(req, list, this.#warn).then(() => {
       if (isGone(res)) return { verdict: 'gone', info: null, rejection: GONE };
       const out = this.check(req, res, tier, ip, undefined, header, key);
@@ -284,14 +269,15 @@ class Defense {
   #clusterKeys(req, tier, ip, pass) {
     const cs = this.clusterStep;
     const limits = this.#clusterLimits;
+    const scope = this.#scope;
     cs.any = false;
     for (let i = 0; i < limits.length; i++) {
       const l = limits[i];
-      let k = pass ? this.#keyFor(l, req, tier) : undefined;
+      let k = pass ? scope.keyFor(l, req, tier) : undefined;
       if (k !== undefined) {
         // The client address as bans and local limits key it (the gatekeeper's prefixes).
         if (k === true) k = typeof ip === 'string' ? this.#handle.banKey(ip) : 'unknown';
-        const c = this.#costOf(l, req);
+        const c = scope.costOf(l, req);
         cs.costs[i] = c;
         if (c === 0) k = undefined;
         else cs.any = true;
@@ -310,45 +296,6 @@ class Defense {
     const name = this.#clusterLimits[i].name;
     const info = { verdict: 'rate-limited', status: 429, key: ip, limitName: name, limit: quota, remaining: 0, retryAfterMs, resetMs: retryAfterMs, banned: null };
     return { verdict: 'rate-limited', info, rejection: this.#responder.rateLimited(this.#limits.length + i, retryAfterMs) };
-  }
-
-  /**
-   * What limit `l` counts this request by (true: the client address), or undefined when its methods,
-   * tiers or routes leave the request out. The routed path is read at most once per request
-   * (this.#path, reset by check()), for local and cluster limits alike.
-   */
-  #keyFor(l, req, tier) {
-    if (l.methods !== null && !l.methods.includes(req.method)) return undefined;
-    if (l.tiers !== null && !l.tiers.includes(tier)) return undefined;
-    if (l.routes !== null) {
-      if (this.#path === undefined) this.#path = routedPath(req.originalUrl || req.url, this.#routing);
-      if (this.#path === null || matchPath(l.routes, req.method, this.#path, this.#folded) < 0) return undefined;
-    }
-    const k = keyArg(l.by, req);
-    if (k !== UNUSABLE) return k;
-    const p = takePending();
-    // A promise: check() waits for it (a local limit's; a cluster limit's key is needed at once).
-    if (p !== null && !l.cluster) {
-      if (this.#pendingBy === null) this.#pendingBy = [];
-      this.#pendingBy.push(l, p);
-      return true;
-    }
-    this.#warnOnce(`${l.option}.by`);
-    return true;
-  }
-
-  #costOf(l, req) {
-    if (l.costFn === null) return l.cost;
-    let v;
-    try {
-      v = l.costFn(req);
-    } catch (err) {
-      this.#warn(`${l.option}.cost`, err);
-      return 1;
-    }
-    if (Number.isInteger(v) && v >= 0 && v <= 0xffffffff) return v;
-    this.#warnOnce(`${l.option}.cost`);
-    return 1;
   }
 
   #remainingOf = (i) => this.#r[R.LIMITS + 2 * i];
@@ -506,4 +453,4 @@ class Defense {
   }
 }
 
-module.exports = { Defense, compileDefense, DEFENSE_OPTIONS, BAN_CHANNEL, RateLimitInfo, cookieValue, CLUSTER_STEP };
+module.exports = { Defense, CLUSTER_STEP };
