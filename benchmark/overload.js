@@ -74,10 +74,11 @@ const NO_FILTER_SHED = { targetLagMs: LAG_MS, criticalLagMs: CRITICAL_LAG_MS, la
 
 /**
  * `options` as the checkout at `dir` spells them: one from before the one limit vocabulary (no
- * lib/limit-options.js) takes tiers' budgets as { capacity, refillPerSec }.
+ * lib/schema/limit.js, first lib/limit-options.js) takes tiers' budgets as { capacity, refillPerSec }.
  */
 function inVocabularyOf(dir, options) {
-  if (fs.existsSync(path.join(dir, 'lib', 'limit-options.js')) || !options.tiers) return options;
+  const vocabulary = ['schema/limit.js', 'limit-options.js'].some((f) => fs.existsSync(path.join(dir, 'lib', f)));
+  if (vocabulary || !options.tiers) return options;
   const tiers = options.tiers.map(({ limit, windowMs, burst, ...t }) => ({ ...t, capacity: burst ?? limit, refillPerSec: (limit * 1000) / windowMs }));
   return { ...options, tiers };
 }

@@ -8,7 +8,7 @@ const http = require('node:http');
 const native = require('../../lib/native');
 const { gatekeeper, Ledger } = require('../..');
 const { Quota } = require('tiergate/quota');
-const { ALGORITHMS } = require('../../lib/limit-options');
+const { ALGORITHMS } = require('../../lib/schema/limit');
 const { listen, close, request } = require('../helpers/http');
 
 const INVALID = 'ERR_TIERGATE_INVALID_OPTION';

@@ -5,7 +5,7 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const http = require('node:http');
-const { FRAMEWORKS } = require('./outcome-apps');
+const { FRAMEWORKS } = require('./apps');
 const { request } = require('../helpers/http');
 const { gatekeeper } = require('../..');
 

@@ -19,10 +19,10 @@ test('lists replaced while requests are in flight: each request decides on one v
     const versions = [['198.51.100.0/24'], ['203.0.113.0/24', '2001:db8::/32'], [], ['0.0.0.0/0', '::/0']];
     // A request admitted under one version is answered even after its address is denied.
     const held = request(app.port, { path: '/slow', headers: { 'x-forwarded-for': '203.0.113.1' } });
-    while (app.slow.count === 0) await new Promise((r) => setImmediate(r));
+    while (app.hold.count === 0) await new Promise((r) => setImmediate(r));
     app.defense.setLists({ deny: ['203.0.113.0/24'] });
     assert.equal((await request(app.port, { path: '/hello', headers: { 'x-forwarded-for': '203.0.113.1' } })).status, 403);
-    app.slow.release();
+    app.hold.release();
     assert.equal((await held).status, 200);
     // Bounded: 400 requests in 8 waves, the lists swapped under them every few milliseconds.
     let swaps = 0;

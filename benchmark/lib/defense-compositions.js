@@ -14,13 +14,13 @@
 //   isBlackListed over a net.BlockList) around a RateLimiterMemory per IP with `blockDuration` (its
 //   ban: a key that runs out is blocked for banMs), then a RateLimiterMemory per tier for users.
 //
-// Every composition reads the client address with the same function (lib/adapters/client.js, one
+// Every composition reads the client address with the same function (lib/http/client.js, one
 // trusted proxy hop), the one tiergate uses, and refuses with res.writeHead/res.end, as tiergate does.
 // The peers have no sliding window or token bucket in memory: they use their fixed windows, which do
 // less work per request than an exact sliding window (the comparison favours them there).
 const net = require('node:net');
 const path = require('node:path');
-const { clientIp } = require('../../lib/adapters/client');
+const { clientIp } = require('../../lib/http/client');
 const { POLICY } = require('./defense-policy');
 
 const root = path.join(__dirname, '..', '..');

@@ -49,12 +49,12 @@ function build(subject, keys) {
   }
   if (lib === 'express-rate-limit') {
     const { rateLimit, ipKeyGenerator } = require('express-rate-limit');
-    const { clientIp } = require('../../lib/adapters/client');
+    const { clientIp } = require('../../lib/http/client');
     return { chain: [rateLimit({ windowMs: 60_000, limit: HITS, standardHeaders: false, legacyHeaders: false, keyGenerator: (req) => ipKeyGenerator(clientIp(req, 1)) })], native: () => null };
   }
   if (lib === 'rate-limiter-flexible') {
     const { RateLimiterMemory } = require('rate-limiter-flexible');
-    const { clientIp } = require('../../lib/adapters/client');
+    const { clientIp } = require('../../lib/http/client');
     const rl = new RateLimiterMemory({ points: HITS, duration: 60 });
     return { chain: [(req, res, next) => rl.consume(clientIp(req, 1)).then(() => next(), () => next())], native: () => null };
   }

@@ -7,8 +7,8 @@
 //
 // `req`/`res` are always node's IncomingMessage/ServerResponse (Fastify passes request.raw/reply.raw),
 // so guards are written once. A rejection is not written to a client that has already gone.
-// A guard factory takes the options and the routing dialect of its framework (./adapters/routing.js).
-const { fastifyDialect } = require('./routing');
+// A guard factory takes the options and the routing dialect of its framework (lib/http/routing.js).
+const { fastifyDialect } = require('../http/routing');
 
 // Gone: answered already, or its client can no longer receive an answer. The response alone does not
 // say so for a pipelined request whose response is not yet attached to the socket (node emits neither

@@ -4,7 +4,7 @@
 // to other processes past storeTimeoutMs) 429, as the local per-key
 // quota answers; a tier budget used up, or a fail-closed tier while Redis does not answer, 503 as
 // the local tier pool answers.
-const { problemBody, problemResponse } = require('../problem');
+const { problemBody, problemResponse } = require('../http/problem');
 const { QUOTA_CODE } = require('../quota/engine');
 const { CLUSTER_BANNED } = require('./gate-codes');
 

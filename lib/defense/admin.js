@@ -15,7 +15,7 @@
 // clearOverride and overrides go to the cluster's (lib/cluster/limits-admin.js) and return Promises
 // (a `by: 'ip'` key masked as the requests' are); charge is refused for them.
 const { keyArg, UNUSABLE } = require('./keys');
-const { clientIp } = require('../adapters/client');
+const { clientIp } = require('../http/client');
 const { CODES, codedError, withCode } = require('../errors');
 const { isObject, onlyKnown, finite, typeName } = require('../options');
 const native = require('../native');

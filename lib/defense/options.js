@@ -7,11 +7,11 @@
 // side (`defenseConstants().banDefaults`, `fairShareDefaults`), declared once.
 const native = require('../native');
 const { typeName, isObject, onlyKnown, finite, optionalFn, boolean } = require('../options');
-const { compileScope, compileMethods } = require('../adapters/route-rules');
+const { compileScope, compileMethods } = require('../http/route-rules');
 const { compileBy } = require('./keys');
 const { compileOutcome } = require('./outcome');
 const { secretBuffer } = require('../gatekeeper/tier-header');
-const { limitNumbers } = require('../limit-options');
+const { limitNumbers } = require('../schema/limit');
 const { optionNames, rangeOf } = require('../schema');
 const { NAMED_LIMIT: L } = require('../schema/defense');
 
@@ -111,7 +111,7 @@ function compileLimit(l, i, tierIds, ipPrefixes) {
     limitNumbers({ ...l, limit: 1 }, at, algorithm, ALGORITHMS); // the rest of the one check; the function's values are checked per request
   } else {
     if (typeof l.limit !== 'number') throw new TypeError(`${at}.limit must be a number or a function (req) => number, got ${typeName(l.limit)}`);
-    limitNumbers(l, at, algorithm, ALGORITHMS); // the one check of limit, windowMs and burst (lib/limit-options.js)
+    limitNumbers(l, at, algorithm, ALGORITHMS); // the one check of limit, windowMs and burst (lib/schema/limit.js)
   }
   for (const k of ['maxDelayMs', 'maxKeys']) {
     if (l[k] !== undefined && typeof l[k] !== 'number') throw new TypeError(`${at}.${k} must be a number, got ${typeName(l[k])}`);

@@ -4,12 +4,12 @@
 //  - banned: 403, type urn:tiergate:problem:banned, Retry-After for a temporary ban (whole seconds,
 //    at most a day: a longer ban still says "not before tomorrow"), none for a permanent one;
 //  - rate-limited: 429, type urn:tiergate:problem:rate-limited naming the refusing limit, Retry-After
-//    and the rate-limit fields of every limit that applied (./headers.js);
+//    and the rate-limit fields of every limit that applied (lib/http/rate-limit-headers.js);
 //  - shaper-full: 503, type urn:tiergate:problem:shaper-full (a shaper's queue is at maxQueued);
 //  - challenged: the application's `challenge.respond(req, info)`, else 403 with type
 //    urn:tiergate:problem:challenge.
 const { MAX_RETRY_AFTER_SEC } = require('../options');
-const { problemBody: body, problemResponse, retryAfterSeconds: seconds } = require('../problem');
+const { problemBody: body, problemResponse, retryAfterSeconds: seconds } = require('../http/problem');
 
 class DefenseResponder {
   constructor(limitNames) {

@@ -3,7 +3,7 @@
 // budget (lib/cluster) decide too, and the named limits marked `cluster: true`. A request it refuses
 // gives back what the local named limits counted for it (lib/defense/local-debit.js).
 const native = require('../native');
-const { clientIp, headersTruncated } = require('../adapters/client');
+const { clientIp, headersTruncated } = require('../http/client');
 const { CLUSTER_STEP } = require('../defense');
 const { CLUSTER_BANNED } = require('../cluster');
 const { clusterRejection } = require('../cluster/respond');

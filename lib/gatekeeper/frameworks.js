@@ -3,7 +3,7 @@
 // a Fastify plugin. Each carries the gate's stats(), injectHealth(), ... (`expose`).
 const { expressMiddleware, httpHandler, fastifyPlugin } = require('../adapters');
 const { koaMiddleware } = require('../adapters/koa');
-const { DIALECTS } = require('../adapters/routing');
+const { DIALECTS } = require('../http/routing');
 const { Gatekeeper } = require('./gatekeeper');
 
 const METHODS = ['stats', 'resetStats', 'injectHealth', 'useLiveHealth', 'updateController'];

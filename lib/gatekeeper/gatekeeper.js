@@ -10,13 +10,13 @@
 // and the key's bucket, and returns a verdict; the details land in a preallocated Float64Array.
 const native = require('../native');
 const { ledgerHandle, ledgerConfig, bucketWords } = require('../ledger');
-const { compileRouteConfig, matchRoute } = require('../adapters/route-rules');
-const { clientIp, headersTruncated } = require('../adapters/client');
+const { compileRouteConfig, matchRoute } = require('../http/route-rules');
+const { clientIp, headersTruncated } = require('../http/client');
 const { whenSettled, PENDING, NOT_SETTLED } = require('./async-inputs');
 const { usableKey } = require('./key');
 const { TierHeader } = require('./tier-header');
 const { Defense, RateLimitInfo } = require('../defense');
-const { DIALECTS } = require('../adapters/routing');
+const { DIALECTS } = require('../http/routing');
 const { Responder } = require('./respond');
 const { TurnQueue } = require('./turn-queue');
 const { Slots } = require('./slots');
@@ -75,7 +75,7 @@ class Gatekeeper {
     return usableKey(v);
   }
 
-  /** `routing`: how the framework in front routes a target (lib/adapters/routing.js); node:http's by default. */
+  /** `routing`: how the framework in front routes a target (lib/http/routing.js); node:http's by default. */
   constructor(options, routing = DIALECTS.http) {
     buildingOptions(() => this.#build(options, routing));
   }

@@ -4,8 +4,8 @@
 const native = require('../native');
 const { Ledger } = require('../ledger');
 const { MAX_TICKS_PER_WINDOW } = require('../lag'); // also registers this thread's heap source for the native sampler
-const { compileRoutes } = require('../adapters/route-rules');
-const { checkTrustProxy } = require('../adapters/client');
+const { compileRoutes } = require('../http/route-rules');
+const { checkTrustProxy } = require('../http/client');
 const { compileKey } = require('./key');
 const { TIER_NAME, TIER_NAME_RULE, checkTierName, tierHeaderOption, tierSecretOption } = require('./tier-header');
 const { compileDefense, DEFENSE_OPTIONS } = require('../defense/options');

@@ -1,12 +1,12 @@
 'use strict';
 // Rejection responses of the gatekeeper: 503 for load shedding (jittered Retry-After), 429 for a
-// per-key quota (Retry-After plus rate-limit fields), bodies as RFC 9457 problem documents (../problem.js).
+// per-key quota (Retry-After plus rate-limit fields), bodies as RFC 9457 problem documents (lib/http/problem.js).
 //
-// Rate-limit fields of a per-key quota: the same as a named limit's (lib/defense/headers.js), the
+// Rate-limit fields of a per-key quota: the same as a named limit's (lib/http/rate-limit-headers.js), the
 // quota named after its tier: `q` its `limit`, `w` its `windowMs` in seconds (rounded up).
 const { MAX_RETRY_AFTER_SEC } = require('../options');
-const { LimitHeaders } = require('../defense/headers');
-const { problemBody, problemResponse, retryAfterSeconds: seconds } = require('../problem');
+const { LimitHeaders } = require('../http/rate-limit-headers');
+const { problemBody, problemResponse, retryAfterSeconds: seconds } = require('../http/problem');
 
 const TITLES = { 429: 'Too Many Requests', 503: 'Service Unavailable' };
 
@@ -89,7 +89,7 @@ class Responder {
     return q === null ? headers : q.write(headers, 1, 0, () => remaining, () => resetMs);
   }
 
-  /** The tier's per-key quota as a policy `{ name, quota, ... }` (lib/defense/headers.js), or null. */
+  /** The tier's per-key quota as a policy `{ name, quota, ... }` (lib/http/rate-limit-headers.js), or null. */
   perKeyQuota(tier) {
     const q = this.tiers[tier].quota;
     return q === null ? null : q.policies[0];

@@ -10,7 +10,7 @@
 const native = require('../native');
 const { keyedTryConsume } = require('./key-cache');
 const { typeName, isObject, onlyKnown, number, boolean } = require('../options');
-const { tokenBucket, bucketUnits } = require('../limit-options');
+const { tokenBucket, bucketUnits } = require('../schema/limit');
 const { optionNames } = require('../schema');
 const { LEDGER, LEDGER_TIER, LEDGER_PER_KEY: PK } = require('../schema/ledger');
 const { CODES, codedError, buildingOptions } = require('../errors');
@@ -26,7 +26,7 @@ Object.freeze(LIMITED_BY);
 const LEDGER_HANDLE = Symbol.for('tiergate.ledger.handle');
 
 // A tier's budget and a per-key quota are token buckets in the one vocabulary of a limit
-// (lib/limit-options.js); the native ledger takes them as { capacity, refillPerSec }. Names, defaults
+// (lib/schema/limit.js); the native ledger takes them as { capacity, refillPerSec }. Names, defaults
 // and ranges: lib/schema/ledger.js.
 const TIER_FIELDS = optionNames(LEDGER_TIER);
 const PER_KEY_FIELDS = optionNames(PK);
@@ -57,7 +57,7 @@ function perKeyOptions(pk, at) {
 
 // Options -> { tiers: the complete tier list the native constructor takes, config: each tier's
 // budget and per-key quota in the words they were given (what snapshot() reports) }. Bucket numbers
-// are checked here (lib/limit-options.js), the rest in Rust.
+// are checked here (lib/schema/limit.js), the rest in Rust.
 function normalize(options) {
   if (!isObject(options)) throw new TypeError(`Ledger options must be an object { tiers, perKey? }, got ${typeName(options)}`);
   onlyKnown(options, OPTION_FIELDS, 'options');

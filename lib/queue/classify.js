@@ -3,8 +3,8 @@
 // above the default tier only when trusted), then the default tier. A client cannot promote itself
 // through an untrusted header.
 const { describe } = require('../options');
-const { matchRoute } = require('../adapters/route-rules');
-const { headersTruncated } = require('../adapters/client');
+const { matchRoute } = require('../http/route-rules');
+const { headersTruncated } = require('../http/client');
 
 /**
  * `{ tiers, tierByName, defaultTier, headerName, header (TierHeader), classify, routeRules, routing }`

@@ -1,7 +1,7 @@
 'use strict';
 // The concurrency gate's options, validated at construction, each error naming its option.
 const { describe, onlyKnown, checkNumber, checkBoolean, checkFunction, retryAfterOptions } = require('../options');
-const { compileRoutes } = require('../adapters/route-rules');
+const { compileRoutes } = require('../http/route-rules');
 const { AdaptiveLimit } = require('./adaptive-limit');
 const { parseCodel, StandingRule } = require('./standing');
 const { makeClassifier } = require('./classify');

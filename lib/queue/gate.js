@@ -11,7 +11,7 @@
 const { STATUS_CODES } = require('node:http');
 const { performance } = require('node:perf_hooks');
 const { isGone, GONE } = require('../adapters');
-const { problemBody, problemResponse } = require('../problem');
+const { problemBody, problemResponse } = require('../http/problem');
 const { WaitQueues } = require('./wait-queues');
 const { DeadlineTimer } = require('./deadline-timer');
 const { ConnectionWatch } = require('./connections');

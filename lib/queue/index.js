@@ -6,11 +6,11 @@
 const { performance } = require('node:perf_hooks');
 const { expressMiddleware, httpHandler, fastifyPlugin } = require('../adapters');
 const { koaMiddleware } = require('../adapters/koa');
-const { DIALECTS } = require('../adapters/routing');
+const { DIALECTS } = require('../http/routing');
 const { CODES, withCode } = require('../errors');
 const { AdaptiveLimit } = require('./adaptive-limit');
 const { parseOptions } = require('./config');
-const { compileRouteConfig } = require('../adapters/route-rules');
+const { compileRouteConfig } = require('../http/route-rules');
 const { ConcurrencyGate } = require('./gate');
 
 /** Reads this thread's event-loop utilization since the previous read (the adaptive limit's saturation test). */

@@ -10,7 +10,7 @@
 const native = require('../native');
 const { typeName, isObject, onlyKnown, number } = require('../options');
 const { buildingOptions } = require('../errors');
-const { limitNumbers, tokenBucket, bucketUnits } = require('../limit-options');
+const { limitNumbers, tokenBucket, bucketUnits } = require('../schema/limit');
 
 const { codes, reasons, defaults, maxKeyBytes } = native.quotaConstants();
 /** trySpend's codes: admitted (LEASE, PROVISIONAL, FALLBACK), waiting (NEED_LEASE, AWAITING), refused (the rest). */
@@ -42,7 +42,7 @@ function limitSpec(l, at) {
   onlyKnown(l, LIMIT_FIELDS, at);
   if (typeof l.name !== 'string') throw new TypeError(`${at}.name must be a string, got ${typeName(l.name)}`);
   const algorithm = l.algorithm === undefined ? DEFAULT_ALGORITHM : l.algorithm;
-  // The one check of limit, windowMs and burst (lib/limit-options.js), as the gatekeeper's named limits.
+  // The one check of limit, windowMs and burst (lib/schema/limit.js), as the gatekeeper's named limits.
   // A token bucket as the ledger's (limit 0 with a burst: a fixed allowance, never refilled).
   const n = algorithm === 'token-bucket' ? tokenBucket(l, at) : limitNumbers(l, at, algorithm, ALGORITHMS);
   const fallback = l.fallback === undefined ? 'open' : l.fallback;

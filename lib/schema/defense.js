@@ -1,10 +1,10 @@
 'use strict';
 // A named limit's options (`limits[i]`, docs/defense.md#named-limits). The numbers of `limit`,
-// `windowMs` and `burst` are the one vocabulary of a limit (lib/limit-options.js, checked there);
+// `windowMs` and `burst` are the one vocabulary of a limit (lib/schema/limit.js, checked there);
 // `maxDelayMs` and `maxKeys` are checked natively (src/core/limit/spec.rs) with these same ranges.
 const native = require('../native');
 const { schema } = require('./index');
-const { MAX_COUNT, MAX_WINDOW_MS } = require('../limit-options');
+const { MAX_COUNT, MAX_WINDOW_MS } = require('./limit');
 
 const { algorithms: ALGORITHMS } = native.defenseConstants();
 

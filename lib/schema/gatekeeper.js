@@ -5,7 +5,7 @@ const native = require('../native');
 const { schema } = require('./index');
 const { LAG_MONITOR: LAG, MAX_TICKS_PER_WINDOW } = require('./lag');
 const { DEFAULT_TIER_HEADER } = require('../gatekeeper/tier-header');
-const { MODES: RATE_LIMIT_HEADER_MODES } = require('../defense/headers');
+const { MODES: RATE_LIMIT_HEADER_MODES } = require('../http/rate-limit-headers');
 
 const { shedDefaults: SHED_DEFAULTS, lagSignals: LAG_SIGNALS } = native.gateConstants();
 

@@ -1,11 +1,11 @@
 'use strict';
 // The Ledger's options (docs/ledger.md#options): the tiers, each a token bucket in the one vocabulary
-// of a limit (its ranges are lib/limit-options.js's, checked there and natively alike), and per-key
+// of a limit (its ranges are lib/schema/limit.js's, checked there and natively alike), and per-key
 // buckets.
 const { schema } = require('./index');
-const { MAX_COUNT, MAX_WINDOW_MS } = require('../limit-options');
+const { MAX_COUNT, MAX_WINDOW_MS } = require('./limit');
 
-// The bucket words a tier's budget and a per-key quota share (lib/limit-options.js tokenBucket).
+// The bucket words a tier's budget and a per-key quota share (lib/schema/limit.js tokenBucket).
 const BUCKET = [
   { name: 'limit', type: 'integer', max: MAX_COUNT, docDefault: 'required', accepted: '(`0`: a fixed allowance of `burst`, never refilled)', doc: 'tokens regained per `windowMs` at scale 1' },
   { name: 'windowMs', type: 'number', exclusiveMin: true, max: MAX_WINDOW_MS, docDefault: 'required', accepted: 'at least 1e-6; `limit` / `windowMs` at most 10¹⁵ tokens per second', doc: 'the window `limit` refills over' },

@@ -2,7 +2,7 @@
 // The service's HTTP plumbing: JSON bodies in (bounded, declared as JSON) and out, the error shape
 // { error: CODE, message, requestId }, and request ids.
 const { randomUUID } = require('node:crypto');
-const { PROBLEM_TYPE } = require('../problem');
+const { PROBLEM_TYPE } = require('../http/problem');
 
 /** An error a caller may see: a status, a safe code and a message (never a store's or a stack's text). */
 class HttpError extends Error {

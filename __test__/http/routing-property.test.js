@@ -1,10 +1,10 @@
 'use strict';
-// The route normaliser (lib/adapters/routing.js) on random hostile targets, seeded and bounded: it
+// The route normaliser (lib/http/routing.js) on random hostile targets, seeded and bounded: it
 // never throws, its output is a path, and each dialect keeps the promises the route rules rely on.
 // (The Rust parsers have coverage-guided fuzz targets in fuzz/; this is the JS side's equivalent.)
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const { routedPath, DIALECTS, fastifyDialect, MAX_PATH_LEN } = require('../../lib/adapters/routing');
+const { routedPath, DIALECTS, fastifyDialect, MAX_PATH_LEN } = require('../../lib/http/routing');
 
 const RUNS = 20_000;
 const PIECES = ['/', '/', '/', '\\', '.', '..', '%', '%2e', '%2E', '%2f', '%2F', '%5c', '%25', '%3f', '%23', '%7', '%zz', '?', '#',

@@ -1,6 +1,7 @@
 'use strict';
-// Rate-limit fields for the named limits, every limit that applied to the request listed, in the
-// format chosen by the gatekeeper's `rateLimitHeaders`:
+// Rate-limit fields, written alike for the defense's named limits and the gatekeeper's per-key quotas:
+// every limit that applied to the request listed, in the format chosen by the gatekeeper's
+// `rateLimitHeaders`:
 //
 //  - 'draft-6': RateLimit-Policy: <q>;w=<w>, ... (every limit) and the separate RateLimit-Limit,
 //    RateLimit-Remaining, RateLimit-Reset (seconds) of the tightest limit;

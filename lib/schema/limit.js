@@ -7,7 +7,7 @@
 // held by the ledger in its own units (capacity, tokens per second): `bucketUnits` translates, here
 // only. A ledger bucket may also be a fixed allowance, `limit: 0` with a `burst` (it never refills),
 // as a named limit may not.
-const { typeName } = require('./options');
+const { typeName } = require('../options');
 
 /** Every algorithm a limit may name, as the native named limits spell them. */
 const ALGORITHMS = Object.freeze(['token-bucket', 'fixed-window', 'sliding-window', 'sliding-counter', 'gcra']);

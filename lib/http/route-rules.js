@@ -76,7 +76,7 @@ function compileMethods(method, at) {
   });
 }
 
-// Rules see the path the framework will route (lib/adapters/routing.js: authority, backslashes,
+// Rules see the path the framework will route (lib/http/routing.js: authority, backslashes,
 // escapes, dot segments, as that framework treats them). String prefixes are compared
 // ASCII-case-insensitively unless the framework routes case-sensitively (Fastify's default).
 

@@ -2,7 +2,7 @@
 // RFC 9457 problem documents: the one builder of every refusal the library answers (the
 // gatekeeper's, the defense's, the cluster's, the concurrency gate's). A body is built once per kind
 // (and tier) and a rejection is `{ status, headers, body }`, what the adapters write.
-const { MAX_RETRY_AFTER_SEC } = require('./options');
+const { MAX_RETRY_AFTER_SEC } = require('../options');
 
 const PROBLEM_TYPE = 'application/problem+json';
 
