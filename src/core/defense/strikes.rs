@@ -50,6 +50,12 @@ impl Strikes {
             && s.rings.iter().zip(rules).all(|(r, rule)| r.back().is_none_or(|&t| t.saturating_add(rule.window_ns) <= now_ns))
     }
 
+    /// Runs `f` on `key`'s state, made fresh if the store has none (idle entries make room first).
+    fn with<R>(&self, key: &[u8], now_ns: u64, f: impl FnOnce(&mut StrikeState) -> R) -> R {
+        let rules = &self.rules;
+        self.store.with(key, now_ns, |s| Self::is_idle(rules, s, now_ns), StrikeState::default, f)
+    }
+
     /// Counts an event of `kind` for `key`; returns the rule that fired, if one did (the first of
     /// those the event completes, in rule order; the event counts in every rule of its kind).
     pub(crate) fn record(&self, key: &[u8], kind: StrikeKind, now_ns: u64) -> Option<Fired> {
@@ -57,68 +63,48 @@ impl Strikes {
         if !rules.iter().any(|r| r.on == kind) {
             return None;
         }
-        self.store.with(
-            key,
-            now_ns,
-            |s| Self::is_idle(rules, s, now_ns),
-            StrikeState::default,
-            |s| {
-                if now_ns < s.cleared_until_ns {
-                    return None;
+        self.with(key, now_ns, |s| {
+            if now_ns < s.cleared_until_ns {
+                return None;
+            }
+            if s.rings.is_empty() {
+                s.rings = (0..rules.len()).map(|_| VecDeque::new()).collect();
+            }
+            let mut fired = None;
+            for (i, rule) in rules.iter().enumerate().filter(|(_, r)| r.on == kind) {
+                let ring = &mut s.rings[i];
+                while ring.front().is_some_and(|&t| t.saturating_add(rule.window_ns) <= now_ns) {
+                    ring.pop_front();
                 }
-                if s.rings.is_empty() {
-                    s.rings = (0..rules.len()).map(|_| VecDeque::new()).collect();
+                if ring.len() + 1 >= rule.threshold as usize {
+                    ring.clear();
+                    fired = fired.or(Some(i));
+                } else {
+                    ring.push_back(ring.back().map_or(now_ns, |&b| b.max(now_ns)));
                 }
-                let mut fired = None;
-                for (i, rule) in rules.iter().enumerate().filter(|(_, r)| r.on == kind) {
-                    let ring = &mut s.rings[i];
-                    while ring.front().is_some_and(|&t| t.saturating_add(rule.window_ns) <= now_ns) {
-                        ring.pop_front();
-                    }
-                    if ring.len() + 1 >= rule.threshold as usize {
-                        ring.clear();
-                        fired = fired.or(Some(i));
-                    } else {
-                        ring.push_back(ring.back().map_or(now_ns, |&b| b.max(now_ns)));
-                    }
-                }
-                let rule = fired?;
-                s.offenses = if now_ns < s.remember_until_ns { s.offenses.saturating_add(1) } else { 1 };
-                Some(Fired { rule, offense: s.offenses })
-            },
-        )
+            }
+            let rule = fired?;
+            s.offenses = if now_ns < s.remember_until_ns { s.offenses.saturating_add(1) } else { 1 };
+            Some(Fired { rule, offense: s.offenses })
+        })
     }
 
     /// Notes that `key` had its `offense`-th ban, until `until_ns` (`None`: permanently): its offences
     /// count until then plus `memory_ns`.
     pub(crate) fn remember(&self, key: &[u8], offense: u32, until_ns: Option<u64>, memory_ns: u64, now_ns: u64) {
-        let rules = &self.rules;
         let until = until_ns.map_or(u64::MAX, |u| u.saturating_add(memory_ns));
-        self.store.with(
-            key,
-            now_ns,
-            |s| Self::is_idle(rules, s, now_ns),
-            StrikeState::default,
-            |s| {
-                s.remember_until_ns = s.remember_until_ns.max(until);
-                s.offenses = s.offenses.max(offense);
-            },
-        );
+        self.with(key, now_ns, |s| {
+            s.remember_until_ns = s.remember_until_ns.max(until);
+            s.offenses = s.offenses.max(offense);
+        });
     }
 
     /// Clears `key`'s strikes, and ignores its events until `until_ns` (a challenge pass's lifetime).
     pub(crate) fn clear_until(&self, key: &[u8], until_ns: u64, now_ns: u64) {
-        let rules = &self.rules;
-        self.store.with(
-            key,
-            now_ns,
-            |s| Self::is_idle(rules, s, now_ns),
-            StrikeState::default,
-            |s| {
-                s.rings.iter_mut().for_each(VecDeque::clear);
-                s.cleared_until_ns = s.cleared_until_ns.max(until_ns);
-            },
-        );
+        self.with(key, now_ns, |s| {
+            s.rings.iter_mut().for_each(VecDeque::clear);
+            s.cleared_until_ns = s.cleared_until_ns.max(until_ns);
+        });
     }
 
     /// Forgets `key` entirely (strikes and history): an operator lifted its ban.

@@ -77,6 +77,10 @@ pub const LOOP_LATE_LAG_SHARE: f64 = 0.25;
 /// namespaces: `x-user-id: 127.0.0.1` must not share the bucket of the client at 127.0.0.1. Given
 /// keys come from JS strings as UTF-8, which never contains the byte 0xFF.
 pub const IP_KEY_TAG: u8 = 0xFF;
+/// `Gate::decide`'s `ranked` for a decision with no fair-share backstop.
+pub const UNRANKED: Option<Ranking> = None;
+/// A concrete type for `UNRANKED`: `(admits, refused)`.
+type Ranking = (fn(f64, f64) -> bool, fn());
 
 named_enum! {
     /// What the gate decided (module notes).
@@ -335,28 +339,15 @@ impl Gate {
     /// per-key identity and whether it is a client IP to normalise. `idle_ns` (the loop's cumulative
     /// idle time) is read only when the controller is due; `turn_age_ms` (how long the current loop
     /// turn has run) only for an unprotected tier during an episode; `now_sec` only for a signed token.
-    #[allow(clippy::too_many_arguments)]
-    pub fn decide(
-        &self,
-        tier: Option<usize>,
-        header: Option<&[u8]>,
-        key: Option<(&[u8], bool)>,
-        now_ns: u64,
-        idle_ns: impl FnOnce() -> u64,
-        turn_age_ms: impl FnOnce() -> f64,
-        now_sec: impl FnOnce() -> u64,
-    ) -> Decision {
-        self.decide_ranked(tier, header, key, now_ns, idle_ns, turn_age_ms, now_sec, None::<(fn(f64, f64) -> bool, fn())>)
-    }
-
-    /// `decide`, with a backstop that ranks clients (core/defense/fair.rs): `ranked = (admits,
-    /// refused)`. `admits(tokens, budget)` is asked with the tier's tokens and budget before the
-    /// debit: first as the gate's last tier-only debit left them (that debit reads them anyway), and
-    /// if that says no, as they are now (the pool may have refilled since). A `false` then refuses
+    ///
+    /// `ranked` (or `UNRANKED`) is a backstop that ranks clients (core/defense/fair.rs): `ranked =
+    /// (admits, refused)`. `admits(tokens, budget)` is asked with the tier's tokens and budget before
+    /// the debit: first as the gate's last tier-only debit left them (that debit reads them anyway),
+    /// and if that says no, as they are now (the pool may have refilled since). A `false` then refuses
     /// the request as the pool would (shed while the tier is throttled, else tier-full) without
     /// debiting anything, and calls `refused()`. Protected tiers are not ranked.
     #[allow(clippy::too_many_arguments)]
-    pub fn decide_ranked(
+    pub fn decide(
         &self,
         tier: Option<usize>,
         header: Option<&[u8]>,

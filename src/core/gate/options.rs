@@ -158,7 +158,7 @@ pub const SHED_OPTIONS: &[ShedOption] = &[
         get: |o| OptionValue::Text(o.lag_signal.as_str()),
         set: |o, v| {
             o.lag_signal = match v {
-                OptionValue::Text(t) => LagSignal::parse(t),
+                OptionValue::Text(t) => LagSignal::from_name(t),
                 _ => None,
             }
             .ok_or("must be one of latest, ewma, p99, max")?;

@@ -39,7 +39,7 @@ fn gate() -> (Gate, Arc<LoopHealth>) {
 }
 
 fn decide(g: &Gate, tier: Option<usize>, header: Option<&str>, t_ms: u64) -> Decision {
-    g.decide(tier, header.map(str::as_bytes), None, t_ms * MS, || 0, || 0.0, || 1_000)
+    g.decide(tier, header.map(str::as_bytes), None, t_ms * MS, || 0, || 0.0, || 1_000, UNRANKED)
 }
 
 #[test]
@@ -190,15 +190,15 @@ fn per_key_quota_gives_key_limited_with_the_keys_figures() {
     let pk = PerKeyConfig { capacity: 2.0, refill_per_sec: 1.0, max_keys: 100, idle_ttl_ms: 60_000.0 };
     let (g, _) = gate_with(cfg(), Some(pk));
     let k = Some((&b"user-1"[..], false));
-    assert_eq!(g.decide(Some(1), None, k, 0, || 0, || 0.0, || 0).verdict, Verdict::Admit);
-    let d = g.decide(Some(1), None, k, 0, || 0, || 0.0, || 0);
+    assert_eq!(g.decide(Some(1), None, k, 0, || 0, || 0.0, || 0, UNRANKED).verdict, Verdict::Admit);
+    let d = g.decide(Some(1), None, k, 0, || 0, || 0.0, || 0, UNRANKED);
     assert_eq!((d.verdict, d.outcome.remaining, d.outcome.limit), (Verdict::Admit, 0.0, 2.0));
-    let d = g.decide(Some(1), None, k, 0, || 0, || 0.0, || 0);
+    let d = g.decide(Some(1), None, k, 0, || 0, || 0.0, || 0, UNRANKED);
     assert_eq!(d.verdict, Verdict::KeyLimited);
     assert_eq!(d.outcome.retry_after_ms, 1000.0);
     assert_eq!(d.outcome.reset_ms, 2000.0);
     // Another key is unaffected.
-    assert_eq!(g.decide(Some(1), None, Some((&b"user-2"[..], false)), 0, || 0, || 0.0, || 0).verdict, Verdict::Admit);
+    assert_eq!(g.decide(Some(1), None, Some((&b"user-2"[..], false)), 0, || 0, || 0.0, || 0, UNRANKED).verdict, Verdict::Admit);
 }
 
 #[test]
@@ -206,10 +206,10 @@ fn ip_keys_are_normalised_so_one_prefix_shares_a_bucket() {
     let pk = PerKeyConfig { capacity: 1.0, refill_per_sec: 0.001, max_keys: 100, idle_ttl_ms: 60_000.0 };
     let (g, _) = gate_with(cfg(), Some(pk));
     let ip = |s: &'static str| Some((s.as_bytes(), true));
-    assert_eq!(g.decide(Some(1), None, ip("2001:db8:0:ab01::1"), 0, || 0, || 0.0, || 0).verdict, Verdict::Admit);
-    assert_eq!(g.decide(Some(1), None, ip("2001:db8:0:abff::9"), 0, || 0, || 0.0, || 0).verdict, Verdict::KeyLimited);
-    assert_eq!(g.decide(Some(1), None, ip("::ffff:10.0.0.1"), 0, || 0, || 0.0, || 0).verdict, Verdict::Admit);
-    assert_eq!(g.decide(Some(1), None, ip("10.0.0.1"), 0, || 0, || 0.0, || 0).verdict, Verdict::KeyLimited);
+    assert_eq!(g.decide(Some(1), None, ip("2001:db8:0:ab01::1"), 0, || 0, || 0.0, || 0, UNRANKED).verdict, Verdict::Admit);
+    assert_eq!(g.decide(Some(1), None, ip("2001:db8:0:abff::9"), 0, || 0, || 0.0, || 0, UNRANKED).verdict, Verdict::KeyLimited);
+    assert_eq!(g.decide(Some(1), None, ip("::ffff:10.0.0.1"), 0, || 0, || 0.0, || 0, UNRANKED).verdict, Verdict::Admit);
+    assert_eq!(g.decide(Some(1), None, ip("10.0.0.1"), 0, || 0, || 0.0, || 0, UNRANKED).verdict, Verdict::KeyLimited);
     assert_eq!(g.ledger().key_tokens(1, b"\xff2001:db8:0:ab00::/56", 0), Some(0.0));
 }
 
@@ -220,13 +220,13 @@ fn given_keys_and_ip_keys_are_separate_namespaces() {
     let (g, _) = gate_with(cfg(), Some(pk));
     let given = Some((&b"10.0.0.1"[..], false));
     let ip = Some((&b"10.0.0.1"[..], true));
-    assert_eq!(g.decide(Some(1), None, given, 0, || 0, || 0.0, || 0).verdict, Verdict::Admit);
-    assert_eq!(g.decide(Some(1), None, given, 0, || 0, || 0.0, || 0).verdict, Verdict::KeyLimited);
-    assert_eq!(g.decide(Some(1), None, ip, 0, || 0, || 0.0, || 0).verdict, Verdict::Admit);
-    assert_eq!(g.decide(Some(1), None, ip, 0, || 0, || 0.0, || 0).verdict, Verdict::KeyLimited);
+    assert_eq!(g.decide(Some(1), None, given, 0, || 0, || 0.0, || 0, UNRANKED).verdict, Verdict::Admit);
+    assert_eq!(g.decide(Some(1), None, given, 0, || 0, || 0.0, || 0, UNRANKED).verdict, Verdict::KeyLimited);
+    assert_eq!(g.decide(Some(1), None, ip, 0, || 0, || 0.0, || 0, UNRANKED).verdict, Verdict::Admit);
+    assert_eq!(g.decide(Some(1), None, ip, 0, || 0, || 0.0, || 0, UNRANKED).verdict, Verdict::KeyLimited);
     // Junk IPs share one key, still apart from a given key of the same text.
-    assert_eq!(g.decide(Some(1), None, Some((&b"invalid-ip"[..], false)), 0, || 0, || 0.0, || 0).verdict, Verdict::Admit);
-    assert_eq!(g.decide(Some(1), None, Some((&b"junk"[..], true)), 0, || 0, || 0.0, || 0).verdict, Verdict::Admit);
+    assert_eq!(g.decide(Some(1), None, Some((&b"invalid-ip"[..], false)), 0, || 0, || 0.0, || 0, UNRANKED).verdict, Verdict::Admit);
+    assert_eq!(g.decide(Some(1), None, Some((&b"junk"[..], true)), 0, || 0, || 0.0, || 0, UNRANKED).verdict, Verdict::Admit);
 }
 
 #[test]
@@ -234,7 +234,7 @@ fn the_turn_budget_sheds_late_in_a_turn_only_during_an_episode_and_holds_the_epi
     let mut five = cfg();
     five.shed.turn_budget_ms = 5.0;
     let (g, h) = gate_with(five, None);
-    let at = |tier: usize, t_ms: u64, age_ms: f64| g.decide(Some(tier), None, None, t_ms * MS, || 0, || age_ms, || 0).verdict;
+    let at = |tier: usize, t_ms: u64, age_ms: f64| g.decide(Some(tier), None, None, t_ms * MS, || 0, || age_ms, || 0, UNRANKED).verdict;
     // Healthy loop: however long the turn, no episode, no turn budget.
     assert_eq!(at(1, 0, 40.0), Verdict::Admit);
     // Lag 60 on 50..150: pressure 0.1, background at scale 0.8, standard at 1.
@@ -267,10 +267,10 @@ fn the_turn_budget_sheds_late_in_a_turn_only_during_an_episode_and_holds_the_epi
     let (g, h) = gate_with(cfg(), None);
     let idle_at = |t_ms: u64| t_ms * MS / 2;
     h.record_tick(60.0, 60.0, 60.0);
-    g.decide(Some(1), None, None, MS, || idle_at(1), || 0.0, || 0);
+    g.decide(Some(1), None, None, MS, || idle_at(1), || 0.0, || 0, UNRANKED);
     h.record_tick(45.0, 45.0, 45.0);
     for t in 2..=400u64 {
-        assert_eq!(g.decide(Some(1), None, None, t * MS, || idle_at(t), || 3.0, || 0).verdict, Verdict::Shed);
+        assert_eq!(g.decide(Some(1), None, None, t * MS, || idle_at(t), || 3.0, || 0, UNRANKED).verdict, Verdict::Shed);
     }
     assert_eq!(g.stats().counters[1].turn_shed, 399);
     assert!((g.stats().pressure - 0.1).abs() < 1e-9, "{}", g.stats().pressure);
@@ -280,7 +280,7 @@ fn the_turn_budget_sheds_late_in_a_turn_only_during_an_episode_and_holds_the_epi
     off.shed.turn_budget_ms = 0.0;
     let (g, h) = gate_with(off, None);
     h.record_tick(60.0, 60.0, 60.0);
-    assert_eq!(g.decide(Some(1), None, None, MS, || 0, || 1_000.0, || 0).verdict, Verdict::Admit);
+    assert_eq!(g.decide(Some(1), None, None, MS, || 0, || 1_000.0, || 0, UNRANKED).verdict, Verdict::Admit);
 }
 
 #[test]
@@ -355,7 +355,7 @@ fn time_the_loop_spent_idle_is_not_in_band_lag() {
     c.resolution_ms = 10.0;
     let (g, h) = gate_with(c, None);
     h.record_tick(0.5, 0.5, 0.5);
-    let at = |t_ms: u64, idle_ms: u64| g.decide(Some(2), None, None, t_ms * MS, || idle_ms * MS, || 0.0, || 0);
+    let at = |t_ms: u64, idle_ms: u64| g.decide(Some(2), None, None, t_ms * MS, || idle_ms * MS, || 0.0, || 0, UNRANKED);
     assert_eq!(at(0, 1_000).verdict, Verdict::Admit);
     // 120 ms without a tick, but 100 ms of it waiting for I/O (the process was descheduled while
     // idle, say): busy 20 ms, so late by at least 10 ms only — far below the 50 ms target.
@@ -419,7 +419,7 @@ fn a_ranked_decision_refuses_a_heavy_client_before_the_pool_runs_dry_and_debits_
     let (g, _) = gate();
     let fair = FairShare::new(FairShareSpec::default().validate("fairShare").unwrap(), IpKeyConfig::new(32, 56).unwrap());
     let ranked = |share: f64| {
-        g.decide_ranked(Some(1), None, None, 0, || 0, || 0.0, || 0, Some((|tokens, budget| fair.admits_share(share, tokens, budget), || fair.count_refusal())))
+        g.decide(Some(1), None, None, 0, || 0, || 0.0, || 0, Some((|tokens, budget| fair.admits_share(share, tokens, budget), || fair.count_refusal())))
     };
     let heavy: Vec<Verdict> = (0..70).map(|_| ranked(3.0).verdict).collect();
     assert_eq!(heavy.iter().filter(|&&v| v == Verdict::Admit).count(), 63, "100 down to 37");
@@ -434,7 +434,7 @@ fn a_ranked_decision_refuses_a_heavy_client_before_the_pool_runs_dry_and_debits_
     assert_eq!((c.admitted, c.tier_full), (100, 9));
     // A protected tier is not ranked: the heavy client takes its pool to the last token.
     let ranked0 = |share: f64| {
-        g.decide_ranked(Some(0), None, None, 0, || 0, || 0.0, || 0, Some((|tokens, budget| fair.admits_share(share, tokens, budget), || fair.count_refusal())))
+        g.decide(Some(0), None, None, 0, || 0, || 0.0, || 0, Some((|tokens, budget| fair.admits_share(share, tokens, budget), || fair.count_refusal())))
     };
     assert_eq!((0..101).filter(|_| ranked0(9.0).verdict == Verdict::Admit).count(), 100);
     assert_eq!(fair.refused(), 8);
@@ -452,7 +452,7 @@ fn while_the_loop_is_the_bottleneck_finished_requests_teach_the_concurrency_limi
         g.inject_health(&HealthSample { latest_lag_ms: lag_ms, ewma_lag_ms: lag_ms, p99_lag_ms: lag_ms, ..Default::default() });
         for i in 0..40u64 {
             let now = i * 10 * MS;
-            let d = g.decide(Some(1), None, None, now, || now, || 0.0, || 1_000);
+            let d = g.decide(Some(1), None, None, now, || now, || 0.0, || 1_000, UNRANKED);
             assert_eq!((d.verdict, d.slot), (Verdict::Admit, Slot::Held), "lag {lag_ms} ms, request {i}");
             g.release(d.epoch, Some(5 * MS), 0, now + 5 * MS);
         }

@@ -5,56 +5,18 @@
 //! mean, p50/p90/p99 (from a log-linear histogram), max, the latest drift, a time-weighted EWMA and the
 //! event-loop utilisation. Separately it keeps the longest "block" — the longest stretch the loop ran
 //! without returning to its I/O poll — reported by the caller once per loop iteration or tick (sliding
-//! max over the same window). Everything is O(1) per tick (amortised) except the quantile scan, which walks
-//! at most `GROUPS + SUB_COUNT` counters; memory is fixed at construction.
+//! max over the same window). Everything is O(1) per tick (amortised) except the quantile scan over the
+//! buckets (buckets.rs); memory is fixed at construction.
 //!
 //! Why not the `hdrhistogram` crate: a rolling window needs samples to leave the histogram as they age.
 //! Keeping the exact samples in a ring (bounded) and decrementing their bucket on expiry gives exact
 //! max/mean/latest and bucketed quantiles with one structure, no per-window re-allocation and no
 //! subtraction of whole histograms.
+use super::buckets::Buckets;
 use std::collections::VecDeque;
-
-/// Values below `2 * SUB_COUNT` µs are counted exactly (1 µs steps); above, each power of two is split
-/// into `SUB_COUNT` buckets, so a bucket spans at most 1/128 of its value (quantiles are reported at the
-/// bucket's midpoint: error ≤ 0.4 %).
-const SUB_BITS: u32 = 7;
-const SUB_COUNT: usize = 1 << SUB_BITS; // 128
-const LINEAR: usize = 2 * SUB_COUNT; // 256 exact µs buckets
-/// Largest magnitude tracked: 2^36 µs ≈ 19 h. Longer drifts are clamped into the last bucket (their exact
-/// value still counts for max and mean).
-const MAX_MAGNITUDE: u32 = 36;
-const BUCKETS: usize = LINEAR + (MAX_MAGNITUDE as usize - SUB_BITS as usize) * SUB_COUNT;
-/// Buckets are summed per group of `SUB_COUNT` so a quantile scan skips empty ranges quickly.
-const GROUPS: usize = BUCKETS / SUB_COUNT;
 
 /// Hard cap on samples kept for one window, whatever the resolution: bounds memory (24 B a sample).
 pub const MAX_SAMPLES: usize = 65_536;
-
-#[inline]
-fn bucket_of(us: u64) -> usize {
-    if us < LINEAR as u64 {
-        return us as usize;
-    }
-    let magnitude = 63 - us.leading_zeros(); // ≥ 8
-    if magnitude >= MAX_MAGNITUDE {
-        return BUCKETS - 1;
-    }
-    let shift = magnitude - SUB_BITS;
-    LINEAR + (magnitude - SUB_BITS - 1) as usize * SUB_COUNT + ((us >> shift) as usize - SUB_COUNT)
-}
-
-/// Midpoint of a bucket, in µs (exact value for the linear buckets).
-#[inline]
-fn bucket_mid_us(index: usize) -> f64 {
-    if index < LINEAR {
-        return index as f64;
-    }
-    let rel = index - LINEAR;
-    let magnitude = (rel / SUB_COUNT) as u32 + SUB_BITS + 1;
-    let shift = magnitude - SUB_BITS;
-    let low = ((SUB_COUNT + rel % SUB_COUNT) as u64) << shift;
-    low as f64 + ((1u64 << shift) as f64 - 1.0) / 2.0
-}
 
 #[derive(Clone, Copy, Debug)]
 struct Sample {
@@ -96,8 +58,8 @@ pub struct LagWindow {
     maxima: VecDeque<(u64, u64)>,
     /// (t_ns, block_ns), the same sliding-max structure for `record_block`.
     blocks: VecDeque<(u64, u64)>,
-    counts: Box<[u32]>,
-    group_counts: Box<[u32]>,
+    /// The drifts of `samples`, in µs buckets: the quantiles.
+    buckets: Buckets,
     sum_ns: u64,
     latest_ns: u64,
     ewma_ns: f64,
@@ -122,8 +84,7 @@ impl LagWindow {
             samples: VecDeque::with_capacity(cap),
             maxima: VecDeque::with_capacity(cap.min(1024)),
             blocks: VecDeque::with_capacity(64),
-            counts: vec![0; BUCKETS].into_boxed_slice(),
-            group_counts: vec![0; GROUPS].into_boxed_slice(),
+            buckets: Buckets::new(),
             sum_ns: 0,
             latest_ns: 0,
             ewma_ns: 0.0,
@@ -158,9 +119,7 @@ impl LagWindow {
         if self.samples.len() == self.cap {
             self.pop_oldest();
         }
-        let b = bucket_of(drift_ns / 1000);
-        self.counts[b] += 1;
-        self.group_counts[b / SUB_COUNT] += 1;
+        self.buckets.add(drift_ns / 1000);
         self.sum_ns += drift_ns;
         while self.maxima.back().is_some_and(|&(_, d)| d <= drift_ns) {
             self.maxima.pop_back();
@@ -208,9 +167,7 @@ impl LagWindow {
 
     fn pop_oldest(&mut self) {
         let Some(s) = self.samples.pop_front() else { return };
-        let b = bucket_of(s.drift_ns / 1000);
-        self.counts[b] -= 1;
-        self.group_counts[b / SUB_COUNT] -= 1;
+        self.buckets.remove(s.drift_ns / 1000);
         self.sum_ns -= s.drift_ns;
         if self.maxima.front().is_some_and(|&(t, _)| t <= s.t_ns) {
             self.maxima.pop_front();
@@ -250,24 +207,10 @@ impl LagWindow {
         if n == 0 {
             return 0.0;
         }
-        let rank = ((q.clamp(0.0, 1.0) * n as f64).ceil() as u64).max(1); // 1-based rank from the bottom
-                                                                          // Walk from the top: the `n - rank + 1`-th largest. For high quantiles this touches few groups.
-        let from_top = n - rank + 1;
-        let mut seen = 0u64;
-        for g in (0..GROUPS).rev() {
-            let gc = self.group_counts[g] as u64;
-            if seen + gc < from_top {
-                seen += gc;
-                continue;
-            }
-            for b in (g * SUB_COUNT..(g + 1) * SUB_COUNT).rev() {
-                seen += self.counts[b] as u64;
-                if seen >= from_top {
-                    return (bucket_mid_us(b) / 1000.0).min(self.max_ms());
-                }
-            }
-        }
-        0.0
+        // `rank` is 1-based from the bottom; the scan starts at the top (the `n - rank + 1`-th largest),
+        // so high quantiles touch few groups.
+        let rank = ((q.clamp(0.0, 1.0) * n as f64).ceil() as u64).max(1);
+        self.buckets.nth_largest_mid_us(n - rank + 1).map_or(0.0, |us| (us / 1000.0).min(self.max_ms()))
     }
 
     /// Event-loop utilisation from the oldest point of the window to the latest sample: the share of
@@ -302,8 +245,7 @@ impl LagWindow {
         self.samples.clear();
         self.maxima.clear();
         self.blocks.clear();
-        self.counts.fill(0);
-        self.group_counts.fill(0);
+        self.buckets.clear();
         self.sum_ns = 0;
         self.latest_ns = 0;
         self.ewma_ns = 0.0;
@@ -323,23 +265,6 @@ mod tests {
 
     fn window(window_ms: u64, interval_ms: u64) -> LagWindow {
         LagWindow::new(window_ms * MS, interval_ms * MS, 250 * MS, 0, 0)
-    }
-
-    #[test]
-    fn buckets_are_monotonic_and_tight() {
-        let mut last = 0;
-        for us in (0..5_000_000u64).step_by(7) {
-            let b = bucket_of(us);
-            assert!(b >= last, "bucket order at {us}");
-            last = b;
-            let mid = bucket_mid_us(b);
-            let err = (mid - us as f64).abs();
-            assert!(err <= (us as f64 / 256.0).max(0.0) + 0.5, "{us} µs → mid {mid}");
-        }
-        assert_eq!(bucket_of(255), 255);
-        assert_eq!(bucket_of(256), 256);
-        assert_eq!(bucket_of(u64::MAX), BUCKETS - 1);
-        assert!(bucket_of((1 << 36) - 1) < BUCKETS);
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! The live health of one event loop. Its LagMonitor writes it on every tick (and its watchdog sets
 //! `stalled`); the shed controller reads it lock-free from any thread. Figures are in milliseconds.
 //!
-//! Files: `histogram.rs` (the rolling window of drift figures behind the record), `sampler.rs` (one
-//! loop's sampler: ticks fanned out to its users' windows and records), `watchdog.rs` (the stall
-//! watchdog).
+//! Files: `histogram.rs` (the rolling window of drift figures behind the record), `buckets.rs` (its
+//! log-linear histogram, for the quantiles), `sampler.rs` (one loop's sampler: ticks fanned out to its
+//! users' windows and records), `watchdog.rs` (the stall watchdog).
+mod buckets;
 pub mod histogram;
 pub mod sampler;
 pub mod watchdog;

@@ -29,11 +29,7 @@ pub const MAX_EXACT_BYTES: f64 = 1024.0 * 1024.0 * 1024.0;
 
 impl AlgorithmKind {
     pub fn parse(path: &str, name: &str) -> Result<AlgorithmKind, ConfigError> {
-        Self::ALL
-            .iter()
-            .copied()
-            .find(|k| k.as_str() == name)
-            .ok_or_else(|| ConfigError(format!("{path}.algorithm must be one of {} (got {name:?})", Self::NAMES.join(", "))))
+        Self::from_name(name).ok_or_else(|| ConfigError(format!("{path}.algorithm must be one of {} (got {name:?})", Self::NAMES.join(", "))))
     }
 }
 

@@ -18,10 +18,6 @@ named_enum! {
 }
 
 impl LagSignal {
-    pub fn parse(name: &str) -> Option<LagSignal> {
-        LagSignal::ALL.iter().copied().find(|s| s.as_str() == name)
-    }
-
     /// This signal's figure of `s` (ms).
     pub fn of(self, s: &crate::core::health::HealthSample) -> f64 {
         match self {

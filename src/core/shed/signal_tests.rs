@@ -387,6 +387,6 @@ fn lag_signal_selection() {
     assert_eq!(ShedInput::from_sample(&s, LagSignal::P99).lag_ms, 11.0);
     let m = ShedInput::from_sample(&s, LagSignal::Max);
     assert_eq!((m.lag_ms, m.heap_ratio, m.elu, m.stalled), (7.0, 0.25, 0.25, true));
-    assert_eq!(LagSignal::parse("ewma"), Some(LagSignal::Ewma));
-    assert_eq!(LagSignal::parse("mean"), None);
+    assert_eq!(LagSignal::from_name("ewma"), Some(LagSignal::Ewma));
+    assert_eq!(LagSignal::from_name("mean"), None);
 }

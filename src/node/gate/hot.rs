@@ -182,7 +182,7 @@ pub(crate) unsafe fn decide_args(
     });
     let queued = sel & SEL_TURN_QUEUED != 0;
     let turn_age_ms = move || if queued { 0.0 } else { current_turn_age_ms() };
-    let d = gate.decide_ranked(tier, header, key, now_ns, || idle_ns(bound.loop_), turn_age_ms, unix_now_sec, ranked);
+    let d = gate.decide(tier, header, key, now_ns, || idle_ns(bound.loop_), turn_age_ms, unix_now_sec, ranked);
     let out = &mut *bound.out.get();
     write_result(out, &d);
     // Costly requests running back to back start the turn queue (core/gate/burst.rs).
