@@ -105,6 +105,8 @@ pub struct Figures {
     pub offered: Vec<[u64; 3]>,
     /// Per phase, latencies (arrival to finish, ns) of the protected tier's answered requests.
     pub critical: Vec<Vec<u64>>,
+    /// ... of those that arrived 500 ms or more into their phase (past an overload's onset).
+    pub critical_late: Vec<Vec<u64>>,
     pub limits: Vec<u32>,
 }
 
@@ -132,6 +134,8 @@ pub fn simulate(c: &mut Concurrency, pool: &mut Pool, d: Delays, phases: &[Phase
         f.answered.push([0; 3]);
         f.offered.push([0; 3]);
         f.critical.push(Vec::new());
+        f.critical_late.push(Vec::new());
+        let phase_start = t;
         let busy0 = pool.busy_ns;
         let end = t + phase.ms * MS;
         let step = 1_000_000_000 / phase.rate.max(1);
@@ -155,6 +159,9 @@ pub fn simulate(c: &mut Concurrency, pool: &mut Pool, d: Delays, phases: &[Phase
                 f.answered[r.phase][r.tier] += 1;
                 if r.tier == 0 {
                     f.critical[r.phase].push(t - r.arrived);
+                    if r.arrived >= phase_start + 500 * MS {
+                        f.critical_late[r.phase].push(t - r.arrived);
+                    }
                 }
                 let want = waiting.iter().map(|q| q.len() as u32).sum::<u32>() - handed;
                 let n = c.hand_over(want, false, t);
@@ -265,10 +272,11 @@ mod tests {
                 let (unloaded, step) = (p99(&f.critical[1]), p99(&f.critical[3]));
                 let busy = f.busy[3];
                 eprintln!(
-                    "k {k} service {service_ms}±{jitter_ms} stalls {} seed {seed}: busy {:?}; critical p99 unloaded {unloaded:.1} ms, step {step:.1} ms ({:.2}x); answered {:?} of {:?}",
+                    "k {k} service {service_ms}±{jitter_ms} stalls {} seed {seed}: busy {:?}; critical p99 unloaded {unloaded:.1} ms, step {step:.1} ms ({:.2}x; from 0.5 s {:.1} ms); answered {:?} of {:?}",
                     d.stall_max / MS,
                     f.busy.iter().map(|b| (b * 100.0).round()).collect::<Vec<_>>(),
                     step / unloaded,
+                    p99(&f.critical_late[3]),
                     f.answered[3],
                     f.offered[3],
                 );
