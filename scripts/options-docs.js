@@ -10,6 +10,10 @@ const { CONCURRENCY_GATE, QUEUE_TIER, ADAPTIVE_LIMIT, CODEL } = require('../lib/
 const { LAG_MONITOR } = require('../lib/schema/lag');
 const { LEDGER, LEDGER_TIER, LEDGER_PER_KEY } = require('../lib/schema/ledger');
 const { NAMED_LIMIT } = require('../lib/schema/defense');
+const { CLUSTER } = require('../lib/schema/cluster');
+const { METRICS, OTEL, STATUS_ROUTE } = require('../lib/schema/metrics');
+const { DASHBOARD } = require('../lib/schema/dashboard');
+const { SERVICE_CLIENT } = require('../lib/schema/client');
 
 const ROOT = path.join(__dirname, '..');
 const HEADER = ['option', 'default', 'accepted'];
@@ -32,6 +36,12 @@ const TABLES = {
   },
   'named-limit': { file: 'docs/defense.md', parts: [[NAMED_LIMIT, '']] },
   'lag-monitor': { file: 'docs/lag.md', parts: [[LAG_MONITOR, '']], header: ['option', 'default', 'range', 'meaning'], meaning: true },
+  cluster: { file: 'docs/cluster.md', parts: [[CLUSTER, '']] },
+  metrics: { file: 'docs/metrics.md', parts: [[METRICS, '']] },
+  otel: { file: 'docs/metrics.md', parts: [[OTEL, '']] },
+  'status-route': { file: 'docs/metrics.md', parts: [[STATUS_ROUTE, '']] },
+  dashboard: { file: 'docs/dashboard.md', parts: [[DASHBOARD, '']] },
+  'service-client': { file: 'docs/service.md', parts: [[SERVICE_CLIENT, '']] },
 };
 
 const SUPERSCRIPT = '⁰¹²³⁴⁵⁶⁷⁸⁹';
