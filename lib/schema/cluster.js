@@ -1,13 +1,19 @@
 'use strict';
 // Cluster mode's options (docs/cluster.md#options): `cluster({ redis | postgres, ... })`, of which
-// the lease driver's (lib/quota/driver.js) are spread from LEASE_DRIVER. `minHolders` and `maxKeys`
-// default to the lease engine's native defaults and have its ranges (src/core/quota/config.rs).
+// the lease driver's (lib/quota/driver.js) are spread from LEASE_DRIVER, and a cluster-wide limit's
+// (QUOTA_LIMIT, lib/quota/engine.js). The lease engine's numbers default to its native defaults and
+// have its ranges, which it checks itself (src/core/quota/config.rs); `limit`, `windowMs` and `burst`
+// are the one vocabulary of a limit (lib/limit-options.js).
 const native = require('../native');
 const { schema } = require('./index');
+const { MAX_COUNT, MAX_WINDOW_MS } = require('../limit-options');
 
 const { defaults: QUOTA_DEFAULTS } = native.quotaConstants();
 const MINUTE_MS = 60_000;
 const U32_MAX = 2 ** 32 - 1;
+/** The engine's longest duration (a year); tokens stay exact as JS numbers. */
+const MAX_MS = 365 * 86_400_000;
+const MAX_TOKENS = Number.MAX_SAFE_INTEGER;
 
 /** The lease driver's options: its bounded waits and its batching. */
 const LEASE_DRIVER_ENTRIES = [
@@ -33,4 +39,25 @@ const CLUSTER = schema([
   { name: 'maxKeys', type: 'integer', default: QUOTA_DEFAULTS.maxKeys, min: 1, max: U32_MAX - 1, doc: 'keys tracked per process over all limits (idle keys are evicted, their leases returned)' },
 ]);
 
-module.exports = { CLUSTER, LEASE_DRIVER };
+/** A lease option of a limit: the engine's default, its range. */
+const lease = (name, type, more) => ({ name, type, default: QUOTA_DEFAULTS[name], ...(type === 'integer' ? { min: 1, max: MAX_TOKENS } : { exclusiveMin: true, max: MAX_MS }), ...more });
+
+const QUOTA_LIMIT = schema([
+  { name: 'name', type: 'string', docDefault: 'required in `limits`; a tier names its own', accepted: 'non-empty, unique: the store\'s keys are made from it' },
+  { name: 'algorithm', type: 'string', default: 'fixed-window', values: Object.freeze(['token-bucket', 'fixed-window', 'sliding-window']), docDefault: "`'fixed-window'` for `limits` (as the gatekeeper's named limits); `'token-bucket'` for a tier's `perKey` and `budget` (as the local tier buckets)" },
+  { name: 'limit', type: 'integer', min: 1, max: MAX_COUNT, docDefault: 'required', accepted: '(a token bucket also 0 with a `burst`: a fixed allowance, never refilled)', doc: "units per `windowMs`: a window's admissions, a token bucket's refill" },
+  { name: 'windowMs', type: 'number', exclusiveMin: true, max: MAX_WINDOW_MS, docDefault: 'required', doc: 'ms' },
+  { name: 'burst', type: 'integer', min: 1, max: MAX_COUNT, docDefault: '`limit`', doc: 'token bucket only: tokens when full' },
+  { name: 'fallback', type: 'string', default: 'open', values: ['open', 'closed'], docDefault: "the tier's, else `options.fallback`", doc: 'while the store does not answer' },
+  { name: 'unfunded', type: 'string', default: 'wait', values: ['wait', 'provisional'], doc: 'what a key without lease does: wait one bounded round trip (exact), or admit `provisional` tokens on credit' },
+  { name: 'provisional', type: 'integer', default: 1, min: 1, max: MAX_TOKENS, accepted: "only with `unfunded: 'provisional'`", doc: 'the provisional allowance per key' },
+  lease('renewalPeriodMs', 'number', { doc: "a lease lasts about this long at the key's rate" }),
+  lease('leadTimeMs', 'number', { accepted: '≤ `renewalPeriodMs`', doc: 'renew when the lease would run out within this' }),
+  lease('leaseTtlMs', 'number', { accepted: '≥ `renewalPeriodMs`', doc: "a lease's life" }),
+  lease('maxLease', 'integer', { doc: 'the largest lease, tokens' }),
+  lease('initialLease', 'integer', { accepted: '≤ `maxLease`', doc: "a key's first lease, tokens" }),
+  lease('retryMs', 'number', { doc: 'while the store is down, each key probes it this often' }),
+  lease('minHolders', 'integer', { max: U32_MAX, docDefault: '`options.minHolders`', doc: 'the fewest processes the safe share assumes' }),
+]);
+
+module.exports = { CLUSTER, LEASE_DRIVER, QUOTA_LIMIT };
