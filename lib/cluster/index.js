@@ -30,20 +30,12 @@ const { NEED_LEASE } = QUOTA_CODE;
 
 const fallbackOption = (v, at) => schemaOption(CLUSTER.fallback, v, at);
 
-/** The options the schema gives a type, a range or values to, checked where the user wrote them; undefined stays undefined. */
-function checkedOptions(options) {
-  const out = {};
-  for (const e of Object.values(CLUSTER)) {
-    const v = options[e.name];
-    if (v !== undefined && (e.type === 'number' || e.type === 'integer' || e.type === 'boolean' || e.values !== undefined)) out[e.name] = schemaOption(e, v, `cluster: options.${e.name}`);
-  }
-  return out;
-}
-
 function normalize(options) {
   if (!isObject(options)) throw new TypeError(`cluster: options must be an object { redis, ... }, got ${typeName(options)}`);
   onlyKnown(options, OPTIONS, 'cluster: options');
-  checkedOptions(options);
+  // Each given option's type, range or values (lib/schema/cluster.js), checked here so that the
+  // message names it as written; the lease engine and driver check them again, with their names.
+  for (const e of Object.values(CLUSTER)) if (options[e.name] !== undefined) schemaOption(e, options[e.name], `cluster: options.${e.name}`);
   const fallback = options.fallback === undefined ? CLUSTER.fallback.default : options.fallback;
   const common = (l, tierFallback) => ({
     ...(options.minHolders !== undefined && l.minHolders === undefined ? { minHolders: options.minHolders } : {}),

@@ -10,7 +10,7 @@
 //   GET  ./api/dashboard/stream     Server-Sent Events: `history` once, then one `sample` per interval
 //   GET  ./api/dashboard/stats      every component's stats() now
 const { buildingOptions } = require('../errors');
-const { onlyKnown, isObject, typeName, schemaOption } = require('../options');
+const { onlyKnown, isObject, typeName, optionOrDefault } = require('../options');
 const { DASHBOARD } = require('../schema/dashboard');
 const { optionNames } = require('../schema');
 const { components, FIELDS } = require('../metrics/components');
@@ -33,12 +33,6 @@ function pathOption(v, at, { allowRoot }) {
   return v;
 }
 
-/** A number option as written (checked against its declared range), else its declared default. */
-function sampling(options, name) {
-  const e = DASHBOARD[name];
-  return options[name] === undefined ? e.default : schemaOption(e, options[name], `dashboard: options.${name}`);
-}
-
 function parse(options) {
   if (!isObject(options)) throw new TypeError(`dashboard: options must be an object with a token, got ${typeName(options)}`);
   onlyKnown(options, OPTIONS, 'dashboard: options');
@@ -57,9 +51,9 @@ function parse(options) {
     token,
     service,
     prefix: options.prefix === undefined ? null : pathOption(options.prefix, 'dashboard: options.prefix', { allowRoot: false }),
-    intervalMs: sampling(options, 'intervalMs'),
-    historySec: sampling(options, 'historySec'),
-    maxStreams: sampling(options, 'maxStreams'),
+    intervalMs: optionOrDefault(DASHBOARD, options, 'intervalMs', 'dashboard: options'),
+    historySec: optionOrDefault(DASHBOARD, options, 'historySec', 'dashboard: options'),
+    maxStreams: optionOrDefault(DASHBOARD, options, 'maxStreams', 'dashboard: options'),
   };
 }
 

@@ -6,7 +6,7 @@
 // `recentMs` after a protected tier last lost a request to overload (shed, its pool empty, or refused
 // by the concurrency gate): a process that cannot serve its protected tier should get less traffic.
 const { buildingOptions } = require('../errors');
-const { onlyKnown, isObject, schemaOption, typeName } = require('../options');
+const { onlyKnown, isObject, optionOrDefault, typeName } = require('../options');
 const { components } = require('./components');
 const { STATUS_ROUTE } = require('../schema/metrics');
 const { optionNames } = require('../schema');
@@ -78,7 +78,7 @@ function statusRouteOptions(options) {
   if (!isObject(options)) throw new TypeError(`statusRoute: options must be an object, got ${typeName(options)}`);
   onlyKnown(options, OPTIONS, 'statusRoute: options');
   const c = components(options, 'statusRoute: options');
-  const get = (name) => (options[name] === undefined ? STATUS_ROUTE[name].default : schemaOption(STATUS_ROUTE[name], options[name], `statusRoute: options.${name}`));
+  const get = (name) => optionOrDefault(STATUS_ROUTE, options, name, 'statusRoute: options');
   const path = get('path');
   if (typeof path !== 'string' || !/^\/[A-Za-z0-9._~/-]*$/.test(path) || (path.length > 1 && path.endsWith('/'))) {
     throw new TypeError(`statusRoute: options.path must be a path like "/status", got ${JSON.stringify(path)}`);

@@ -8,9 +8,9 @@
 // defined on each Quota: it returns a code (QUOTA_CODE) and, for a refusal, writes the ms until asking
 // again may succeed into `quota.result[0]`.
 const native = require('../native');
-const { typeName, isObject, onlyKnown, number, finite, schemaOption } = require('../options');
+const { typeName, isObject, onlyKnown, number, optionOrDefault } = require('../options');
 const { QUOTA_LIMIT } = require('../schema/cluster');
-const { rangeOf, optionNames } = require('../schema');
+const { optionNames } = require('../schema');
 const { buildingOptions } = require('../errors');
 const { limitNumbers, tokenBucket, bucketUnits } = require('../limit-options');
 
@@ -46,16 +46,15 @@ function limitSpec(l, at) {
   // The one check of limit, windowMs and burst (lib/limit-options.js), as the gatekeeper's named limits.
   // A token bucket as the ledger's (limit 0 with a burst: a fixed allowance, never refilled).
   const n = algorithm === 'token-bucket' ? tokenBucket(l, at) : limitNumbers(l, at, algorithm, ALGORITHMS);
-  const { fallback: FALLBACK, unfunded: UNFUNDED, provisional: PROVISIONAL } = QUOTA_LIMIT;
-  const fallback = l.fallback === undefined ? FALLBACK.default : schemaOption(FALLBACK, l.fallback, `${at}.fallback`);
-  const unfunded = l.unfunded === undefined ? UNFUNDED.default : schemaOption(UNFUNDED, l.unfunded, `${at}.unfunded`);
+  const fallback = optionOrDefault(QUOTA_LIMIT, l, 'fallback', at);
+  const unfunded = optionOrDefault(QUOTA_LIMIT, l, 'unfunded', at);
   if (l.provisional !== undefined && unfunded !== 'provisional') throw new TypeError(`${at}.provisional is the allowance of unfunded: 'provisional'; set that too or leave it out`);
   const spec = { name: l.name, algorithm, limit: n.limit, windowMs: n.windowMs, fallback, unfunded, provisional: 0 };
   if (algorithm === 'token-bucket') spec.burst = n.burst;
   // At least 1: the native engine takes an allowance of 0 for 'wait', which the spec would not say.
-  if (unfunded === 'provisional') spec.provisional = finite(l.provisional === undefined ? PROVISIONAL.default : l.provisional, `${at}.provisional`, rangeOf(PROVISIONAL));
+  if (unfunded === 'provisional') spec.provisional = optionOrDefault(QUOTA_LIMIT, l, 'provisional', at);
   // Each in its declared range here; the native engine checks how they relate (leadTimeMs ≤ renewalPeriodMs ...).
-  for (const f of TUNING_FIELDS) spec[f] = finite(l[f] === undefined ? QUOTA_DEFAULTS[f] : l[f], `${at}.${f}`, rangeOf(QUOTA_LIMIT[f]));
+  for (const f of TUNING_FIELDS) spec[f] = optionOrDefault(QUOTA_LIMIT, l, f, at);
   return Object.freeze(spec);
 }
 
