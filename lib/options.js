@@ -123,8 +123,14 @@ function schemaOption(e, v, at) {
   return v;
 }
 
+/** Option `name` of `options` by schema `s`: its declared default when not given, else schemaOption's check. `at`: where the options are ("dashboard: options"). */
+function optionOrDefault(s, options, name, at) {
+  const v = options[name];
+  return v === undefined ? s[name].default : schemaOption(s[name], v, `${at}.${name}`);
+}
+
 module.exports = {
-  retryAfterOptions, schemaOption,
+  retryAfterOptions, schemaOption, optionOrDefault,
   MAX_RETRY_AFTER_SEC,
   typeName, describe, isObject, unknownKey, onlyKnown, number, boolean, optionalFn, finite, checkNumber, checkBoolean, checkFunction,
 };

@@ -10,6 +10,12 @@ const { CONCURRENCY_GATE, QUEUE_TIER, ADAPTIVE_LIMIT, CODEL } = require('../lib/
 const { LAG_MONITOR } = require('../lib/schema/lag');
 const { LEDGER, LEDGER_TIER, LEDGER_PER_KEY } = require('../lib/schema/ledger');
 const { NAMED_LIMIT } = require('../lib/schema/defense');
+const { CLUSTER, QUOTA_LIMIT } = require('../lib/schema/cluster');
+const { METRICS, OTEL, STATUS_ROUTE } = require('../lib/schema/metrics');
+const { DASHBOARD } = require('../lib/schema/dashboard');
+const { SERVICE_CLIENT } = require('../lib/schema/client');
+const { SERVE } = require('../lib/schema/service');
+const { kebab, envName } = require('../lib/service/config');
 
 const ROOT = path.join(__dirname, '..');
 const HEADER = ['option', 'default', 'accepted'];
@@ -32,12 +38,21 @@ const TABLES = {
   },
   'named-limit': { file: 'docs/defense.md', parts: [[NAMED_LIMIT, '']] },
   'lag-monitor': { file: 'docs/lag.md', parts: [[LAG_MONITOR, '']], header: ['option', 'default', 'range', 'meaning'], meaning: true },
+  cluster: { file: 'docs/cluster.md', parts: [[CLUSTER, '']] },
+  'cluster.limit': { file: 'docs/cluster.md', parts: [[QUOTA_LIMIT, '']], header: ['field', 'default', 'accepted'] },
+  metrics: { file: 'docs/metrics.md', parts: [[METRICS, '']] },
+  otel: { file: 'docs/metrics.md', parts: [[OTEL, '']] },
+  'status-route': { file: 'docs/metrics.md', parts: [[STATUS_ROUTE, '']] },
+  dashboard: { file: 'docs/dashboard.md', parts: [[DASHBOARD, '']] },
+  'service-client': { file: 'docs/service.md', parts: [[SERVICE_CLIENT, '']] },
+  serve: { file: 'docs/service.md', parts: [[SERVE, '']], header: ['flag', 'environment', 'default', 'what'], serve: true },
 };
 
 const SUPERSCRIPT = '⁰¹²³⁴⁵⁶⁷⁸⁹';
 /** A bound as the docs write it: 2³²−1, 10¹², else the digits. */
 function bound(n) {
   if (n === 2 ** 32 - 1) return '2³²−1';
+  if (n === Number.MAX_SAFE_INTEGER) return '2⁵³−1';
   const e = Math.log10(n);
   if (n >= 1e9 && Number.isInteger(e)) return `10${[...String(e)].map((d) => SUPERSCRIPT[d]).join('')}`;
   return String(n);
@@ -49,6 +64,15 @@ const shown = (v) => (typeof v === 'string' ? `\`'${v}'\`` : `\`${v}\``);
 function defaultCell(e) {
   if (e.docDefault !== undefined) return e.docDefault;
   return e.default === undefined ? '—' : shown(e.default);
+}
+
+/** The start of entry `e`'s row in table `t` (its first cells): what a page must hold for it. */
+function rowStart(t, prefix, e) {
+  if (!t.serve) return `| \`${prefix}${e.name}\` | ${defaultCell(e)} |`;
+  // `tiergate serve`: the flag, the environment variables, the default as a command line writes it.
+  const env = (e.env || [envName(e.name)]).map((n) => `\`${n}\``).join(', ');
+  const def = e.docDefault !== undefined ? e.docDefault : e.default === null ? '' : `\`${e.default}\``;
+  return `${`| \`--${kebab(e.name)}\` | ${env} | ${def}`.trimEnd()} |`;
 }
 
 /** The accepted column: the values or the range, then the entry's own words, then its doc. */
@@ -87,7 +111,7 @@ function renderTable(name) {
     for (const e of Object.values(s)) {
       if (only !== undefined && !only.includes(e.name)) continue;
       const cells = t.meaning ? [rangeCell(e).replace(/^integer /, ''), e.doc || ''] : [acceptedCell(e)];
-      rows.push(`| \`${prefix}${e.name}\` | ${defaultCell(e)} | ${cells.join(' | ')} |`);
+      rows.push(`${rowStart(t, prefix, e)} ${cells.join(' | ')} |`);
     }
   }
   return rows.join('\n');
@@ -122,4 +146,4 @@ if (require.main === module) {
   process.exitCode = stale > 0 ? 1 : 0;
 }
 
-module.exports = { TABLES, PAGES, renderTable, renderPage, acceptedCell, defaultCell };
+module.exports = { TABLES, PAGES, renderTable, renderPage, acceptedCell, defaultCell, rowStart };

@@ -21,7 +21,20 @@ const { LAG_MONITOR } = require('../../lib/schema/lag');
 const { LEDGER, LEDGER_TIER, LEDGER_PER_KEY } = require('../../lib/schema/ledger');
 const { NAMED_LIMIT } = require('../../lib/schema/defense');
 const { compileDefense } = require('../../lib/defense/options');
-const { TABLES, PAGES, renderPage, defaultCell } = require('../../scripts/options-docs');
+const { CLUSTER, QUOTA_LIMIT } = require('../../lib/schema/cluster');
+const { METRICS, OTEL, STATUS_ROUTE } = require('../../lib/schema/metrics');
+const { DASHBOARD } = require('../../lib/schema/dashboard');
+const { SERVICE_CLIENT } = require('../../lib/schema/client');
+const { SERVE } = require('../../lib/schema/service');
+const serviceConfig = require('../../lib/service/config');
+const { cluster, clusterOptions } = require('../../lib/cluster');
+const { Quota } = require('../../lib/quota/engine');
+const { driverOptions } = require('../../lib/quota/driver');
+const { statusRoute, statusRouteOptions } = require('../../lib/metrics/status');
+const { otel } = require('../../lib/metrics/otel');
+const { dashboard, dashboardOptions } = require('../../lib/dashboard');
+const { client, clientOptions } = require('../../lib/client');
+const { TABLES, PAGES, renderPage, defaultCell, rowStart } = require('../../scripts/options-docs');
 
 const ROOT = path.join(__dirname, '..', '..');
 const INVALID = 'ERR_TIERGATE_INVALID_OPTION';
@@ -30,6 +43,15 @@ function gate(options) {
   const g = concurrencyGate(options);
   g.close();
 }
+
+// What the observers (statusRoute, otel, dashboard) watch: a monitor, stopped when the file is done.
+const monitor = new LagMonitor();
+test.after(() => monitor.stop());
+const DASHBOARD_TOKEN = 'a-dashboard-token-of-32-bytes!!!';
+// Never connected to: every option check runs before a store is made (a Cluster that was made is closed).
+const NO_REDIS = 'redis://127.0.0.1:1';
+const ONE_LIMIT = [{ name: 'a', limit: 10, windowMs: 1000 }];
+const ADMIN_TOKEN = 'k3Y-for-the-options-schema-test-0123456789';
 
 /**
  * Per group: its schema, how to build with one option set (the option path errors name), and what
@@ -90,6 +112,31 @@ const GROUPS = [
     },
   },
   { name: 'concurrencyGate.codel', schema: CODEL, at: (n) => `codel.${n}`, build: (n, v) => gate({ maxConcurrent: 1, codel: { [n]: v } }), normalized: () => parseCodel(true) },
+  {
+    name: 'cluster',
+    schema: CLUSTER,
+    at: (n) => `cluster: options.${n}`,
+    build: (n, v) => cluster({ redis: NO_REDIS, bans: false, limits: ONE_LIMIT, [n]: v }).close().catch(() => {}),
+    normalized: () => {
+      const n = clusterOptions({ redis: NO_REDIS, limits: ONE_LIMIT });
+      const quota = new Quota({ limits: n.limits, maxKeys: n.maxKeys });
+      return { ...driverOptions(n.driver), fallback: quota.limits[0].fallback, minHolders: quota.limits[0].minHolders, bans: n.bans, maxKeys: n.maxKeys };
+    },
+  },
+  {
+    name: 'cluster limits[i]',
+    schema: QUOTA_LIMIT,
+    at: (n) => `limits[0].${n}`,
+    // burst belongs to a token bucket, provisional to unfunded: 'provisional'.
+    build: (n, v) => new Quota({ limits: [{ name: 'a', limit: 10, windowMs: 1000, ...(n === 'burst' ? { algorithm: 'token-bucket' } : {}), ...(n === 'provisional' ? { unfunded: 'provisional' } : {}), [n]: v }] }),
+    normalized: () => new Quota({ limits: [{ name: 'a', limit: 10, windowMs: 1000 }] }).limits[0],
+  },
+  { name: 'statusRoute', schema: STATUS_ROUTE, at: (n) => `statusRoute: options.${n}`, build: (n, v) => statusRoute({ lag: monitor, [n]: v }), normalized: () => statusRouteOptions({ lag: monitor }) },
+  { name: 'otel', schema: OTEL, at: (n) => `otel: options.${n}`, build: (n, v) => otel({ lag: monitor, [n]: v }).unregister(), normalized: () => ({}) },
+  { name: 'dashboard', schema: DASHBOARD, at: (n) => `dashboard: options.${n}`, build: (n, v) => dashboard({ token: DASHBOARD_TOKEN, lag: monitor, [n]: v }).close(), normalized: () => dashboardOptions({ token: DASHBOARD_TOKEN, lag: monitor }) },
+  // `tiergate serve` / createService: explicit options, an empty environment.
+  { name: 'serve', schema: SERVE, at: (n) => `option ${n}`, build: (n, v) => serviceConfig.resolve({ adminToken: ADMIN_TOKEN, [n]: v }, {}), normalized: () => serviceConfig.resolve({ adminToken: ADMIN_TOKEN }, {}) },
+  { name: 'client', schema: SERVICE_CLIENT, at: (n) => `client options.${n}`, build: (n, v) => client('http://127.0.0.1:1', { [n]: v }), normalized: () => clientOptions('http://127.0.0.1:1', {}) },
 ];
 
 // Options whose normalized form is not the option's value (a compiled key), or that nobody normalizes.
@@ -97,6 +144,9 @@ const NOT_NORMALIZED = new Set([
   'gatekeeper.key', 'gatekeeper.tierHeader', 'concurrencyGate.tierHeader', 'concurrencyGate.trustTierHeader',
   'Ledger.tiers[i].algorithm', 'Ledger.perKey.algorithm', // the only one: nobody keeps it
   'gatekeeper.limits[i].maxDelayMs', // the native limit's, not reported
+  'cluster limits[i].provisional', // 0 (none) unless unfunded: 'provisional'
+  'serve.adminToken', // required: the test gives one
+  'cluster.prefix', // the stores' (lib/cluster/redis-store.js, postgres-store.js), read from the schema
 ]);
 
 /** Values just outside an entry's range (and NaN, Infinity, a fraction for an integer). */
@@ -201,12 +251,21 @@ const DTS = [
   { file: 'lib/ledger/index.d.ts', type: 'LedgerOptions', schema: LEDGER },
   { file: 'lib/ledger/index.d.ts', type: 'TierOptions', schema: LEDGER_TIER, base: 'BucketOptions' },
   { file: 'lib/ledger/index.d.ts', type: 'PerKeyOptions', schema: LEDGER_PER_KEY, base: 'BucketOptions' },
+  { file: 'lib/cluster/index.d.ts', type: 'ClusterLimitOptions', schema: CLUSTER, base: 'ClusterStoreOptions' },
+  { file: 'lib/quota/index.d.ts', type: 'QuotaBucketLimit', schema: QUOTA_LIMIT, base: 'QuotaLimitCommon' },
+  { file: 'lib/metrics/index.d.ts', type: 'MetricsOptions', schema: METRICS, base: 'ObservedComponents' },
+  { file: 'lib/metrics/index.d.ts', type: 'OtelOptions', schema: OTEL, base: 'ObservedComponents' },
+  { file: 'lib/metrics/index.d.ts', type: 'StatusRouteOptions', schema: STATUS_ROUTE, base: 'ObservedComponents' },
+  { file: 'lib/dashboard/index.d.ts', type: 'DashboardOptions', schema: DASHBOARD, base: 'ObservedComponents', baseFile: 'lib/metrics/index.d.ts' },
+  { file: 'lib/client/index.d.ts', type: 'ServiceClientOptions', schema: SERVICE_CLIENT },
+  { file: 'lib/service/index.d.ts', type: 'ServiceOptions', schema: SERVE },
 ];
 
 for (const d of DTS) {
   test(`${d.file} ${d.type} declares exactly the schema's options`, () => {
     const text = fs.readFileSync(path.join(ROOT, d.file), 'utf8');
-    const props = [...interfaceProps(text, d.type), ...(d.base === undefined ? [] : interfaceProps(text, d.base))];
+    const baseText = d.baseFile === undefined ? text : fs.readFileSync(path.join(ROOT, d.baseFile), 'utf8');
+    const props = [...interfaceProps(text, d.type), ...(d.base === undefined ? [] : interfaceProps(baseText, d.base))];
     assert.deepEqual(props.sort(), [...Object.keys(d.schema), ...(d.also || [])].sort());
   });
 }
@@ -228,7 +287,7 @@ test('the docs\' option tables are the schema\'s (node scripts/options-docs.js w
       for (const [s, prefix, only] of t.parts) {
         for (const e of Object.values(s)) {
           if (only !== undefined && !only.includes(e.name)) continue;
-          assert.ok(text.includes(`| \`${prefix}${e.name}\` | ${defaultCell(e)} |`), `${rel}: a row for ${prefix}${e.name} with default ${defaultCell(e)}`);
+          assert.ok(text.includes(rowStart(t, prefix, e)), `${rel}: a row for ${prefix}${e.name} with default ${defaultCell(e)}`);
         }
       }
     }

@@ -39,7 +39,9 @@ test('options are checked and named, with stable codes', () => {
   bad({ limits: [bucket()], foo: 1 }, /unknown option "foo"/);
   bad({ limits: 'x' }, /options.limits must be an array/);
   bad({ limits: [bucket({ algorithm: 'leaky' })] }, /limits\[0\].algorithm must be one of 'token-bucket', 'fixed-window', 'sliding-window', got "leaky"/, RangeError);
-  bad({ limits: [bucket({ fallback: 'maybe' })] }, /limits\[0\].fallback must be 'open' or 'closed'/);
+  bad({ limits: [bucket({ fallback: 'maybe' })] }, /limits\[0\].fallback must be 'open' or 'closed'/, RangeError);
+  // An allowance of 0 would be taken natively for 'wait' while the spec says 'provisional'.
+  bad({ limits: [bucket({ unfunded: 'provisional', provisional: 0 })] }, /limits\[0\].provisional must be an integer >= 1/, RangeError);
   bad({ limits: [bucket({ limit: 1.5 })] }, /limits\[0\].limit must be an integer from 0 to 4294967295 \(got 1.5\)/, RangeError);
   bad({ limits: [bucket({ burst: undefined })] }, /limits\[0\].burst is required with limit 0/, RangeError);
   bad({ limits: [{ name: 'w', algorithm: 'fixed-window', limit: 10, windowMs: 1000, burst: 5 }] }, /limits\[0\].burst applies to the token-bucket and gcra algorithms only/, RangeError);

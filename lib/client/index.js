@@ -6,10 +6,12 @@
 const http = require('node:http');
 const https = require('node:https');
 const { CODES, codedError, buildingOptions } = require('../errors');
-const { isObject, onlyKnown, typeName } = require('../options');
+const { isObject, onlyKnown, typeName, schemaOption } = require('../options');
+const { SERVICE_CLIENT } = require('../schema/client');
+const { defaultsOf, optionNames } = require('../schema');
 
-const DEFAULTS = Object.freeze({ timeoutMs: 1000, failOpen: true, apiKey: null, maxSockets: 64 });
-const KNOWN = new Set(Object.keys(DEFAULTS));
+const DEFAULTS = Object.freeze(defaultsOf(SERVICE_CLIENT));
+const KNOWN = optionNames(SERVICE_CLIENT);
 const CHECK_PATH = '/api/v1/rate-limit/check';
 const PASSED_HEADERS = ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'ratelimit', 'ratelimit-policy', 'retry-after'];
 
@@ -22,12 +24,8 @@ function clientOptions(url, options) {
   if (!isObject(options)) throw new TypeError(`client options must be an object, got ${typeName(options)}`);
   onlyKnown(options, KNOWN, 'client options');
   const o = { ...DEFAULTS, ...Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) };
-  if (typeof o.timeoutMs !== 'number') throw new TypeError(`client options.timeoutMs must be a number, got ${typeName(o.timeoutMs)}`);
-  if (!(Number.isFinite(o.timeoutMs) && o.timeoutMs >= 1 && o.timeoutMs <= 60_000)) throw new RangeError(`client options.timeoutMs must be a finite number >= 1 and <= 60000, got ${o.timeoutMs}`);
-  if (typeof o.failOpen !== 'boolean') throw new TypeError(`client options.failOpen must be a boolean, got ${typeName(o.failOpen)}`);
+  for (const e of Object.values(SERVICE_CLIENT)) schemaOption(e, o[e.name], `client options.${e.name}`);
   if (o.apiKey !== null && (typeof o.apiKey !== 'string' || o.apiKey === '')) throw new TypeError(`client options.apiKey must be a non-empty string, got ${typeName(o.apiKey)}`);
-  if (typeof o.maxSockets !== 'number') throw new TypeError(`client options.maxSockets must be a number, got ${typeName(o.maxSockets)}`);
-  if (!(Number.isInteger(o.maxSockets) && o.maxSockets >= 1 && o.maxSockets <= 10_000)) throw new RangeError(`client options.maxSockets must be an integer >= 1 and <= 10000, got ${o.maxSockets}`);
   return { base, ...o };
 }
 
@@ -162,4 +160,4 @@ function client(url, options) {
   return new ServiceClient(url, options);
 }
 
-module.exports = { client, ServiceClient, CLIENT_DEFAULTS: DEFAULTS };
+module.exports = { clientOptions, client, ServiceClient, CLIENT_DEFAULTS: DEFAULTS };

@@ -10,31 +10,33 @@
 // one key). A tier's `fallback` ('open' | 'closed', default `options.fallback`, 'open') is what its
 // limits do while Redis does not answer.
 const { Quota, QUOTA_CODE, QUOTA_CODE_NAMES: CODE_NAMES } = require('../quota/engine');
-const { LeaseDriver, DRIVER_DEFAULTS, driverOptions } = require('../quota/driver');
+const { LeaseDriver, driverOptions } = require('../quota/driver');
 const { RedisStore } = require('./redis-store');
 const { PostgresStore } = require('./postgres-store');
 const { BanChannel, BanCache } = require('./bans');
 const { DefenseTable } = require('./defense-table');
 const { ClusterLimits } = require('./limits-admin');
-const { typeName, isObject, onlyKnown } = require('../options');
+const { typeName, isObject, onlyKnown, schemaOption } = require('../options');
 const { buildingOptions } = require('../errors');
 const { tierSecretOption } = require('../gatekeeper/tier-header');
+const { CLUSTER, LEASE_DRIVER } = require('../schema/cluster');
+const { optionNames } = require('../schema');
 
-const OPTIONS = new Set(['redis', 'postgres', 'prefix', 'limits', 'tiers', 'fallback', 'minHolders', 'bans', 'banKey', 'maxKeys', 'holder', ...Object.keys(DRIVER_DEFAULTS)]);
+const OPTIONS = optionNames(CLUSTER);
 const TIER_FIELDS = new Set(['perKey', 'budget', 'fallback']);
 const { CLUSTER_BANNED: BANNED } = require('./gate-codes');
 
 const { NEED_LEASE } = QUOTA_CODE;
 
-function fallbackOption(v, at) {
-  if (v !== 'open' && v !== 'closed') throw new TypeError(`${at} must be 'open' or 'closed', got ${JSON.stringify(v)}`);
-  return v;
-}
+const fallbackOption = (v, at) => schemaOption(CLUSTER.fallback, v, at);
 
 function normalize(options) {
   if (!isObject(options)) throw new TypeError(`cluster: options must be an object { redis, ... }, got ${typeName(options)}`);
   onlyKnown(options, OPTIONS, 'cluster: options');
-  const fallback = options.fallback === undefined ? 'open' : fallbackOption(options.fallback, 'cluster: options.fallback');
+  // Each given option's type, range or values (lib/schema/cluster.js), checked here so that the
+  // message names it as written; the lease engine and driver check them again, with their names.
+  for (const e of Object.values(CLUSTER)) if (options[e.name] !== undefined) schemaOption(e, options[e.name], `cluster: options.${e.name}`);
+  const fallback = options.fallback === undefined ? CLUSTER.fallback.default : options.fallback;
   const common = (l, tierFallback) => ({
     ...(options.minHolders !== undefined && l.minHolders === undefined ? { minHolders: options.minHolders } : {}),
     ...l,
@@ -69,14 +71,13 @@ function normalize(options) {
     }
   }
   if (limits.length === 0) throw new TypeError('cluster: options.limits or options.tiers must give at least one limit');
-  const bans = options.bans === undefined ? true : options.bans;
-  if (typeof bans !== 'boolean') throw new TypeError(`cluster: options.bans must be a boolean, got ${typeName(bans)}`);
+  const bans = options.bans === undefined ? CLUSTER.bans.default : options.bans;
   // One secret or several (the first signs, every one verifies), like tierSecret.
   const banKeys = tierSecretOption(options.banKey, 'cluster: options.banKey') || [];
   if (banKeys.length > 0 && !bans) throw new TypeError('cluster: options.banKey signs the shared bans; it needs bans: true');
   const driver = {};
-  for (const f of [...Object.keys(DRIVER_DEFAULTS), 'holder']) if (options[f] !== undefined) driver[f] = options[f];
-  return { limits, tiers, bans, banKeys, driver, maxKeys: options.maxKeys };
+  for (const f of Object.keys(LEASE_DRIVER)) if (options[f] !== undefined) driver[f] = options[f];
+  return { limits, tiers, bans, banKeys, driver, maxKeys: options.maxKeys === undefined ? CLUSTER.maxKeys.default : options.maxKeys };
 }
 
 /** The store of `options.redis` or `options.postgres` (exactly one); PostgreSQL's waits end at storeDownMs. */
@@ -97,7 +98,7 @@ class Cluster {
   constructor(options) {
     const o = buildingOptions(() => {
       const n = normalize(options);
-      const quota = new Quota({ limits: n.limits, ...(n.maxKeys === undefined ? {} : { maxKeys: n.maxKeys }) });
+      const quota = new Quota({ limits: n.limits, maxKeys: n.maxKeys });
       const store = clusterStore(options, n.driver);
       return { ...n, quota, store };
     });
@@ -261,4 +262,4 @@ function cluster(options) {
   return new Cluster(options);
 }
 
-module.exports = { cluster, Cluster, RedisStore, PostgresStore, BanChannel, CLUSTER_BANNED: BANNED };
+module.exports = { cluster, Cluster, clusterOptions: normalize, RedisStore, PostgresStore, BanChannel, CLUSTER_BANNED: BANNED };

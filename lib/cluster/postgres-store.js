@@ -14,6 +14,7 @@
 const { performance } = require('node:perf_hooks');
 const { requireOptional } = require('../optional');
 const { isObject, onlyKnown, finite, typeName } = require('../options');
+const { CLUSTER } = require('../schema/cluster');
 const { lockOrder } = require('../quota/store-rules');
 const { limitArgs } = require('./script');
 const { names, schemaSql, readySql } = require('./postgres-sql');
@@ -84,7 +85,7 @@ class PostgresStore {
   constructor(options) {
     if (!isObject(options)) throw new TypeError(`PostgresStore options must be an object { postgres, prefix?, timeoutMs? }, got ${typeName(options)}`);
     onlyKnown(options, STORE_OPTIONS, 'PostgresStore options');
-    const { postgres, prefix = 'tiergate', timeoutMs = 1000 } = options;
+    const { postgres, prefix = CLUSTER.prefix.default, timeoutMs = 1000 } = options;
     const o = postgresOptions(postgres, 'PostgresStore options.postgres');
     if (typeof prefix !== 'string' || !PREFIX.test(prefix)) throw new TypeError(`PostgresStore options.prefix must be 1-40 characters of a-z 0-9 _, not starting with a digit, got ${JSON.stringify(prefix)}`);
     this.#timeoutMs = finite(timeoutMs, 'PostgresStore options.timeoutMs', { min: 1, max: 600_000 });

@@ -9,6 +9,7 @@ const { createHash } = require('node:crypto');
 const { LUA, limitArgs } = require('./script');
 const { redisClient } = require('./redis-client');
 const { isObject, onlyKnown, typeName } = require('../options');
+const { CLUSTER } = require('../schema/cluster');
 
 const SHA = createHash('sha1').update(LUA).digest('hex');
 // The index of the overrides in force (field: JSON [limit, key] -> the limit): one hash, so that
@@ -40,7 +41,7 @@ class RedisStore {
   constructor(options) {
     if (!isObject(options)) throw new TypeError(`RedisStore options must be an object { redis, prefix? }, got ${typeName(options)}`);
     onlyKnown(options, OPTIONS, 'RedisStore options');
-    const prefix = options.prefix === undefined ? 'tiergate' : options.prefix;
+    const prefix = options.prefix === undefined ? CLUSTER.prefix.default : options.prefix;
     if (typeof prefix !== 'string' || !PREFIX.test(prefix)) throw new TypeError(`RedisStore options.prefix must be 1-64 characters of A-Z a-z 0-9 _ . : -, got ${typeName(prefix)}`);
     const { client, owned, isCluster } = redisClient(options.redis, 'RedisStore options.redis');
     this.#client = client;

@@ -10,14 +10,16 @@
 //   GET  ./api/dashboard/stream     Server-Sent Events: `history` once, then one `sample` per interval
 //   GET  ./api/dashboard/stats      every component's stats() now
 const { buildingOptions } = require('../errors');
-const { onlyKnown, isObject, typeName, finite } = require('../options');
-const { components } = require('../metrics/components');
+const { onlyKnown, isObject, typeName, optionOrDefault } = require('../options');
+const { DASHBOARD } = require('../schema/dashboard');
+const { optionNames } = require('../schema');
+const { components, FIELDS } = require('../metrics/components');
 const { Health, allStats } = require('../metrics/status');
 const { tokenOption, authorized } = require('./auth');
 const { serveFile, SECURITY_HEADERS } = require('./files');
 const { Sampler } = require('./sampler');
 
-const OPTIONS = new Set(['gatekeeper', 'queue', 'lag', 'ledger', 'token', 'prefix', 'intervalMs', 'historySec', 'maxStreams', 'service']);
+const OPTIONS = optionNames(DASHBOARD);
 const SERVICE_OPTIONS = new Set(['apiBase']);
 const PATH = /^\/[A-Za-z0-9._~/-]*$/;
 const HEARTBEAT_MS = 15_000;
@@ -41,7 +43,7 @@ function parse(options) {
     onlyKnown(options.service, SERVICE_OPTIONS, 'dashboard: options.service');
     service = { apiBase: options.service.apiBase === undefined ? '/api/v1' : pathOption(options.service.apiBase, 'dashboard: options.service.apiBase', { allowRoot: false }) };
   }
-  const observed = ['gatekeeper', 'queue', 'lag', 'ledger'].some((k) => options[k] !== undefined);
+  const observed = FIELDS.some((k) => options[k] !== undefined);
   // The decision service's pages need no library component; the library pages need at least one.
   const c = observed || service === null ? components(options, 'dashboard: options') : {};
   return {
@@ -49,9 +51,9 @@ function parse(options) {
     token,
     service,
     prefix: options.prefix === undefined ? null : pathOption(options.prefix, 'dashboard: options.prefix', { allowRoot: false }),
-    intervalMs: options.intervalMs === undefined ? 1000 : finite(options.intervalMs, 'dashboard: options.intervalMs', { min: 100, max: 1000, integer: true }),
-    historySec: options.historySec === undefined ? 300 : finite(options.historySec, 'dashboard: options.historySec', { min: 10, max: 3600, integer: true }),
-    maxStreams: options.maxStreams === undefined ? 16 : finite(options.maxStreams, 'dashboard: options.maxStreams', { min: 1, max: 1000, integer: true }),
+    intervalMs: optionOrDefault(DASHBOARD, options, 'intervalMs', 'dashboard: options'),
+    historySec: optionOrDefault(DASHBOARD, options, 'historySec', 'dashboard: options'),
+    maxStreams: optionOrDefault(DASHBOARD, options, 'maxStreams', 'dashboard: options'),
   };
 }
 
@@ -208,4 +210,4 @@ function dashboard(options) {
   return middleware;
 }
 
-module.exports = { dashboard };
+module.exports = { dashboardOptions: parse, dashboard };

@@ -10,7 +10,7 @@ const { compileKey } = require('./key');
 const { TIER_NAME, TIER_NAME_RULE, checkTierName, tierHeaderOption, tierSecretOption } = require('./tier-header');
 const { compileDefense, DEFENSE_OPTIONS } = require('../defense/options');
 const { concurrencyOptions } = require('./slots');
-const { typeName, isObject, onlyKnown, optionalFn, finite, retryAfterOptions, schemaOption } = require('../options');
+const { typeName, isObject, onlyKnown, optionalFn, finite, retryAfterOptions, schemaOption, optionOrDefault } = require('../options');
 const { optionNames, rangeOf } = require('../schema');
 const { GATEKEEPER, SHED, SHED_DEFAULTS } = require('../schema/gatekeeper');
 const { Cluster } = require('../cluster');
@@ -38,8 +38,7 @@ const G = GATEKEEPER;
 
 /** An option with a plain default and a schema check: the default when not given. */
 function plain(options, name) {
-  const v = options[name];
-  return v === undefined ? G[name].default : schemaOption(G[name], v, `gatekeeper: options.${name}`);
+  return optionOrDefault(G, options, name, 'gatekeeper: options');
 }
 
 function shedOptions(shed) {

@@ -8,9 +8,10 @@ const { LagMonitor } = require('../lag');
 const { LeaseDriver } = require('../quota/driver');
 const { Cluster } = require('../cluster');
 const { typeName, isObject } = require('../options');
+const { OBSERVED } = require('../schema/metrics');
 
 /** What statusRoute() and dashboard() observe; metrics() also takes a lease driver and a cluster. */
-const FIELDS = ['gatekeeper', 'queue', 'lag', 'ledger'];
+const FIELDS = OBSERVED.map((e) => e.name);
 const METRICS_FIELDS = [...FIELDS, 'leases', 'cluster'];
 
 function gatekeeperOf(v, at) {

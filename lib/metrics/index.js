@@ -20,8 +20,10 @@ const { leaseFamilies } = require('./leases');
 const { defenseFamilies } = require('./defense');
 const { clusterFamilies } = require('./cluster');
 const { statusRoute } = require('./status');
+const { METRICS } = require('../schema/metrics');
+const { optionNames } = require('../schema');
 
-const OPTIONS = new Set(['gatekeeper', 'queue', 'lag', 'ledger', 'leases', 'cluster', 'registry', 'waitBuckets']);
+const OPTIONS = optionNames(METRICS);
 
 /** Each source: the families of one component, given the components (c) and the options (o). */
 const SOURCES = [

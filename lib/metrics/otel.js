@@ -15,13 +15,15 @@ const diagnostics = require('node:diagnostics_channel');
 const { version } = require('../../package.json');
 const { requireOptional } = require('../optional');
 const { buildingOptions } = require('../errors');
-const { onlyKnown, typeName, isObject, boolean } = require('../options');
+const { onlyKnown, typeName, isObject, schemaOption } = require('../options');
+const { OTEL } = require('../schema/metrics');
+const { optionNames } = require('../schema');
 const { components, METRICS_FIELDS } = require('./components');
 const { familiesOf, waitBuckets } = require('./index');
 const { WAIT_FAMILY } = require('./queue');
 const { DECISION_CHANNEL } = require('../gatekeeper');
 
-const OPTIONS = new Set([...METRICS_FIELDS, 'meter', 'spans', 'waitBuckets']);
+const OPTIONS = optionNames(OTEL);
 const FEATURE = 'otel()';
 /** The span event of a refused request; its attributes are REFUSAL_ATTRIBUTES of the decision. */
 const REFUSED_EVENT = 'tiergate.refused';
@@ -72,7 +74,7 @@ function otel(options) {
   const { c, o, meter, spans } = buildingOptions(() => {
     if (isObject(options)) onlyKnown(options, OPTIONS, 'otel: options');
     const comps = components(options, 'otel: options', METRICS_FIELDS);
-    const s = options.spans === undefined ? comps.gatekeeper !== undefined : boolean(options.spans, 'otel: options.spans');
+    const s = options.spans === undefined ? comps.gatekeeper !== undefined : schemaOption(OTEL.spans, options.spans, 'otel: options.spans');
     return { c: comps, o: { waitBuckets: waitBuckets(options.waitBuckets) }, meter: meterOption(options.meter), spans: s };
   });
   const families = familiesOf(c, o);

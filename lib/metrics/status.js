@@ -6,10 +6,12 @@
 // `recentMs` after a protected tier last lost a request to overload (shed, its pool empty, or refused
 // by the concurrency gate): a process that cannot serve its protected tier should get less traffic.
 const { buildingOptions } = require('../errors');
-const { onlyKnown, isObject, finite, boolean, typeName } = require('../options');
+const { onlyKnown, isObject, optionOrDefault, typeName } = require('../options');
 const { components } = require('./components');
+const { STATUS_ROUTE } = require('../schema/metrics');
+const { optionNames } = require('../schema');
 
-const OPTIONS = new Set(['gatekeeper', 'queue', 'lag', 'ledger', 'path', 'recentMs', 'maxLagMs', 'stats']);
+const OPTIONS = optionNames(STATUS_ROUTE);
 
 /** Requests of protected tiers refused for overload so far (counters only grow between resets). */
 function protectedRefusals(c) {
@@ -24,7 +26,7 @@ function protectedRefusals(c) {
 
 /** The health judgement over time: remembers when protected refusals last grew. */
 class Health {
-  constructor(c, { recentMs = 10_000, maxLagMs } = {}) {
+  constructor(c, { recentMs = STATUS_ROUTE.recentMs.default, maxLagMs } = {}) {
     this.c = c;
     this.recentMs = recentMs;
     this.maxLagMs = maxLagMs;
@@ -65,17 +67,23 @@ function allStats(c) {
   return out;
 }
 
-function health(options) {
-  return buildingOptions(() => {
-    const c = components(options, 'health: options');
-    return new Health(c, { recentMs: options.recentMs, maxLagMs: options.maxLagMs });
-  });
-}
-
 function sendJson(res, status, body, head) {
   const text = JSON.stringify(body);
   res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text), 'cache-control': 'no-store' });
   res.end(head ? undefined : text);
+}
+
+/** statusRoute()'s options: the components, then each option as written (checked) or its declared default. */
+function statusRouteOptions(options) {
+  if (!isObject(options)) throw new TypeError(`statusRoute: options must be an object, got ${typeName(options)}`);
+  onlyKnown(options, OPTIONS, 'statusRoute: options');
+  const c = components(options, 'statusRoute: options');
+  const get = (name) => optionOrDefault(STATUS_ROUTE, options, name, 'statusRoute: options');
+  const path = get('path');
+  if (typeof path !== 'string' || !/^\/[A-Za-z0-9._~/-]*$/.test(path) || (path.length > 1 && path.endsWith('/'))) {
+    throw new TypeError(`statusRoute: options.path must be a path like "/status", got ${JSON.stringify(path)}`);
+  }
+  return { c, path, recentMs: get('recentMs'), maxLagMs: get('maxLagMs'), stats: get('stats') };
 }
 
 /**
@@ -85,17 +93,8 @@ function sendJson(res, status, body, head) {
  */
 function statusRoute(options) {
   const o = buildingOptions(() => {
-    if (!isObject(options)) throw new TypeError(`statusRoute: options must be an object, got ${typeName(options)}`);
-    onlyKnown(options, OPTIONS, 'statusRoute: options');
-    const c = components(options, 'statusRoute: options');
-    const path = options.path === undefined ? '/status' : options.path;
-    if (typeof path !== 'string' || !/^\/[A-Za-z0-9._~/-]*$/.test(path) || (path.length > 1 && path.endsWith('/'))) {
-      throw new TypeError(`statusRoute: options.path must be a path like "/status", got ${JSON.stringify(path)}`);
-    }
-    const recentMs = options.recentMs === undefined ? 10_000 : finite(options.recentMs, 'statusRoute: options.recentMs', { max: 3_600_000 });
-    const maxLagMs = options.maxLagMs === undefined ? undefined : finite(options.maxLagMs, 'statusRoute: options.maxLagMs', { exclusiveMin: true });
-    const stats = options.stats === undefined ? true : boolean(options.stats, 'statusRoute: options.stats');
-    return { c, path, stats, health: new Health(c, { recentMs, maxLagMs }) };
+    const parsed = statusRouteOptions(options);
+    return { ...parsed, health: new Health(parsed.c, parsed) };
   });
   const statsPath = o.path === '/' ? '/stats' : `${o.path}/stats`;
 
@@ -135,4 +134,4 @@ function statusRoute(options) {
   return middleware;
 }
 
-module.exports = { statusRoute, health, allStats, Health };
+module.exports = { statusRoute, statusRouteOptions, allStats, Health };

@@ -18,13 +18,16 @@ const { Quota, QUOTA_CODE, QUOTA_CODE_NAMES: CODE_NAMES } = require('./engine');
 const { checkStore } = require('./store');
 const { isObject, onlyKnown, finite, typeName } = require('../options');
 const { buildingOptions } = require('../errors');
+const { LEASE_DRIVER } = require('../schema/cluster');
+const { defaultsOf, optionNames, rangeOf } = require('../schema');
 
 const { NEED_LEASE, AWAITING, STORE_DOWN, WAITED } = QUOTA_CODE;
 /** Codes of decisions taken because the store was not answering. */
 const FALLBACK_CODES = [QUOTA_CODE.FALLBACK, QUOTA_CODE.STORE_DOWN, QUOTA_CODE.SHARE];
 
-const DRIVER_DEFAULTS = Object.freeze({ storeTimeoutMs: 100, storeDownMs: 1000, pollIntervalMs: 20, batchSize: 256 });
-const OPTION_FIELDS = new Set([...Object.keys(DRIVER_DEFAULTS), 'holder']);
+/** The driver's defaults and ranges, declared once (lib/schema/cluster.js). */
+const DRIVER_DEFAULTS = Object.freeze(defaultsOf(LEASE_DRIVER));
+const OPTION_FIELDS = optionNames(LEASE_DRIVER);
 
 function camel(name) {
   return name.toLowerCase().replace(/_(\w)/g, (_, c) => c.toUpperCase());
@@ -34,21 +37,15 @@ function driverOptions(options) {
   if (options === undefined) options = {};
   if (!isObject(options)) throw new TypeError(`LeaseDriver options must be an object, got ${typeName(options)}`);
   onlyKnown(options, OPTION_FIELDS, 'LeaseDriver options');
-  const get = (f, range) => finite(options[f] === undefined ? DRIVER_DEFAULTS[f] : options[f], `LeaseDriver options.${f}`, range);
+  const get = (f, range = rangeOf(LEASE_DRIVER[f])) => finite(options[f] === undefined ? DRIVER_DEFAULTS[f] : options[f], `LeaseDriver options.${f}`, range);
   const holder = options.holder === undefined ? randomBytes(8).toString('hex') : options.holder;
   if (typeof holder !== 'string' || !/^[A-Za-z0-9_.:-]{1,64}$/.test(holder)) {
     throw new TypeError(`LeaseDriver options.holder must be 1-64 characters of A-Z a-z 0-9 _ . : -, got ${typeName(holder)} ${JSON.stringify(holder)}`);
   }
-  const storeTimeoutMs = get('storeTimeoutMs', { min: 1, max: 60_000 });
+  const storeTimeoutMs = get('storeTimeoutMs');
   // A store that answers within a spend's wait is never taken for down: at least storeTimeoutMs.
-  const storeDownMs = options.storeDownMs === undefined ? Math.max(DRIVER_DEFAULTS.storeDownMs, storeTimeoutMs) : get('storeDownMs', { min: storeTimeoutMs, max: 600_000 });
-  return {
-    storeTimeoutMs,
-    storeDownMs,
-    pollIntervalMs: get('pollIntervalMs', { min: 1, max: 60_000 }),
-    batchSize: get('batchSize', { min: 1, max: 100_000, integer: true }),
-    holder,
-  };
+  const storeDownMs = options.storeDownMs === undefined ? Math.max(DRIVER_DEFAULTS.storeDownMs, storeTimeoutMs) : get('storeDownMs', { ...rangeOf(LEASE_DRIVER.storeDownMs), min: storeTimeoutMs });
+  return { storeTimeoutMs, storeDownMs, pollIntervalMs: get('pollIntervalMs'), batchSize: get('batchSize'), holder };
 }
 
 const wkey = (limit, key) => `${limit}\0${key}`;

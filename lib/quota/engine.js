@@ -8,7 +8,9 @@
 // defined on each Quota: it returns a code (QUOTA_CODE) and, for a refusal, writes the ms until asking
 // again may succeed into `quota.result[0]`.
 const native = require('../native');
-const { typeName, isObject, onlyKnown, number } = require('../options');
+const { typeName, isObject, onlyKnown, number, optionOrDefault } = require('../options');
+const { QUOTA_LIMIT } = require('../schema/cluster');
+const { optionNames } = require('../schema');
 const { buildingOptions } = require('../errors');
 const { limitNumbers, tokenBucket, bucketUnits } = require('../schema/limit');
 
@@ -24,12 +26,11 @@ const QUOTA_DEFAULTS = Object.freeze(defaults);
 const MAX_KEY_BYTES = maxKeyBytes;
 
 /** The algorithms a limit may name; the engine sees 'bucket' or 'window', the store all three. */
-const ALGORITHMS = Object.freeze(['token-bucket', 'fixed-window', 'sliding-window']);
+const ALGORITHMS = QUOTA_LIMIT.algorithm.values;
 /** A limit without `algorithm` counts in fixed windows, as a gatekeeper's named limit does. */
-const DEFAULT_ALGORITHM = 'fixed-window';
-const FALLBACKS = Object.freeze(['open', 'closed']);
+const DEFAULT_ALGORITHM = QUOTA_LIMIT.algorithm.default;
 const TUNING_FIELDS = ['renewalPeriodMs', 'leadTimeMs', 'leaseTtlMs', 'maxLease', 'initialLease', 'retryMs', 'minHolders'];
-const LIMIT_FIELDS = new Set(['name', 'algorithm', 'limit', 'windowMs', 'burst', 'unfunded', 'provisional', 'fallback', ...TUNING_FIELDS]);
+const LIMIT_FIELDS = optionNames(QUOTA_LIMIT);
 const OPTION_FIELDS = new Set(['limits', 'maxKeys', 'idleTtlMs', 'sweepPerPoll']);
 
 /**
@@ -45,15 +46,15 @@ function limitSpec(l, at) {
   // The one check of limit, windowMs and burst (lib/schema/limit.js), as the gatekeeper's named limits.
   // A token bucket as the ledger's (limit 0 with a burst: a fixed allowance, never refilled).
   const n = algorithm === 'token-bucket' ? tokenBucket(l, at) : limitNumbers(l, at, algorithm, ALGORITHMS);
-  const fallback = l.fallback === undefined ? 'open' : l.fallback;
-  if (!FALLBACKS.includes(fallback)) throw new TypeError(`${at}.fallback must be 'open' or 'closed', got ${JSON.stringify(fallback)}`);
-  const unfunded = l.unfunded === undefined ? 'wait' : l.unfunded;
-  if (unfunded !== 'wait' && unfunded !== 'provisional') throw new TypeError(`${at}.unfunded must be 'wait' or 'provisional', got ${JSON.stringify(unfunded)}`);
+  const fallback = optionOrDefault(QUOTA_LIMIT, l, 'fallback', at);
+  const unfunded = optionOrDefault(QUOTA_LIMIT, l, 'unfunded', at);
   if (l.provisional !== undefined && unfunded !== 'provisional') throw new TypeError(`${at}.provisional is the allowance of unfunded: 'provisional'; set that too or leave it out`);
   const spec = { name: l.name, algorithm, limit: n.limit, windowMs: n.windowMs, fallback, unfunded, provisional: 0 };
   if (algorithm === 'token-bucket') spec.burst = n.burst;
-  if (unfunded === 'provisional') spec.provisional = number(l.provisional === undefined ? 1 : l.provisional, `${at}.provisional`);
-  for (const f of TUNING_FIELDS) spec[f] = number(l[f] === undefined ? QUOTA_DEFAULTS[f] : l[f], `${at}.${f}`);
+  // At least 1: the native engine takes an allowance of 0 for 'wait', which the spec would not say.
+  if (unfunded === 'provisional') spec.provisional = optionOrDefault(QUOTA_LIMIT, l, 'provisional', at);
+  // Each in its declared range here; the native engine checks how they relate (leadTimeMs ≤ renewalPeriodMs ...).
+  for (const f of TUNING_FIELDS) spec[f] = optionOrDefault(QUOTA_LIMIT, l, f, at);
   return Object.freeze(spec);
 }
 

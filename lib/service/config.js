@@ -1,56 +1,13 @@
 'use strict';
-// The service's options, declared once: their defaults, their flag (--kebab-case) and environment
-// (TIERGATE_SNAKE_CASE) names, and their checks. Flags win over the environment.
+// The service's options (declared once in lib/schema/service.js): their flag (--kebab-case) and
+// environment (TIERGATE_SNAKE_CASE) names, and their checks. Flags win over the environment.
 const fs = require('node:fs');
 const { CODES, codedError } = require('../errors');
+const { SERVE: OPTIONS, LOG_LEVELS } = require('../schema/service');
 
-const LOG_LEVELS = ['silent', 'error', 'warn', 'info', 'debug'];
 const MIN_TOKEN_LENGTH = 16;
 // The admin token's estimated entropy (tokenBits) must reach this: a random 64-bit secret.
 const MIN_TOKEN_BITS = 64;
-
-// kind: 'string' | 'int' (with min/max) | 'list' (comma-separated) | 'level' | 'boolean'
-const OPTIONS = {
-  host: { kind: 'string', default: '127.0.0.1' },
-  port: { kind: 'int', min: 0, max: 65535, default: 3000, env: ['TIERGATE_PORT', 'PORT'] },
-  data: { kind: 'string', default: 'tiergate-data' },
-  database: { kind: 'string', default: null, env: ['TIERGATE_DATABASE', 'DATABASE_URL'] },
-  adminToken: { kind: 'string', default: null, secret: true },
-  adminTokenFile: { kind: 'string', default: null },
-  apiKeys: { kind: 'list', default: [], secret: true },
-  apiKeysFile: { kind: 'string', default: null },
-  corsOrigins: { kind: 'list', default: [] },
-  // A body without Content-Type is refused (415): a page of any origin can send one without a CORS
-  // preflight (a no-cors fetch of a Blob, sendBeacon). false accepts it as JSON.
-  requireJsonContentType: { kind: 'boolean', default: true },
-  logLevel: { kind: 'level', default: 'info' },
-  requestTimeoutMs: { kind: 'int', min: 1000, max: 600_000, default: 30_000 },
-  headersTimeoutMs: { kind: 'int', min: 1000, max: 600_000, default: 10_000 },
-  keepAliveTimeoutMs: { kind: 'int', min: 0, max: 600_000, default: 5_000 },
-  // Open connections at most; past it, a new one is closed as it arrives (node's server.maxConnections).
-  maxConnections: { kind: 'int', min: 1, max: 1_000_000, default: 10_000 },
-  drainTimeoutMs: { kind: 'int', min: 0, max: 600_000, default: 10_000 },
-  bodyLimitBytes: { kind: 'int', min: 256, max: 1_048_576, default: 16_384 },
-  activityFlushMs: { kind: 'int', min: 5, max: 10_000, default: 50 },
-  activityMaxAgeHours: { kind: 'int', min: 1, max: 24 * 366, default: 24 },
-  activityMaxRows: { kind: 'int', min: 100, max: 100_000_000, default: 100_000 },
-  activityMaxBuffered: { kind: 'int', min: 1000, max: 10_000_000, default: 100_000 },
-  pruneIntervalMs: { kind: 'int', min: 100, max: 3_600_000, default: 10_000 },
-  poolSize: { kind: 'int', min: 1, max: 1000, default: 10 },
-  // Bounds of the store (docs/service.md, "Bounded waits"). A check is answered within
-  // storeTimeoutMs, below the client's default timeoutMs (1000) so that a caller gets the service's
-  // 503 rather than its own timeout, and far above a healthy batch (a few ms at the load test's p99).
-  storeTimeoutMs: { kind: 'int', min: 50, max: 60_000, default: 750 },
-  // How long a PostgreSQL statement waits for a row lock held elsewhere: a batch that meets a locked
-  // row waits this long, then its other clients are decided and the locked one waits once more, so
-  // twice this must fit within storeTimeoutMs (checked in resolve).
-  pgLockTimeoutMs: { kind: 'int', min: 10, max: 60_000, default: 250 },
-  // The server ends a session idle in a transaction this long (a stopped or cut-off instance),
-  // releasing its row locks. A batch's transaction is idle for one turn of its event loop.
-  pgIdleInTransactionTimeoutMs: { kind: 'int', min: 100, max: 3_600_000, default: 2000 },
-  // The server cancels any statement running this long; also the bound of an admin query's wait.
-  pgStatementTimeoutMs: { kind: 'int', min: 100, max: 3_600_000, default: 5000 },
-};
 
 const kebab = (name) => name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
 const envName = (name) => `TIERGATE_${name.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()}`;
@@ -62,29 +19,28 @@ function bad(Ctor, message) {
 function parseValue(name, raw, from) {
   const spec = OPTIONS[name];
   const at = `${from} ${name}`;
-  switch (spec.kind) {
-    case 'int': {
-      const n = typeof raw === 'number' ? raw : /^-?\d+$/.test(String(raw).trim()) ? Number(raw) : NaN;
-      if (typeof raw !== 'number' && typeof raw !== 'string') throw bad(TypeError, `${at} must be a number, got ${typeof raw}`);
-      if (!Number.isInteger(n) || n < spec.min || n > spec.max) throw bad(RangeError, `${at} must be an integer from ${spec.min} to ${spec.max}, got ${spec.secret ? '<hidden>' : JSON.stringify(raw)}`);
-      return n;
-    }
-    case 'list': {
-      const list = Array.isArray(raw) ? raw : typeof raw === 'string' ? raw.split(',') : null;
-      if (!list || list.some((s) => typeof s !== 'string')) throw bad(TypeError, `${at} must be a comma-separated string or an array of strings`);
-      return list.map((s) => s.trim()).filter(Boolean);
-    }
-    case 'boolean':
-      if (raw === true || raw === 'true') return true;
-      if (raw === false || raw === 'false') return false;
-      throw bad(TypeError, `${at} must be true or false, got ${JSON.stringify(raw)}`);
-    case 'level':
-      if (!LOG_LEVELS.includes(raw)) throw bad(RangeError, `${at} must be one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(raw)}`);
-      return raw;
-    default:
-      if (typeof raw !== 'string' || raw === '') throw bad(TypeError, `${at} must be a non-empty string`);
-      return raw;
+  if (spec.type === 'integer') {
+    const n = typeof raw === 'number' ? raw : /^-?\d+$/.test(String(raw).trim()) ? Number(raw) : NaN;
+    if (typeof raw !== 'number' && typeof raw !== 'string') throw bad(TypeError, `${at} must be a number, got ${typeof raw}`);
+    if (!Number.isInteger(n) || n < spec.min || n > spec.max) throw bad(RangeError, `${at} must be an integer from ${spec.min} to ${spec.max}, got ${spec.secret ? '<hidden>' : JSON.stringify(raw)}`);
+    return n;
   }
+  if (spec.type === 'object') {
+    const list = Array.isArray(raw) ? raw : typeof raw === 'string' ? raw.split(',') : null;
+    if (!list || list.some((s) => typeof s !== 'string')) throw bad(TypeError, `${at} must be a comma-separated string or an array of strings`);
+    return list.map((s) => s.trim()).filter(Boolean);
+  }
+  if (spec.type === 'boolean') {
+    if (raw === true || raw === 'true') return true;
+    if (raw === false || raw === 'false') return false;
+    throw bad(TypeError, `${at} must be true or false, got ${JSON.stringify(raw)}`);
+  }
+  if (spec.values !== undefined) {
+    if (!spec.values.includes(raw)) throw bad(RangeError, `${at} must be one of ${spec.values.join(', ')}, got ${JSON.stringify(raw)}`);
+    return raw;
+  }
+  if (typeof raw !== 'string' || raw === '') throw bad(TypeError, `${at} must be a non-empty string`);
+  return raw;
 }
 
 /** `--name value` / `--name=value` flags of `tiergate serve` into { name: raw }. */
