@@ -3,10 +3,10 @@
 // the lease driver's (lib/quota/driver.js) are spread from LEASE_DRIVER, and a cluster-wide limit's
 // (QUOTA_LIMIT, lib/quota/engine.js). The lease engine's numbers default to its native defaults and
 // have its ranges, which it checks itself (src/core/quota/config.rs); `limit`, `windowMs` and `burst`
-// are the one vocabulary of a limit (lib/limit-options.js).
+// are the one vocabulary of a limit (lib/schema/limit.js).
 const native = require('../native');
 const { schema } = require('./index');
-const { MAX_COUNT, MAX_WINDOW_MS } = require('../limit-options');
+const { MAX_COUNT, MAX_WINDOW_MS } = require('./limit');
 
 const { defaults: QUOTA_DEFAULTS } = native.quotaConstants();
 const MINUTE_MS = 60_000;
