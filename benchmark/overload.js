@@ -32,6 +32,7 @@ const { checkKind, DEFAULT_WORK_KIND } = require('./lib/work');
 const { idealTierLatency, idealText } = require('./lib/ideal');
 const { timelineSvg } = require('./lib/svg');
 const { openLoop, warmPool, nowAbs } = require('./lib/openloop');
+const { waitForQuiet } = require('./lib/quiet');
 
 const MIX = [
   { tier: 'critical', weight: 0.1 },
@@ -516,6 +517,7 @@ async function main() {
   for (let run = 1; run <= args.runs; run++) {
     for (const cfg of configs) {
       if (run > 1 && cfg.protection !== 'tiergate') continue; // the comparisons run once
+      const quiet = await waitForQuiet({ maxMs: 20_000 }); // another target's leftovers off the cores
       try {
         const profileFile = args.cpuProf && path.join(args.cpuProf, `${cfg.id}-run${run}.cpuprofile`);
         const r = await runConfig(cfg, { cap, workIters, workKind: args.work, load: args.load, seconds: args.seconds, quick: args.quick, profileFile });
@@ -524,7 +526,7 @@ async function main() {
         results.push(r);
         byConfig.get(cfg.id).push(r);
         const f = r.figures;
-        console.log(`  ${cfg.id} run ${run}: critical ${f1(f.critSuccess)}%, p99 ${f1(f.critP99)} ms (${f.ratio.toFixed(2)}x ideal), after 1st s ${f1(f.critSteadyP99)} ms (${f.steadyRatio.toFixed(2)}x); goodput ${f.goodputPct.toFixed(0)}%; standard ${f1(f.standardPct)}%, background ${f1(f.backgroundPct)}%; 0.8x shed ${f.shed08 ?? '—'}, after overload ${f.shedAfter ?? '—'} (${f.shedAfterSteady ?? '—'} after 1 s); load ${os.loadavg()[0].toFixed(1)}`);
+        console.log(`  ${cfg.id} run ${run}: critical ${f1(f.critSuccess)}%, p99 ${f1(f.critP99)} ms (${f.ratio.toFixed(2)}x ideal), after 1st s ${f1(f.critSteadyP99)} ms (${f.steadyRatio.toFixed(2)}x); goodput ${f.goodputPct.toFixed(0)}%; standard ${f1(f.standardPct)}%, background ${f1(f.backgroundPct)}%; 0.8x shed ${f.shed08 ?? '—'}, after overload ${f.shedAfter ?? '—'} (${f.shedAfterSteady ?? '—'} after 1 s); load ${os.loadavg()[0].toFixed(1)}, machine busy ${quiet.busy == null ? '-' : (100 * quiet.busy).toFixed(0) + '%'} after a ${(quiet.waitedMs / 1000).toFixed(1)} s wait`);
       } catch (err) {
         console.log(`  ${cfg.title} run ${run}: could not run (${err.message.split('\n')[0]})`);
       }
