@@ -6,7 +6,7 @@
 //  - rate-limited: 429, type urn:tiergate:problem:rate-limited naming the refusing limit, Retry-After
 //    and the rate-limit fields of every limit that applied (lib/http/rate-limit-headers.js);
 //  - shaper-full: 503, type urn:tiergate:problem:shaper-full (a shaper's queue is at maxQueued);
-//  - challenged: the application's `challenge.respond(req, info)`, else 403 with type
+//  - challenged: the application's `challenge.respond(info, req)`, else 403 with type
 //    urn:tiergate:problem:challenge.
 const { MAX_RETRY_AFTER_SEC } = require('../options');
 const { problemBody: body, problemResponse, retryAfterSeconds: seconds } = require('../http/problem');
