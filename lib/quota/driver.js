@@ -41,7 +41,9 @@ function driverOptions(options) {
   }
   const storeTimeoutMs = get('storeTimeoutMs', { min: 1, max: 60_000 });
   // A store that answers within a spend's wait is never taken for down: at least storeTimeoutMs.
-  const storeDownMs = options.storeDownMs === undefined ? Math.max(DRIVER_DEFAULTS.storeDownMs, storeTimeoutMs) : get('storeDownMs', { min: storeTimeoutMs, max: 600_000 });
+  const storeDownMs = options.storeDownMs === undefined
+    ? Math.max(DRIVER_DEFAULTS.storeDownMs, storeTimeoutMs)
+    : get('storeDownMs', { min: storeTimeoutMs, max: 600_000 });
   return {
     storeTimeoutMs,
     storeDownMs,
@@ -342,8 +344,8 @@ class LeaseDriver {
   /**
    * The engine's totals (lib/quota/engine.js) and the driver's: `decisions` by code name,
    * `fallbackDecisions` (decisions taken because the store was not answering: FALLBACK, STORE_DOWN,
-   * SHARE), waits, waitTimeouts (spends refused as WAITED), maxWaitMs (the longest a spend waited for the store), batches, requestsSent, returnsSent, storeErrors, returnErrors,
-   * timeouts, lateGrants, inFlight.
+   * SHARE), waits, waitTimeouts (spends refused as WAITED), maxWaitMs (the longest a spend waited for the
+   * store), batches, requestsSent, returnsSent, storeErrors, returnErrors, timeouts, lateGrants, inFlight.
    */
   stats() {
     const decisions = {};

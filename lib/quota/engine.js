@@ -49,7 +49,9 @@ function limitSpec(l, at) {
   if (!FALLBACKS.includes(fallback)) throw new TypeError(`${at}.fallback must be 'open' or 'closed', got ${JSON.stringify(fallback)}`);
   const unfunded = l.unfunded === undefined ? 'wait' : l.unfunded;
   if (unfunded !== 'wait' && unfunded !== 'provisional') throw new TypeError(`${at}.unfunded must be 'wait' or 'provisional', got ${JSON.stringify(unfunded)}`);
-  if (l.provisional !== undefined && unfunded !== 'provisional') throw new TypeError(`${at}.provisional is the allowance of unfunded: 'provisional'; set that too or leave it out`);
+  if (l.provisional !== undefined && unfunded !== 'provisional') {
+    throw new TypeError(`${at}.provisional is the allowance of unfunded: 'provisional'; set that too or leave it out`);
+  }
   const spec = { name: l.name, algorithm, limit: n.limit, windowMs: n.windowMs, fallback, unfunded, provisional: 0 };
   if (algorithm === 'token-bucket') spec.burst = n.burst;
   if (unfunded === 'provisional') spec.provisional = number(l.provisional === undefined ? 1 : l.provisional, `${at}.provisional`);
