@@ -17,7 +17,8 @@ function load() {
     }
   }
   const err = new Error(
-    `tiergate: no native binary for ${triple} loads. Reinstall tiergate with Rust's cargo on PATH to build it from source (https://rustup.rs), or run \`npm run build\` in a checkout.\n${errors.join('\n')}`,
+    `tiergate: no native binary for ${triple} loads. Reinstall tiergate with Rust's cargo on PATH to build it from source ` +
+      `(https://rustup.rs), or run \`npm run build\` in a checkout.\n${errors.join('\n')}`,
   );
   err.code = CODES.NATIVE_UNAVAILABLE;
   throw err;

@@ -101,7 +101,8 @@ function retryAfterOptions(r, at) {
   if (!isObject(r)) throw new TypeError(`${at} must be an object { minSec, maxSec }, got ${typeName(r)}`);
   onlyKnown(r, RETRY_AFTER_FIELDS, at);
   const minSec = finite(r.minSec === undefined ? MIN.default : r.minSec, `${at}.minSec`, rangeOf(MIN));
-  const maxSec = finite(r.maxSec === undefined ? Math.max(minSec, MAX.default) : r.maxSec, `${at}.maxSec`, { ...rangeOf(MAX), min: Math.max(MAX.min || 0, minSec) });
+  const maxSecGiven = r.maxSec === undefined ? Math.max(minSec, MAX.default) : r.maxSec;
+  const maxSec = finite(maxSecGiven, `${at}.maxSec`, { ...rangeOf(MAX), min: Math.max(MAX.min || 0, minSec) });
   return { minSec, maxSec };
 }
 
@@ -123,7 +124,10 @@ function schemaOption(e, v, at) {
   return v;
 }
 
-/** Option `name` of `options` by schema `s`: its declared default when not given, else schemaOption's check. `at`: where the options are ("dashboard: options"). */
+/**
+ * Option `name` of `options` by schema `s`: its declared default when not given, else schemaOption's
+ * check. `at`: where the options are ("dashboard: options").
+ */
 function optionOrDefault(s, options, name, at) {
   const v = options[name];
   return v === undefined ? s[name].default : schemaOption(s[name], v, `${at}.${name}`);

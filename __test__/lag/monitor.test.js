@@ -33,7 +33,10 @@ test('invalid options throw, naming the option', () => {
     assert.throws(() => new LagMonitor(opts), (err) => err instanceof type && msg.test(err.message), JSON.stringify(opts));
   }
   assert.throws(() => new LagMonitor(null), TypeError);
-  assert.throws(() => LagMonitor.observe(0), TypeError);
+  // A wrong type is a TypeError, a wrong value (a number no share() gives) a RangeError, both coded.
+  const coded = (type) => (err) => err instanceof type && err.code === 'ERR_TIERGATE_INVALID_ARGUMENT';
+  for (const id of ['1', null, undefined]) assert.throws(() => LagMonitor.observe(id), coded(TypeError), String(id));
+  for (const id of [0, -1, 1.5, NaN, Infinity, 2 ** 33]) assert.throws(() => LagMonitor.observe(id), coded(RangeError), String(id));
   assert.throws(() => LagMonitor.observe(123456), /no live LagMonitor/);
 });
 

@@ -68,12 +68,20 @@ class LimitsAdmin {
   #at(name, method) {
     const i = this.#index.get(name);
     if (i !== undefined) return i;
-    if (this.#cluster.has(name)) throw codedError(TypeError, CODES.INVALID_ARGUMENT, `limits.${method}: ${JSON.stringify(name)} is a cluster limit; it is counted by the cluster, not here`);
-    throw codedError(RangeError, CODES.INVALID_ARGUMENT, `limits.${method}: no local limit named ${JSON.stringify(name)} (known: ${[...this.#index.keys()].join(', ') || 'none'})`);
+    if (this.#cluster.has(name)) {
+      throw codedError(TypeError, CODES.INVALID_ARGUMENT,
+        `limits.${method}: ${JSON.stringify(name)} is a cluster limit; it is counted by the cluster, not here`,
+      );
+    }
+    throw codedError(RangeError, CODES.INVALID_ARGUMENT,
+      `limits.${method}: no local limit named ${JSON.stringify(name)} (known: ${[...this.#index.keys()].join(', ') || 'none'})`,
+    );
   }
 
   #key(key, method) {
-    if (typeof key !== 'string' || key === '') throw codedError(TypeError, CODES.INVALID_ARGUMENT, `limits.${method}: key must be a non-empty string, got ${typeName(key)}`);
+    if (typeof key !== 'string' || key === '') {
+      throw codedError(TypeError, CODES.INVALID_ARGUMENT, `limits.${method}: key must be a non-empty string, got ${typeName(key)}`);
+    }
     return key;
   }
 
@@ -126,7 +134,9 @@ class LimitsAdmin {
   charge(req, name, units) {
     const i = this.#at(name, 'charge');
     const n = this.#units(units, 'charge');
-    if (!isObject(req) || !isObject(req.headers)) throw codedError(TypeError, CODES.INVALID_ARGUMENT, `limits.charge: expected a request, got ${typeName(req)}`);
+    if (!isObject(req) || !isObject(req.headers)) {
+      throw codedError(TypeError, CODES.INVALID_ARGUMENT, `limits.charge: expected a request, got ${typeName(req)}`);
+    }
     if (n === 0 || this.#outcome.defer(req, i, n)) return;
     const l = this.#limits[i];
     let k = keyArg(l.by, req);

@@ -44,7 +44,9 @@ function call(fn, at) {
 }
 
 function targetArg(t, at) {
-  if (typeof t !== 'string' || t === '') throw codedError(TypeError, CODES.INVALID_ARGUMENT, `${at}: target must be an IP address or a CIDR prefix, got ${typeName(t)}`);
+  if (typeof t !== 'string' || t === '') {
+    throw codedError(TypeError, CODES.INVALID_ARGUMENT, `${at}: target must be an IP address or a CIDR prefix, got ${typeName(t)}`);
+  }
   return t;
 }
 
@@ -114,7 +116,9 @@ class Bans {
     const at = 'bans.ban';
     const opts = arguments[1];
     if (opts !== undefined) {
-      if (!isObject(opts)) throw codedError(TypeError, CODES.INVALID_ARGUMENT, `${at}: options must be an object { durationMs?, reason? }, got ${typeName(opts)}`);
+      if (!isObject(opts)) {
+        throw codedError(TypeError, CODES.INVALID_ARGUMENT, `${at}: options must be an object { durationMs?, reason? }, got ${typeName(opts)}`);
+      }
       try {
         onlyKnown(opts, BAN_FIELDS, `${at}: options`);
       } catch (err) {
@@ -124,7 +128,9 @@ class Bans {
     targetArg(target, at);
     if (durationMs === null) durationMs = undefined; // as cluster mode's bans.ban takes it
     if (durationMs !== undefined) call(() => finite(durationMs, `${at}: durationMs`, { min: 0, exclusiveMin: true, max: 1e12 }), at);
-    if (typeof reason !== 'string' || reason.length > 256) throw codedError(TypeError, CODES.INVALID_ARGUMENT, `${at}: reason must be a string of at most 256 characters`);
+    if (typeof reason !== 'string' || reason.length > 256) {
+      throw codedError(TypeError, CODES.INVALID_ARGUMENT, `${at}: reason must be a string of at most 256 characters`);
+    }
     let events;
     try {
       events = call(() => this.#handle.ban(target, durationMs, reason), at);
@@ -159,12 +165,16 @@ class Bans {
       } catch (err) {
         throw withCode(err, CODES.INVALID_ARGUMENT);
       }
-      if (typeof r.target !== 'string' || typeof r.reason !== 'string' || typeof r.source !== 'string' || typeof r.since !== 'number' || !(r.until === null || r.until === undefined || typeof r.until === 'number')) {
+      const untilOk = r.until === null || r.until === undefined || typeof r.until === 'number';
+      if (typeof r.target !== 'string' || typeof r.reason !== 'string' || typeof r.source !== 'string' || typeof r.since !== 'number' || !untilOk) {
         throw codedError(TypeError, CODES.INVALID_ARGUMENT, `${at}: records[${i}] must be a record as export() gives`);
       }
       const offense = r.offense === undefined ? 0 : r.offense;
-      if (!Number.isInteger(offense) || offense < 0 || offense > 0xffffffff) throw codedError(RangeError, CODES.INVALID_ARGUMENT, `${at}: records[${i}].offense must be an integer >= 0`);
-      return { target: r.target, cidr: r.cidr === true, reason: r.reason, source: r.source, offense, since: r.since, until: r.until === null ? undefined : r.until };
+      if (!Number.isInteger(offense) || offense < 0 || offense > 0xffffffff) {
+        throw codedError(RangeError, CODES.INVALID_ARGUMENT, `${at}: records[${i}].offense must be an integer >= 0`);
+      }
+      const until = r.until === null ? undefined : r.until;
+      return { target: r.target, cidr: r.cidr === true, reason: r.reason, source: r.source, offense, since: r.since, until };
     });
     const report = call(() => this.#handle.import(recs), at);
     this.#events.publish(this.#handle.takeEvents());
@@ -183,7 +193,9 @@ function listsArg(v) {
   }
   for (const k of ['allow', 'deny']) {
     if (v[k] === undefined) continue;
-    if (!Array.isArray(v[k]) || v[k].some((s) => typeof s !== 'string')) throw codedError(TypeError, CODES.INVALID_ARGUMENT, `${at}: ${k} must be an array of IP addresses or CIDR prefixes`);
+    if (!Array.isArray(v[k]) || v[k].some((s) => typeof s !== 'string')) {
+      throw codedError(TypeError, CODES.INVALID_ARGUMENT, `${at}: ${k} must be an array of IP addresses or CIDR prefixes`);
+    }
   }
   return v;
 }

@@ -23,7 +23,7 @@ const { performance } = require('node:perf_hooks');
 const { clientIp } = require('../http/client');
 const { CODES, codedError } = require('../errors');
 const { finite, isObject, typeName } = require('../options');
-const { RateLimitInfo } = require('./rate-limit-info');
+const { RateLimitInfo } = require('../http/rate-limit-info');
 const { passOf, challengeResponse } = require('./challenge');
 const { GATE_ARGS, callDefend, callDefendAndDecide } = require('./native-call');
 const { watchResponse, watchServer } = require('./probes');
@@ -176,7 +176,9 @@ class Defense {
   /** A request that reaches the cluster step later (after a wait): its own copy of the step. */
   #holdStep(req) {
     const cs = this.clusterStep;
-    if (cs !== null) req[CLUSTER_STEP] = { ids: cs.ids, keys: cs.keys.slice(), costs: cs.costs.slice(), any: cs.any, local: cs.local === null ? null : cs.local.copy() };
+    if (cs !== null) {
+      req[CLUSTER_STEP] = { ids: cs.ids, keys: cs.keys.slice(), costs: cs.costs.slice(), any: cs.any, local: cs.local === null ? null : cs.local.copy() };
+    }
   }
 
   /**
@@ -294,7 +296,9 @@ class Defense {
     this.#clusterRefused[i]++;
     if (typeof ip === 'string') this.#events.publish(this.#handle.report(ip, 'rate-limited'));
     const name = this.#clusterLimits[i].name;
-    const info = { verdict: 'rate-limited', status: 429, key: ip, limitName: name, limit: quota, remaining: 0, retryAfterMs, resetMs: retryAfterMs, banned: null };
+    const info = {
+      verdict: 'rate-limited', status: 429, key: ip, limitName: name, limit: quota, remaining: 0, retryAfterMs, resetMs: retryAfterMs, banned: null,
+    };
     return { verdict: 'rate-limited', info, rejection: this.#responder.rateLimited(this.#limits.length + i, retryAfterMs) };
   }
 
@@ -378,7 +382,9 @@ class Defense {
   setLists(lists) {
     listsArg(lists);
     const cur = this.lists();
-    call(() => this.#handle.setLists(lists.allow === undefined ? cur.allow : lists.allow.slice(), lists.deny === undefined ? cur.deny : lists.deny.slice()), 'setLists');
+    const allow = lists.allow === undefined ? cur.allow : lists.allow.slice();
+    const deny = lists.deny === undefined ? cur.deny : lists.deny.slice();
+    call(() => this.#handle.setLists(allow, deny), 'setLists');
     const share = this.#events.share;
     if (share !== null) share({ kind: 'lists', ...this.lists() });
   }
@@ -431,7 +437,9 @@ class Defense {
    * in the X-Forwarded-For the parser never got to: nobody is charged.
    */
   watchServer(server) {
-    if (server === null || typeof server !== 'object' || typeof server.on !== 'function') throw codedError(TypeError, CODES.INVALID_ARGUMENT, `watchServer: expected a node:http server, got ${typeName(server)}`);
+    if (server === null || typeof server !== 'object' || typeof server.on !== 'function') {
+      throw codedError(TypeError, CODES.INVALID_ARGUMENT, `watchServer: expected a node:http server, got ${typeName(server)}`);
+    }
     return watchServer(server, this, this.#trustProxy);
   }
 
@@ -445,7 +453,10 @@ class Defense {
     for (let i = 0; i < s.limits.length; i++) s.limits[i].refused = this.#limitRefused[i];
     const o = this.limits.stats();
     // `overrides`: the cluster's overrides of that limit, as this process last read them (null: not yet).
-    const clusterLimits = this.#clusterLimits.map((l, i) => ({ name: l.name, refused: this.#clusterRefused[i], overrides: o.cluster === undefined || o.cluster.overrides === null ? null : o.cluster.byName[l.name] || 0 }));
+    const clusterOverrides = o.cluster === undefined || o.cluster.overrides === null ? null : o.cluster.byName;
+    const clusterLimits = this.#clusterLimits.map((l, i) => ({
+      name: l.name, refused: this.#clusterRefused[i], overrides: clusterOverrides === null ? null : clusterOverrides[l.name] || 0,
+    }));
     for (const l of s.limits) l.overrides = o.byName[l.name] || 0;
     const overrides = { count: o.overrides, max: o.maxOverrides, perRequest: o.perRequest, maxPerRequest: o.maxPerRequest };
     if (o.cluster !== undefined) overrides.cluster = { count: o.cluster.overrides, max: o.cluster.maxOverrides };

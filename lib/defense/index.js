@@ -5,6 +5,5 @@
 const { Defense, CLUSTER_STEP } = require('./defense');
 const { compileDefense, DEFENSE_OPTIONS } = require('./options');
 const { BAN_CHANNEL } = require('./bans');
-const { RateLimitInfo } = require('./rate-limit-info');
 
-module.exports = { Defense, compileDefense, DEFENSE_OPTIONS, BAN_CHANNEL, RateLimitInfo, CLUSTER_STEP };
+module.exports = { Defense, compileDefense, DEFENSE_OPTIONS, BAN_CHANNEL, CLUSTER_STEP };

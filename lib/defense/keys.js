@@ -18,7 +18,9 @@ function compileBy(by, at, ipPrefixes) {
   const ip = { kind: 'ip', header: null, fn: null, v4: ipPrefixes.v4, v6: ipPrefixes.v6 };
   if (by === undefined || by === 'ip') return ip;
   if (typeof by === 'function') return { ...ip, kind: 'fn', fn: by };
-  if (!isObject(by)) throw new TypeError(`${at} must be 'ip', { prefix: { v4, v6 } }, { header: name } or a function (req) => string | undefined, got ${typeName(by)}`);
+  if (!isObject(by)) {
+    throw new TypeError(`${at} must be 'ip', { prefix: { v4, v6 } }, { header: name } or a function (req) => string | undefined, got ${typeName(by)}`);
+  }
   onlyKnown(by, BY_FIELDS, at);
   if ((by.prefix === undefined) === (by.header === undefined)) throw new TypeError(`${at} must give exactly one of prefix, header`);
   if (by.header !== undefined) {

@@ -15,7 +15,9 @@ const { limitNumbers } = require('../schema/limit');
 const { optionNames, rangeOf } = require('../schema');
 const { NAMED_LIMIT: L } = require('../schema/defense');
 
-const { banDefaults: BAN_DEFAULTS, fairShareDefaults: FAIR_DEFAULTS, algorithms: ALGORITHMS, strikeKinds: STRIKE_KINDS, maxLimits: MAX_LIMITS } = native.defenseConstants();
+const {
+  banDefaults: BAN_DEFAULTS, fairShareDefaults: FAIR_DEFAULTS, algorithms: ALGORITHMS, strikeKinds: STRIKE_KINDS, maxLimits: MAX_LIMITS,
+} = native.defenseConstants();
 
 /** The gatekeeper options this file reads. */
 const DEFENSE_OPTIONS = ['limits', 'allow', 'deny', 'bans', 'challenge', 'skip', 'onBan', 'exemptSkipsShedding', 'fairShare'];
@@ -83,10 +85,14 @@ function scopeOf(l, at, tierIds) {
  */
 function compileClusterLimit(l, at, tierIds, ipPrefixes) {
   for (const k of [...NUMBER_FIELDS, 'skipSuccessfulRequests', 'skipFailedRequests', 'requestWasSuccessful']) {
-    if (l[k] !== undefined) throw new TypeError(`${at}.${k}: a cluster limit takes its algorithm and numbers from options.cluster's limit "${l.name}"; leave ${k} out`);
+    if (l[k] !== undefined) {
+      throw new TypeError(`${at}.${k}: a cluster limit takes its algorithm and numbers from options.cluster's limit "${l.name}"; leave ${k} out`);
+    }
   }
   const by = compileBy(l.by, `${at}.by`, ipPrefixes);
-  if (by.kind === 'ip' && l.by !== undefined && l.by !== 'ip') throw new TypeError(`${at}.by: a cluster limit counts by 'ip' (the gatekeeper's prefixes), a header or a function, not by a prefix of its own`);
+  if (by.kind === 'ip' && l.by !== undefined && l.by !== 'ip') {
+    throw new TypeError(`${at}.by: a cluster limit counts by 'ip' (the gatekeeper's prefixes), a header or a function, not by a prefix of its own`);
+  }
   const scope = scopeOf(l, at, tierIds);
   if (scope.costFn === null && scope.cost === 0) throw new RangeError(`${at}.cost must be at least 1 for a cluster limit`);
   return { cluster: true, at, name: l.name, by, ...scope };
@@ -98,7 +104,9 @@ function compileLimit(l, i, tierIds, ipPrefixes) {
   onlyKnown(l, LIMIT_FIELDS, at);
   if (typeof l.name !== 'string' || l.name === '') throw new TypeError(`${at}.name must be a non-empty string, got ${typeName(l.name)}`);
   // The name is a structured-field string in RateLimit headers: printable ASCII without quotes.
-  if (!/^[\x20-\x21\x23-\x5b\x5d-\x7e]{1,64}$/.test(l.name)) throw new RangeError(`${at}.name must be 1-64 printable ASCII characters without " or \\, got ${JSON.stringify(l.name)}`);
+  if (!/^[\x20-\x21\x23-\x5b\x5d-\x7e]{1,64}$/.test(l.name)) {
+    throw new RangeError(`${at}.name must be 1-64 printable ASCII characters without " or \\, got ${JSON.stringify(l.name)}`);
+  }
   if (l.cluster !== undefined && l.cluster !== false) {
     if (l.cluster !== true) throw new TypeError(`${at}.cluster must be a boolean, got ${typeName(l.cluster)}`);
     return compileClusterLimit(l, at, tierIds, ipPrefixes);
@@ -106,7 +114,9 @@ function compileLimit(l, i, tierIds, ipPrefixes) {
   const algorithm = l.algorithm === undefined ? L.algorithm.default : l.algorithm;
   const limitFn = typeof l.limit === 'function' ? l.limit : null;
   if (limitFn !== null) {
-    if (algorithm === 'sliding-window') throw new TypeError(`${at}.limit: a function limit is not available with 'sliding-window' (its memory is sized by the limit); use 'sliding-counter'`);
+    if (algorithm === 'sliding-window') {
+      throw new TypeError(`${at}.limit: a function limit is not available with 'sliding-window' (its memory is sized by the limit); use 'sliding-counter'`);
+    }
     if (l.burst !== undefined) throw new TypeError(`${at}.burst: a function limit sets the burst too (it is the limit); leave burst out`);
     limitNumbers({ ...l, limit: 1 }, at, algorithm, ALGORITHMS); // the rest of the one check; the function's values are checked per request
   } else {
@@ -152,7 +162,9 @@ function compileRules(rules, at) {
     if (!isObject(r)) throw new TypeError(`${here} must be an object { name, on, threshold, windowMs, banMs }, got ${typeName(r)}`);
     onlyKnown(r, RULE_FIELDS, here);
     if (typeof r.name !== 'string' || r.name === '') throw new TypeError(`${here}.name must be a non-empty string, got ${typeName(r.name)}`);
-    if (!STRIKE_KINDS.includes(r.on)) throw new RangeError(`${here}.on must be one of ${STRIKE_KINDS.map((k) => `'${k}'`).join(', ')}, got ${JSON.stringify(r.on)}`);
+    if (!STRIKE_KINDS.includes(r.on)) {
+      throw new RangeError(`${here}.on must be one of ${STRIKE_KINDS.map((k) => `'${k}'`).join(', ')}, got ${JSON.stringify(r.on)}`);
+    }
     for (const k of ['threshold', 'windowMs', 'banMs']) {
       if (typeof r[k] !== 'number') throw new TypeError(`${here}.${k} must be a number, got ${typeName(r[k])}`);
     }
@@ -172,7 +184,9 @@ function compileBans(b) {
   for (const k of ['factor', 'maxBanMs', 'memoryMs', 'jitter']) {
     if (typeof esc[k] !== 'number') throw new TypeError(`${at}.escalation.${k} must be a number, got ${typeName(esc[k])}`);
   }
-  if (esc.permanentAfter !== false && typeof esc.permanentAfter !== 'number') throw new TypeError(`${at}.escalation.permanentAfter must be a number or false, got ${typeName(esc.permanentAfter)}`);
+  if (esc.permanentAfter !== false && typeof esc.permanentAfter !== 'number') {
+    throw new TypeError(`${at}.escalation.permanentAfter must be a number or false, got ${typeName(esc.permanentAfter)}`);
+  }
   const maxBans = b.maxBans === undefined ? BAN_DEFAULTS.maxBans : b.maxBans;
   const maxTracked = b.maxTracked === undefined ? BAN_DEFAULTS.maxTracked : b.maxTracked;
   if (typeof maxBans !== 'number') throw new TypeError(`${at}.maxBans must be a number, got ${typeName(maxBans)}`);
@@ -209,9 +223,13 @@ function compileChallenge(c) {
   if (list.length === 0) throw new RangeError(`${at}.secret must hold at least one secret`);
   const secrets = list.map((s, i) => secretBuffer(s, Array.isArray(c.secret) ? `${at}.secret[${i}]` : `${at}.secret`));
   const header = c.header === undefined ? 'x-tiergate-pass' : c.header;
-  if (header !== false && (typeof header !== 'string' || !HEADER_NAME.test(header))) throw new TypeError(`${at}.header must be a header name or false, got ${typeName(header)}`);
+  if (header !== false && (typeof header !== 'string' || !HEADER_NAME.test(header))) {
+    throw new TypeError(`${at}.header must be a header name or false, got ${typeName(header)}`);
+  }
   const cookie = c.cookie === undefined ? 'tiergate_pass' : c.cookie;
-  if (cookie !== false && (typeof cookie !== 'string' || !COOKIE_NAME.test(cookie))) throw new TypeError(`${at}.cookie must be a cookie name or false, got ${typeName(cookie)}`);
+  if (cookie !== false && (typeof cookie !== 'string' || !COOKIE_NAME.test(cookie))) {
+    throw new TypeError(`${at}.cookie must be a cookie name or false, got ${typeName(cookie)}`);
+  }
   if (header === false && cookie === false) throw new TypeError(`${at}: a pass needs a header or a cookie to arrive in`);
   return {
     secrets,
@@ -231,7 +249,9 @@ function compileFairShare(f) {
   const at = 'gatekeeper: options.fairShare';
   if (f === undefined || f === false) return null;
   if (f === true) f = {};
-  if (!isObject(f)) throw new TypeError(`${at} must be true, false or an object { reserve?, windowMs?, maxShare?, subnet?, slots?, lagMs? }, got ${typeName(f)}`);
+  if (!isObject(f)) {
+    throw new TypeError(`${at} must be true, false or an object { reserve?, windowMs?, maxShare?, subnet?, slots?, lagMs? }, got ${typeName(f)}`);
+  }
   onlyKnown(f, FAIR_FIELDS, at);
   const o = {};
   for (const k of ['reserve', 'windowMs', 'maxShare', 'slots', 'lagMs']) {
@@ -262,7 +282,9 @@ function compileDefense(options, tierIds, ipPrefixes) {
   const all = limitsOpt.map((l, i) => compileLimit(l, i, tierIds, ipPrefixes));
   const first = new Map();
   for (const [i, l] of all.entries()) {
-    if (first.has(l.name)) throw new RangeError(`gatekeeper: options.limits[${i}].name ${JSON.stringify(l.name)} is a duplicate of limits[${first.get(l.name)}].name`);
+    if (first.has(l.name)) {
+      throw new RangeError(`gatekeeper: options.limits[${i}].name ${JSON.stringify(l.name)} is a duplicate of limits[${first.get(l.name)}].name`);
+    }
     first.set(l.name, i);
   }
   // Local limits are decided natively; cluster limits after the gate admits, from leases.
@@ -271,7 +293,10 @@ function compileDefense(options, tierIds, ipPrefixes) {
   const challenge = compileChallenge(options.challenge);
   const bans = compileBans(options.bans);
   if (challenge !== null && !bans.native.rules.some((r) => r.threshold > challenge.afterStrikes)) {
-    throw new RangeError(`gatekeeper: options.challenge.afterStrikes (${challenge.afterStrikes}) must be below some ban rule's threshold, or no client is ever challenged before it is banned`);
+    throw new RangeError(
+      `gatekeeper: options.challenge.afterStrikes (${challenge.afterStrikes}) must be below some ban rule's threshold, ` +
+        'or no client is ever challenged before it is banned',
+    );
   }
   return {
     limits,

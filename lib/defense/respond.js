@@ -6,18 +6,20 @@
 //  - rate-limited: 429, type urn:tiergate:problem:rate-limited naming the refusing limit, Retry-After
 //    and the rate-limit fields of every limit that applied (lib/http/rate-limit-headers.js);
 //  - shaper-full: 503, type urn:tiergate:problem:shaper-full (a shaper's queue is at maxQueued);
-//  - challenged: the application's `challenge.respond(req, info)`, else 403 with type
+//  - challenged: the application's `challenge.respond(info, req)`, else 403 with type
 //    urn:tiergate:problem:challenge.
 const { MAX_RETRY_AFTER_SEC } = require('../options');
 const { problemBody: body, problemResponse, retryAfterSeconds: seconds } = require('../http/problem');
 
 class DefenseResponder {
   constructor(limitNames) {
-    this.denied = body({ type: 'urn:tiergate:problem:denied', title: 'Forbidden', status: 403, detail: 'Requests from your address are not accepted.' });
-    this.banned = body({ type: 'urn:tiergate:problem:banned', title: 'Forbidden', status: 403, detail: 'Your client is banned for now. Retry after the time in Retry-After, if given.' });
-    this.permanent = body({ type: 'urn:tiergate:problem:banned', title: 'Forbidden', status: 403, detail: 'Your client is banned until an operator lifts the ban.' });
-    this.challenge = body({ type: 'urn:tiergate:problem:challenge', title: 'Forbidden', status: 403, detail: 'Prove that you are a person to continue: solve the challenge and present its pass.' });
-    this.shaper = body({ type: 'urn:tiergate:problem:shaper-full', title: 'Service Unavailable', status: 503, detail: 'Too many requests are waiting for their slot. Retry after the time in Retry-After.' });
+    const forbidden = (type, detail) => body({ type: `urn:tiergate:problem:${type}`, title: 'Forbidden', status: 403, detail });
+    this.denied = forbidden('denied', 'Requests from your address are not accepted.');
+    this.banned = forbidden('banned', 'Your client is banned for now. Retry after the time in Retry-After, if given.');
+    this.permanent = forbidden('banned', 'Your client is banned until an operator lifts the ban.');
+    this.challenge = forbidden('challenge', 'Prove that you are a person to continue: solve the challenge and present its pass.');
+    const shaperDetail = 'Too many requests are waiting for their slot. Retry after the time in Retry-After.';
+    this.shaper = body({ type: 'urn:tiergate:problem:shaper-full', title: 'Service Unavailable', status: 503, detail: shaperDetail });
     this.limited = limitNames.map((name) => body({
       type: 'urn:tiergate:problem:rate-limited',
       title: 'Too Many Requests',

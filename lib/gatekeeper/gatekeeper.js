@@ -15,7 +15,8 @@ const { clientIp, headersTruncated } = require('../http/client');
 const { whenSettled, PENDING, NOT_SETTLED } = require('./async-inputs');
 const { usableKey } = require('./key');
 const { TierHeader } = require('./tier-header');
-const { Defense, RateLimitInfo } = require('../defense');
+const { Defense } = require('../defense');
+const { RateLimitInfo } = require('../http/rate-limit-info');
 const { DIALECTS } = require('../http/routing');
 const { Responder } = require('./respond');
 const { TurnQueue } = require('./turn-queue');
@@ -100,7 +101,9 @@ class Gatekeeper {
     } catch (err) {
       // The ledger's native units in its message (`cost 3 exceeds tiers[0].perKey.capacity 2`): a
       // bucket's capacity is its `burst` as the options say it.
-      if (err && err.code === 'InvalidArg') throw new RangeError(`gatekeeper: ${err.message.replace(/(tiers\[\d+\](?:\.perKey)?)\.capacity\b/g, '$1.burst')}`, { cause: err });
+      if (err && err.code === 'InvalidArg') {
+        throw new RangeError(`gatekeeper: ${err.message.replace(/(tiers\[\d+\](?:\.perKey)?)\.capacity\b/g, '$1.burst')}`, { cause: err });
+      }
       throw err;
     }
     const bound = {};
@@ -146,7 +149,9 @@ class Gatekeeper {
       if (this.#defense.needsTier && o.tierHeader !== null) this.#tierHeader = new TierHeader(o.names, o.defaultTier, o.trustTierHeader, o.secrets);
     }
     if (o.defense !== null && o.defense.clusterLimits.length > 0 && o.cluster === null) {
-      throw new TypeError(`${o.defense.clusterLimits[0].at}.cluster: a cluster limit needs options.cluster (tiergate.cluster({ limits }) with a limit of that name)`);
+      throw new TypeError(
+        `${o.defense.clusterLimits[0].at}.cluster: a cluster limit needs options.cluster (tiergate.cluster({ limits }) with a limit of that name)`,
+      );
     }
     if (o.cluster !== null && this.#defense !== null) {
       // One ban table per process: with the defense, cluster bans are its bans (CIDR, escalation, lists).
@@ -403,7 +408,8 @@ class Gatekeeper {
     let rejection = this.#responder.shed(w.tier);
     if (!this.#hooks.wantsInfo(VERDICT.SHED)) return rejection;
     const s = this.#handle.stats(); // off the hot path: the controller as it is now
-    const info = decisionInfo('shed', rejection.status, o.names[w.tier], w.source, w.key, 0, 0, 0, 0, s.tiers[w.tier].refillScale, s.pressure, s.controllerLagMs, cause);
+    const info = decisionInfo('shed', rejection.status, o.names[w.tier], w.source, w.key, 0, 0, 0, 0,
+      s.tiers[w.tier].refillScale, s.pressure, s.controllerLagMs, cause);
     info.queueWaitMs = waitedMs;
     if (more !== undefined) more(info, s);
     if (o.respond !== null) rejection = this.#hooks.respond(info, w.req, rejection);

@@ -46,11 +46,15 @@ class Hooks {
     process.emitWarning(`tiergate: the promise options.${name} returned was rejected: ${err && err.stack ? err.stack : err}`, 'TiergateWarning');
   }
 
-  warnClassify = once((v) => process.emitWarning(`tiergate: options.classify returned ${JSON.stringify(String(v))}, which is not a tier; using the route rules or the default tier`, 'TiergateWarning'));
+  warnClassify = once((v) => process.emitWarning(
+    `tiergate: options.classify returned ${JSON.stringify(String(v))}, which is not a tier; using the route rules or the default tier`,
+    'TiergateWarning',
+  ));
 
   // As express-rate-limit does: behind a proxy with trustProxy off, every client shares the proxy's key.
   warnForwarded = once(() => process.emitWarning(
-    'tiergate: a request carries X-Forwarded-For but options.trustProxy is off, so clients are keyed by the socket peer (your proxy?): set trustProxy to the number of proxies in front',
+    'tiergate: a request carries X-Forwarded-For but options.trustProxy is off, so clients are keyed by the socket peer (your proxy?): ' +
+      'set trustProxy to the number of proxies in front',
     { type: 'TiergateWarning', code: 'ERR_TIERGATE_UNEXPECTED_X_FORWARDED_FOR' },
   ));
 

@@ -29,7 +29,8 @@ const DEFAULT_TIERS = Object.freeze([
 ]);
 
 /** With the default tiers, after the given route rules: health probes are never shed. */
-const PROBE_ROUTES = Object.freeze(['/health', '/healthz', '/ready', '/readyz', '/live', '/livez'].map((path) => Object.freeze({ method: ['GET', 'HEAD'], path, tier: 'critical' })));
+const PROBE_PATHS = ['/health', '/healthz', '/ready', '/readyz', '/live', '/livez'];
+const PROBE_ROUTES = Object.freeze(PROBE_PATHS.map((path) => Object.freeze({ method: ['GET', 'HEAD'], path, tier: 'critical' })));
 
 const OPTIONS = optionNames(GATEKEEPER);
 for (const k of DEFENSE_OPTIONS) OPTIONS.add(k); // lib/defense/options.js reads them
@@ -54,7 +55,9 @@ function shedOptions(shed) {
     if (e.name === 'windowMs') finite(o.windowMs, at('windowMs'), { ...rangeOf(e), min: o.resolutionMs });
     else schemaOption(e, o[e.name], at(e.name));
   }
-  if (o.criticalLagMs <= o.targetLagMs) throw new RangeError(`${at('criticalLagMs')} must be greater than targetLagMs (${o.targetLagMs}), got ${o.criticalLagMs}`);
+  if (o.criticalLagMs <= o.targetLagMs) {
+    throw new RangeError(`${at('criticalLagMs')} must be greater than targetLagMs (${o.targetLagMs}), got ${o.criticalLagMs}`);
+  }
   // The sampler's window holds at most this many ticks; a longer one would be cut silently.
   if (o.windowMs / o.resolutionMs > MAX_TICKS_PER_WINDOW) {
     throw new RangeError(`${at('windowMs')} / resolutionMs must be at most ${MAX_TICKS_PER_WINDOW} ticks, got ${o.windowMs}/${o.resolutionMs}`);
@@ -75,7 +78,9 @@ function normalize(options) {
     }
   } else {
     const tiers = options.tiers === undefined ? DEFAULT_TIERS : options.tiers;
-    if (!Array.isArray(tiers) || tiers.length === 0) throw new TypeError(`gatekeeper: options.tiers must be a non-empty array of tiers, highest priority first, got ${typeName(tiers)}`);
+    if (!Array.isArray(tiers) || tiers.length === 0) {
+      throw new TypeError(`gatekeeper: options.tiers must be a non-empty array of tiers, highest priority first, got ${typeName(tiers)}`);
+    }
     tiers.forEach((t, i) => {
       if (isObject(t) && typeof t.name === 'string') checkTierName(t.name, `gatekeeper: options.tiers[${i}].name`);
     });
@@ -89,7 +94,9 @@ function normalize(options) {
   const names = ledger.tiers;
   if (names.length > MAX_TIERS) throw new RangeError(`gatekeeper: at most ${MAX_TIERS} tiers, got ${names.length}`);
   names.forEach((n, i) => {
-    if (!TIER_NAME.test(n)) throw new RangeError(`gatekeeper: tier ${i} of options.ledger is named ${JSON.stringify(n)}; gatekeeper tiers must be ${TIER_NAME_RULE}`);
+    if (!TIER_NAME.test(n)) {
+      throw new RangeError(`gatekeeper: tier ${i} of options.ledger is named ${JSON.stringify(n)}; gatekeeper tiers must be ${TIER_NAME_RULE}`);
+    }
   });
   const ids = new Map(names.map((n, i) => [n, i]));
 
@@ -98,16 +105,21 @@ function normalize(options) {
   const defaultTiers = options.tiers === undefined && options.ledger === undefined;
   let defaultTier = defaultTiers ? ids.get('standard') : names.length - 1;
   if (options.defaultTier !== undefined) {
-    if (typeof options.defaultTier !== 'string') throw new TypeError(`gatekeeper: options.defaultTier must be a tier name, got ${typeName(options.defaultTier)}`);
+    if (typeof options.defaultTier !== 'string') {
+      throw new TypeError(`gatekeeper: options.defaultTier must be a tier name, got ${typeName(options.defaultTier)}`);
+    }
     defaultTier = ids.get(options.defaultTier);
-    if (defaultTier === undefined) throw new RangeError(`gatekeeper: options.defaultTier "${options.defaultTier}" is not one of the tiers (${names.join(', ')})`);
+    if (defaultTier === undefined) {
+      throw new RangeError(`gatekeeper: options.defaultTier "${options.defaultTier}" is not one of the tiers (${names.join(', ')})`);
+    }
   }
 
   const tierHeader = tierHeaderOption(options.tierHeader, 'gatekeeper: options.tierHeader');
   const secrets = tierSecretOption(options.tierSecret, 'gatekeeper: options.tierSecret');
   const headersOpt = options.rateLimitHeaders === undefined ? G.rateLimitHeaders.default : options.rateLimitHeaders;
   if (!G.rateLimitHeaders.values.includes(headersOpt)) {
-    throw new TypeError(`gatekeeper: options.rateLimitHeaders must be ${G.rateLimitHeaders.values.filter(Boolean).map((m) => `'${m}'`).join(', ')} or false, got ${JSON.stringify(headersOpt)}`);
+    const modes = G.rateLimitHeaders.values.filter(Boolean).map((m) => `'${m}'`).join(', ');
+    throw new TypeError(`gatekeeper: options.rateLimitHeaders must be ${modes} or false, got ${JSON.stringify(headersOpt)}`);
   }
   const ipv4Prefix = plain(options, 'ipv4Prefix');
   const ipv6Prefix = plain(options, 'ipv6Prefix');
@@ -117,8 +129,11 @@ function normalize(options) {
     for (const t of cluster.tierNames) {
       if (!ids.has(t)) throw new RangeError(`gatekeeper: options.cluster has limits for tier "${t}", which is not one of the tiers (${names.join(', ')})`);
     }
-    if (options.cost !== undefined && !Number.isInteger(options.cost)) throw new RangeError(`gatekeeper: options.cost must be an integer with options.cluster (leases hold whole tokens), got ${options.cost}`);
+    if (options.cost !== undefined && !Number.isInteger(options.cost)) {
+      throw new RangeError(`gatekeeper: options.cost must be an integer with options.cluster (leases hold whole tokens), got ${options.cost}`);
+    }
   }
+  const withProbeRoutes = defaultTiers && (options.routes === undefined || Array.isArray(options.routes));
   return {
     cluster,
     ledger,
@@ -128,7 +143,7 @@ function normalize(options) {
     tierHeader,
     trustTierHeader: plain(options, 'trustTierHeader'),
     secrets,
-    routes: compileRoutes(defaultTiers && (options.routes === undefined || Array.isArray(options.routes)) ? [...(options.routes || []), ...PROBE_ROUTES] : options.routes, ids, 'gatekeeper: options.routes'),
+    routes: compileRoutes(withProbeRoutes ? [...(options.routes || []), ...PROBE_ROUTES] : options.routes, ids, 'gatekeeper: options.routes'),
     classify: optionalFn(options.classify, 'gatekeeper: options.classify'),
     key: compileKey(options.key, 'gatekeeper: options.key'),
     trustProxy: checkTrustProxy(options.trustProxy, 'gatekeeper: options.trustProxy'),

@@ -34,10 +34,16 @@ function concurrencyOptions(v, at = 'gatekeeper: options.concurrency') {
   }
   if (v.maxLimit !== undefined && v.initialLimit === undefined) o.initialLimit = Math.min(o.initialLimit, o.maxLimit);
   if (o.maxLimit < o.minLimit) throw new RangeError(`${at}.maxLimit must be >= minLimit (${o.minLimit}), got ${o.maxLimit}`);
-  if (o.initialLimit < o.minLimit || o.initialLimit > o.maxLimit) throw new RangeError(`${at}.initialLimit must be from minLimit to maxLimit, got ${o.initialLimit}`);
+  if (o.initialLimit < o.minLimit || o.initialLimit > o.maxLimit) {
+    throw new RangeError(`${at}.initialLimit must be from minLimit to maxLimit, got ${o.initialLimit}`);
+  }
   const signals = v.signals === undefined ? [] : [].concat(v.signals);
   signals.forEach((fn, i) => {
-    if (typeof fn !== 'function') throw new TypeError(`${at}.signals[${i}] must be a function returning a number (requests waiting downstream over its size, 0: none), got ${typeName(fn)}`);
+    if (typeof fn !== 'function') {
+      throw new TypeError(
+        `${at}.signals[${i}] must be a function returning a number (requests waiting downstream over its size, 0: none), got ${typeName(fn)}`,
+      );
+    }
   });
   o.signals = signals;
   return o;

@@ -12,7 +12,10 @@
 function gateStats(s, q, slots) {
   const tiers = {};
   s.tiers.forEach((t, i) => {
-    tiers[t.name] = { protected: t.protected, admitted: t.admitted, shed: t.shed, turnShed: t.turnShed, tierFull: t.tierFull, rateLimited: t.rateLimited, refillScale: t.refillScale };
+    tiers[t.name] = {
+      protected: t.protected, admitted: t.admitted, shed: t.shed, turnShed: t.turnShed,
+      tierFull: t.tierFull, rateLimited: t.rateLimited, refillScale: t.refillScale,
+    };
     if (q === null) return;
     // The decision admitted what the turn queue holds or shed: a request counts as admitted once it
     // runs, as shed once the queue sheds it, so each request is counted once (and admitted only grows).

@@ -287,7 +287,10 @@ class TurnQueue {
       shed += q.shed;
       abandoned += q.abandoned;
     }
-    return { active: this.active, queued: this.size, peak: this.peak, episodes: this.episodes, deferred, shed, abandoned, maxWaitMs: this.maxWaitMs, maxQueue: this.maxLength };
+    return {
+      active: this.active, queued: this.size, peak: this.peak, episodes: this.episodes,
+      deferred, shed, abandoned, maxWaitMs: this.maxWaitMs, maxQueue: this.maxLength,
+    };
   }
 
   tierStats(id) {

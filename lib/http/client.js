@@ -17,7 +17,9 @@ function checkTrustProxy(v, at) {
   if (v === undefined || v === false) return 0;
   if (v === true) return Infinity;
   if (typeof v === 'number') {
-    if (!Number.isInteger(v) || v < 0 || v > MAX_FORWARDED_HOPS) throw new RangeError(`${at} must be true, false or an integer 0..${MAX_FORWARDED_HOPS} (trusted proxy hops), got ${v}`);
+    if (!Number.isInteger(v) || v < 0 || v > MAX_FORWARDED_HOPS) {
+      throw new RangeError(`${at} must be true, false or an integer 0..${MAX_FORWARDED_HOPS} (trusted proxy hops), got ${v}`);
+    }
     return v;
   }
   throw new TypeError(`${at} must be true, false or a number of trusted proxy hops, got ${typeName(v)}`);

@@ -33,7 +33,9 @@ function compileRoutes(routes, tierIds, at) {
  * string prefix or a RegExp, as above) or `{ method?, path }`. Matched with `matchRoute(...) >= 0`.
  */
 function compileScope(routes, at) {
-  if (!Array.isArray(routes) || routes.length === 0) throw new TypeError(`${at} must be a non-empty array of paths or { method?, path }, got ${typeName(routes)}`);
+  if (!Array.isArray(routes) || routes.length === 0) {
+    throw new TypeError(`${at} must be a non-empty array of paths or { method?, path }, got ${typeName(routes)}`);
+  }
   return routes.map((r, i) => compileRule(typeof r === 'string' || r instanceof RegExp ? { path: r } : r, `${at}[${i}]`, null));
 }
 

@@ -65,13 +65,20 @@ class LagMonitor {
    * @param {number} id
    */
   static observe(id) {
-    if (!Number.isInteger(id) || id < 1 || id > 0xffffffff) throw codedError(TypeError, CODES.INVALID_ARGUMENT, 'LagMonitor.observe: id must come from monitor.share()');
+    if (typeof id !== 'number') {
+      throw codedError(TypeError, CODES.INVALID_ARGUMENT, `LagMonitor.observe: id must be a number from monitor.share(), got ${typeof id}`);
+    }
+    if (!Number.isInteger(id) || id < 1 || id > 0xffffffff) {
+      throw codedError(RangeError, CODES.INVALID_ARGUMENT, `LagMonitor.observe: id must be an integer from monitor.share() (1..4294967295), got ${id}`);
+    }
     let handle;
     try {
       handle = new native.LoopObserverHandle(id);
     } catch (err) {
       // The native refusal: no live monitor shares this id. A value error, coded as the check above.
-      if (err && err.code === 'InvalidArg') throw Object.assign(new RangeError(`LagMonitor.observe: ${err.message}`, { cause: err }), { code: CODES.INVALID_ARGUMENT });
+      if (err && err.code === 'InvalidArg') {
+        throw Object.assign(new RangeError(`LagMonitor.observe: ${err.message}`, { cause: err }), { code: CODES.INVALID_ARGUMENT });
+      }
       throw err;
     }
     return new LoopObserver(handle);

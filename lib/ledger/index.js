@@ -36,7 +36,9 @@ const OPTION_FIELDS = optionNames(LEDGER);
 function perKeyNumber(pk, name, at) {
   const e = PK[name];
   const v = number(pk[name] === undefined ? e.default : pk[name], `${at}.${name}`);
-  if (e.type === 'integer' && !(Number.isInteger(v) && v >= e.min && v <= e.max)) throw new RangeError(`${at}.${name} must be an integer from ${e.min} to ${e.max} (got ${v})`);
+  if (e.type === 'integer' && !(Number.isInteger(v) && v >= e.min && v <= e.max)) {
+    throw new RangeError(`${at}.${name} must be an integer from ${e.min} to ${e.max} (got ${v})`);
+  }
   if (e.type === 'number' && !(Number.isFinite(v) && v > e.min)) throw new RangeError(`${at}.${name} must be a finite number > ${e.min} (got ${v})`);
   return v;
 }
@@ -190,7 +192,9 @@ class Ledger {
     const h = this[LEDGER_HANDLE];
     return h.native.snapshot().map((t, i) => {
       const b = h.config !== null ? h.config[i] : bucketWords(t);
-      return { name: t.name, protected: t.protected, tokens: t.tokens, limit: b.limit, windowMs: b.windowMs, burst: b.burst, refillScale: t.refillScale, keys: t.keys };
+      return {
+        name: t.name, protected: t.protected, tokens: t.tokens, limit: b.limit, windowMs: b.windowMs, burst: b.burst, refillScale: t.refillScale, keys: t.keys,
+      };
     });
   }
 

@@ -28,7 +28,10 @@ function makeClassifier({ tiers, tierByName, defaultTier, headerName, header, cl
   function warnClassify(name) {
     if (warned) return;
     warned = true;
-    process.emitWarning(`tiergate: concurrencyGate classify(req) returned ${describe(name)}, which is not a tier; using the route rules, the header or the default tier`, 'TiergateWarning');
+    process.emitWarning(
+      `tiergate: concurrencyGate classify(req) returned ${describe(name)}, which is not a tier; using the route rules, the header or the default tier`,
+      'TiergateWarning',
+    );
   }
 
   return function classifyRequest(req, routeTier) {

@@ -74,7 +74,9 @@ function parseOptions(options, routing, loopUtilization) {
     trustTierHeader = C.trustTierHeader.default, classify, routes, displace = C.displace.default, codel = C.codel.default, lifo = C.lifo.default, onReject,
   } = options;
   const { limit, adaptive } = parseLimit(maxConcurrent, limitOptions, loopUtilization);
-  for (const [name, v] of [['maxQueue', maxQueue], ['queueTimeoutMs', queueTimeoutMs], ['timeoutStatus', timeoutStatus]]) checkNumber(name, v, checkNumberRange(C[name]));
+  for (const [name, v] of [['maxQueue', maxQueue], ['queueTimeoutMs', queueTimeoutMs], ['timeoutStatus', timeoutStatus]]) {
+    checkNumber(name, v, checkNumberRange(C[name]));
+  }
   const retry = retryAfterOptions(retryAfter, 'retryAfter');
   const headerName = tierHeaderOption(tierHeader, 'tierHeader');
   checkBoolean('trustTierHeader', trustTierHeader);

@@ -18,7 +18,9 @@ function parseCodel(codel) {
   if (codel === null || typeof codel !== 'object') throw new TypeError(`codel must be a boolean or { targetMs, intervalMs }, got ${describe(codel)}`);
   onlyKnown(codel, CODEL_KEYS, 'codel');
   const targetMs = codel.targetMs === undefined ? CODEL_DEFAULTS.targetMs : checkNumber('codel.targetMs', codel.targetMs, checkNumberRange(CODEL.targetMs));
-  const intervalMs = codel.intervalMs === undefined ? CODEL_DEFAULTS.intervalMs : checkNumber('codel.intervalMs', codel.intervalMs, checkNumberRange(CODEL.intervalMs));
+  const intervalMs = codel.intervalMs === undefined
+    ? CODEL_DEFAULTS.intervalMs
+    : checkNumber('codel.intervalMs', codel.intervalMs, checkNumberRange(CODEL.intervalMs));
   return { targetMs, intervalMs };
 }
 

@@ -44,7 +44,9 @@ function driverOptions(options) {
   }
   const storeTimeoutMs = get('storeTimeoutMs');
   // A store that answers within a spend's wait is never taken for down: at least storeTimeoutMs.
-  const storeDownMs = options.storeDownMs === undefined ? Math.max(DRIVER_DEFAULTS.storeDownMs, storeTimeoutMs) : get('storeDownMs', { ...rangeOf(LEASE_DRIVER.storeDownMs), min: storeTimeoutMs });
+  const storeDownMs = options.storeDownMs === undefined
+    ? Math.max(DRIVER_DEFAULTS.storeDownMs, storeTimeoutMs)
+    : get('storeDownMs', { ...rangeOf(LEASE_DRIVER.storeDownMs), min: storeTimeoutMs });
   return { storeTimeoutMs, storeDownMs, pollIntervalMs: get('pollIntervalMs'), batchSize: get('batchSize'), holder };
 }
 
@@ -339,8 +341,8 @@ class LeaseDriver {
   /**
    * The engine's totals (lib/quota/engine.js) and the driver's: `decisions` by code name,
    * `fallbackDecisions` (decisions taken because the store was not answering: FALLBACK, STORE_DOWN,
-   * SHARE), waits, waitTimeouts (spends refused as WAITED), maxWaitMs (the longest a spend waited for the store), batches, requestsSent, returnsSent, storeErrors, returnErrors,
-   * timeouts, lateGrants, inFlight.
+   * SHARE), waits, waitTimeouts (spends refused as WAITED), maxWaitMs (the longest a spend waited for the
+   * store), batches, requestsSent, returnsSent, storeErrors, returnErrors, timeouts, lateGrants, inFlight.
    */
   stats() {
     const decisions = {};

@@ -48,7 +48,9 @@ function limitSpec(l, at) {
   const n = algorithm === 'token-bucket' ? tokenBucket(l, at) : limitNumbers(l, at, algorithm, ALGORITHMS);
   const fallback = optionOrDefault(QUOTA_LIMIT, l, 'fallback', at);
   const unfunded = optionOrDefault(QUOTA_LIMIT, l, 'unfunded', at);
-  if (l.provisional !== undefined && unfunded !== 'provisional') throw new TypeError(`${at}.provisional is the allowance of unfunded: 'provisional'; set that too or leave it out`);
+  if (l.provisional !== undefined && unfunded !== 'provisional') {
+    throw new TypeError(`${at}.provisional is the allowance of unfunded: 'provisional'; set that too or leave it out`);
+  }
   const spec = { name: l.name, algorithm, limit: n.limit, windowMs: n.windowMs, fallback, unfunded, provisional: 0 };
   if (algorithm === 'token-bucket') spec.burst = n.burst;
   // At least 1: the native engine takes an allowance of 0 for 'wait', which the spec would not say.

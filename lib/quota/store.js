@@ -50,7 +50,9 @@ const { typeName } = require('../options');
 function checkStore(store, at) {
   if (store === null || typeof store !== 'object') throw new TypeError(`${at} must be a lease store { lease(batch), release(batch) }, got ${typeName(store)}`);
   for (const m of ['lease', 'release']) {
-    if (typeof store[m] !== 'function') throw new TypeError(`${at}.${m} must be a function (a lease store has lease(batch) and release(batch)), got ${typeName(store[m])}`);
+    if (typeof store[m] !== 'function') {
+      throw new TypeError(`${at}.${m} must be a function (a lease store has lease(batch) and release(batch)), got ${typeName(store[m])}`);
+    }
   }
   return store;
 }

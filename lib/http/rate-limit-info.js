@@ -1,4 +1,6 @@
 'use strict';
+// `req.rateLimit`, set alike by the defense's named limits and the gatekeeper's per-key quotas, beside
+// the headers that say the same (rate-limit-headers.js).
 
 /** `req.rateLimit`: the tightest limit that applied (as express-rate-limit's). */
 class RateLimitInfo {
