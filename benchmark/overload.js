@@ -12,6 +12,8 @@
 //    not behind app.use]; --shed overrides tiergate's shed options;
 //    --alt DIR adds each tiergate configuration again as `<id>@alt`, its server loading tiergate from
 //    the package directory DIR (another checkout with its own build): an A/B interleaved run by run;
+//    repeatable, the later ones as `<id>@<DIR's name>` (a second --alt naming this checkout through
+//    another path is an A/A control of the order);
 //    --cpu-prof DIR writes a CPU profile of each server over its overload phase to
 //    DIR/<id>-run<n>.cpuprofile, for benchmark/profile-split.js)
 //
@@ -188,7 +190,7 @@ function configurations(cap) {
 }
 
 function parseArgs(argv) {
-  const a = { runs: 5, quick: false, only: null, load: 3, seconds: 6, workMs: 3, work: DEFAULT_WORK_KIND, shed: {}, alt: null, cpuProf: null };
+  const a = { runs: 5, quick: false, only: null, load: 3, seconds: 6, workMs: 3, work: DEFAULT_WORK_KIND, shed: {}, alt: [], cpuProf: null };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     if (k === '--quick') a.quick = true;
@@ -202,7 +204,7 @@ function parseArgs(argv) {
     else if (k === '--work-ms') a.workMs = Number(argv[++i]);
     else if (k === '--work') a.work = checkKind(argv[++i]);
     else if (k === '--shed') a.shed = JSON.parse(argv[++i]); // overrides tiergate's shed options
-    else if (k === '--alt') a.alt = path.resolve(argv[++i]);
+    else if (k === '--alt') a.alt.push(path.resolve(argv[++i]));
     else if (k === '--cpu-prof') a.cpuProf = path.resolve(argv[++i]);
     else throw new Error(`unknown argument ${k}`);
   }
@@ -507,10 +509,13 @@ async function main() {
     if (args.shed.targetLagMs) c.thresholdMs = args.shed.targetLagMs;
     c.title += ` + ${JSON.stringify(args.shed)}`;
   }
-  if (args.alt) {
-    const alt = configs.filter((c) => c.protection === 'tiergate' && !c.noAlt).map((c) => ({ ...c, id: `${c.id}@alt`, title: `${c.title} [${args.alt}]`, tiergateDir: args.alt, options: inVocabularyOf(args.alt, { ...c.options, shed: { ...c.options.shed } }) }));
-    configs = configs.flatMap((c) => [c, ...alt.filter((a) => a.id === `${c.id}@alt`)]);
-  }
+  // Each --alt DIR: every tiergate configuration again as `<id>@alt` (the first) or `<id>@<DIR's name>`.
+  const altId = (id, dir, i) => `${id}@${i === 0 ? 'alt' : path.basename(dir)}`;
+  const alts = (c) =>
+    c.protection !== 'tiergate' || c.noAlt
+      ? []
+      : args.alt.map((dir, i) => ({ ...c, id: altId(c.id, dir, i), title: `${c.title} [${dir}]`, tiergateDir: dir, options: inVocabularyOf(dir, { ...c.options, shed: { ...c.options.shed } }) }));
+  configs = configs.flatMap((c) => [c, ...alts(c)]);
   const ideal = idealTierLatency({ rate: args.load * cap, durationMs: args.seconds * 1000, serviceMs: 1000 / cap, mix: MIX });
   const results = [];
   const byConfig = new Map(configs.map((c) => [c.id, []]));
