@@ -118,7 +118,8 @@ class Slots {
   }
 
   #release(epoch, latencyMs) {
-    const n = this.#handle.releaseSlot(epoch, latencyMs, this.#count - this.#handed);
+    // (Waiters shed after a hand-over and before their start leave fewer than were handed slots.)
+    const n = this.#handle.releaseSlot(epoch, latencyMs, Math.max(0, this.#count - this.#handed));
     if (n > 0) this.#startLater(n);
   }
 

@@ -138,17 +138,17 @@ impl GateHandle {
     /// (negative: refused or abandoned after, no sample). `waiting`: requests waiting for a slot; returns how many of them
     /// may start now (their slots taken).
     #[napi(catch_unwind)]
-    pub fn release_slot(&self, env: Env, epoch: f64, latency_ms: f64, waiting: u32) -> u32 {
+    pub fn release_slot(&self, env: Env, epoch: f64, latency_ms: f64, waiting: f64) -> Result<u32> {
         let _panic = raw::throw_on_panic(&env, "GateHandle::release_slot");
         let latency = (latency_ms.is_finite() && latency_ms >= 0.0).then_some((latency_ms * 1e6) as u64);
-        self.gate.release(epoch as u64, latency, waiting, gate_now_ns())
+        Ok(self.gate.release(epoch as u64, latency, waiting_count(waiting)?, gate_now_ns()))
     }
 
     /// Slots for up to `waiting` requests without a release (the limit may have risen).
     #[napi(catch_unwind)]
-    pub fn hand_over_slots(&self, env: Env, waiting: u32) -> u32 {
+    pub fn hand_over_slots(&self, env: Env, waiting: f64) -> Result<u32> {
         let _panic = raw::throw_on_panic(&env, "GateHandle::hand_over_slots");
-        self.gate.hand_over(waiting, gate_now_ns())
+        Ok(self.gate.hand_over(waiting_count(waiting)?, gate_now_ns()))
     }
 
     /// The epoch of slots handed over now (given back with `releaseSlot`).
@@ -230,4 +230,13 @@ impl GateHandle {
         let _panic = raw::throw_on_panic(&env, "GateHandle::reset_counters");
         self.gate.reset_counters();
     }
+}
+
+/// A count of requests waiting for a slot, as JS gives it: below 0 is none (a JS count that went
+/// negative must not wrap to four billion, each handed a slot while the loop is the bottleneck).
+fn waiting_count(v: f64) -> Result<u32> {
+    if !v.is_finite() {
+        return Err(Error::new(Status::InvalidArg, format!("waiting must be a finite number, got {v}")));
+    }
+    Ok(v.clamp(0.0, f64::from(u32::MAX)) as u32)
 }
