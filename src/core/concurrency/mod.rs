@@ -330,12 +330,10 @@ impl Concurrency {
 
     /// Up to `waiting` slots for requests that waited, while fewer than the limit are in flight:
     /// how many the caller may start now (counted in flight).
-    /// `loop_bound`: the event loop is the bottleneck, the limit does not bind: every waiter may
-    /// start (a request arriving now would get a slot; one that waited must not be left behind it).
-    pub fn hand_over(&mut self, waiting: u32, loop_bound: bool, now_ns: u64) -> u32 {
+    pub fn hand_over(&mut self, waiting: u32, now_ns: u64) -> u32 {
         self.rotate(now_ns);
         self.waiting_peak = self.waiting_peak.max(waiting);
-        let n = if loop_bound { waiting } else { self.limit().saturating_sub(self.in_flight).min(waiting) };
+        let n = self.limit().saturating_sub(self.in_flight).min(waiting);
         for _ in 0..n {
             self.take();
         }

@@ -164,7 +164,7 @@ pub fn simulate(c: &mut Concurrency, pool: &mut Pool, d: Delays, phases: &[Phase
                     }
                 }
                 let want = waiting.iter().map(|q| q.len() as u32).sum::<u32>() - handed;
-                let n = c.hand_over(want, false, t);
+                let n = c.hand_over(want, t);
                 if n > 0 {
                     handed += n;
                     starts.push_back((t + d.to_start, n));
@@ -229,7 +229,7 @@ pub fn simulate(c: &mut Concurrency, pool: &mut Pool, d: Delays, phases: &[Phase
                     }
                 }
                 let want = waiting.iter().map(|q| q.len() as u32).sum::<u32>().saturating_sub(handed);
-                let n = c.hand_over(want, false, t);
+                let n = c.hand_over(want, t);
                 if n > 0 {
                     handed += n;
                     starts.push_back((t + d.to_start, n));

@@ -133,7 +133,7 @@ fn protected_requests_always_get_a_slot_and_count_against_the_others() {
     c.release(0, None, MS);
     c.release(0, None, MS);
     c.release(0, None, MS);
-    assert_eq!(c.hand_over(5, false, MS), 1, "one free slot for five waiting");
+    assert_eq!(c.hand_over(5, MS), 1, "one free slot for five waiting");
     assert_eq!((c.in_flight(), c.stats().waits), (2, 1));
 }
 

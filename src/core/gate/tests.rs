@@ -475,29 +475,3 @@ fn only_unprotected_requests_admitted_inline_under_a_turn_budget_are_noted() {
     let (g, _) = gate_with(off, None);
     assert!(!g.notes_inline(&decide(&g, Some(1), None, 0), false), "no turn budget");
 }
-
-#[test]
-fn once_the_loop_is_the_bottleneck_every_request_waiting_for_a_slot_starts() {
-    // An idle loop: the limit binds, an unprotected request past it waits, and none is handed a slot.
-    let mut c = cfg();
-    c.concurrency.initial_limit = 4;
-    let (g, _) = gate_with(c, None);
-    let mut held = Vec::new();
-    let waits = loop {
-        let now = held.len() as u64 * 1_000;
-        let d = g.decide(Some(1), None, None, now, || now, || 0.0, || 1_000, UNRANKED);
-        assert_eq!(d.verdict, Verdict::Admit);
-        if d.slot == Slot::Wait {
-            break 1;
-        }
-        held.push(d.epoch);
-        assert!(held.len() < 1_000, "the limit never bound");
-    };
-    assert_eq!(g.hand_over(waits + 2, MS), 0, "the limit is reached");
-    // The loop lags past a quarter of the target: the limit no longer binds for a request arriving
-    // now, so the three that waited start as well, not left to their wait bound behind it.
-    g.inject_health(&HealthSample { latest_lag_ms: 20.0, ewma_lag_ms: 20.0, p99_lag_ms: 20.0, ..Default::default() });
-    assert_eq!(g.decide(Some(1), None, None, 2 * MS, || 2 * MS, || 0.0, || 1_000, UNRANKED).slot, Slot::Held);
-    assert_eq!(g.hand_over(3, 2 * MS), 3);
-    assert_eq!(g.release(held[0], Some(5 * MS), 2, 3 * MS), 2, "a release hands every waiter a slot too");
-}
