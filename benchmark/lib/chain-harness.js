@@ -76,7 +76,13 @@ function runOne(chain, spec, done) {
       finished = true;
       throw err;
     }
-    if (i === chain.length) return finish(true);
+    if (i === chain.length) {
+      // The handler's turn: its response is over (no socket here, so 'close' stands for it). What
+      // waits for that (the gatekeeper's concurrency slot) gets it back, as on a real server: one
+      // never given back holds the next requests, waiting for a slot, and the run never ends.
+      res.emit('close');
+      return finish(true);
+    }
     chain[i++](req, res, next);
   };
   next();
