@@ -376,9 +376,9 @@ class Gatekeeper {
   #runWaiter(w, first) {
     const q = this.#queue;
     const r = this.#result;
-    // The last decision's inline run says nothing of a batch started together (the loop became the
-    // bottleneck and every waiter got its slot): after the first, they go through the turn queue,
-    // which runs them a turn budget at a time with I/O read between, not back to back.
+    // The last decision's inline run says nothing of a batch started together (the limit rose and
+    // handed several slots at once): after the first, they go through the turn queue, which runs
+    // them a turn budget at a time with I/O read between, not back to back.
     const inlineRunMs = first ? r[R.INLINE_RUN_MS] : Infinity;
     if (q === null || (!q.active && q.calm(r[R.PRESSURE], r[R.LAG_MS], inlineRunMs))) return w.settle(null);
     const out = q.admit(w.req, w.res, w.tier, r[R.PRESSURE], r[R.LAG_MS], inlineRunMs, w.source, w.key);
