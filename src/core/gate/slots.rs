@@ -19,8 +19,8 @@ impl Gate {
         n
     }
 
-    /// Whether the loop is the bottleneck: busy, in a lag episode, or lagging a quarter of the way
-    /// to the target already (an overload's onset, before the utilisation's average shows it). On
+    /// Whether the loop is the bottleneck: busy, in a lag episode, or lagging half the way to the
+    /// target already (an overload's onset, before the utilisation's average shows it). On
     /// a machine where the process waits for a CPU it reads busy and late too, and the limit then
     /// lets through what the lag controller admits (bench:overload: binding during a CPU overload's
     /// onset put critical p99 at 1.8x the ideal scheduler's, against 1.35x without).
