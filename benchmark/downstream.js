@@ -30,7 +30,7 @@ const http = require('node:http');
 const os = require('node:os');
 const path = require('node:path');
 const { spawn } = require('node:child_process');
-const { startServer } = require('./lib/scenario');
+const { startServer, settle } = require('./lib/scenario');
 const { openLoop, closedLoop, warmPool, nowAbs } = require('./lib/openloop');
 const { retryLoad } = require('./lib/retry-load');
 const { calibrate } = require('./lib/work');
@@ -176,11 +176,7 @@ async function probeRoute(route, env) {
  */
 async function windowed(srv, agent, run) {
   await warmPool(agent, { port: srv.port, connections: WARM_CONNECTIONS, path: '/hello', headers: { 'x-user-tier': 'critical' } });
-  for (let i = 0; i < 6; i++) {
-    await openLoop({ port: srv.port, path: '/hello', rate: 20, durationMs: 500, agent, mix: [{ tier: 'critical', weight: 1 }] });
-    const st = await srv.guardStats().catch(() => null);
-    if (!st || typeof st.pressure !== 'number' || st.pressure === 0) break;
-  }
+  await settle(srv, agent, { minMs: 500, maxMs: 3000 });
   await srv.windowStart();
   const startAt = nowAbs() + 50;
   const result = await run(startAt);

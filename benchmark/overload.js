@@ -28,7 +28,7 @@ const fs = require('node:fs');
 const http = require('node:http');
 const path = require('node:path');
 const os = require('node:os');
-const { startServer, calibrateWork, measureCapacity, runLoad, controllerPerBucket, workMeanMs } = require('./lib/scenario');
+const { startServer, calibrateWork, measureCapacity, runLoad, controllerPerBucket, workMeanMs, settle } = require('./lib/scenario');
 const { controllerSvg, stackSvgs } = require('./lib/controller-svg');
 const { checkKind, DEFAULT_WORK_KIND } = require('./lib/work');
 const { idealTierLatency, idealText } = require('./lib/ideal');
@@ -220,22 +220,6 @@ function rejectionText(rej) {
   return parts.length ? parts.join(' ') : '-';
 }
 
-/** Runs one configuration through its phases. */
-/**
- * Lets the server calm down between phases: a trickle of light requests (20 req/s of critical
- * GET /hello; a gate's controller moves on requests, so its stats stay stale on an idle server) for
- * 1 s, then on until a gate reports no pressure (at most 6 s in all).
- */
-async function settle(srv, agent) {
-  let st = null;
-  for (let i = 0; i < 12; i++) {
-    await openLoop({ port: srv.port, path: '/hello', rate: 20, durationMs: 500, agent, mix: [{ tier: 'critical', weight: 1 }] });
-    if (i < 1) continue;
-    st = await srv.guardStats().catch(() => null);
-    if (!st || typeof st.pressure !== 'number' || st.pressure === 0) return { calm: true };
-  }
-  return { calm: false, pressure: st.pressure };
-}
 
 /**
  * Runs one configuration through its phases. The generator plays a reverse proxy with a warm pool of
@@ -257,7 +241,7 @@ async function runConfig(cfg, { cap, workIters, workKind, load, seconds, quick, 
       unloaded = await runLoad(srv, { ...base, rate: 0.25 * cap, durationMs: 3000 });
       light = await runLoad(srv, { ...base, rate: 0.8 * cap, durationMs: 3000 });
       light.stats = await srv.guardStats().catch(() => null);
-      calm = await settle(srv, agent);
+      calm = await settle(srv, agent, { minMs: 1000, maxMs: 6000 }); // calm before the overload
     }
     // The overload and, on the same clock without a gap, the 0.8x phase after it.
     await warmPool(agent, { port: srv.port, ...warm });

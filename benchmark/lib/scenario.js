@@ -236,4 +236,21 @@ async function runLoad(srv, loadOpts, { keepController = false } = {}) {
   };
 }
 
-module.exports = { startServer, calibrateWork, measureCapacity, runLoad, lagPerBucket, controllerPerBucket, workMeanMs };
+/**
+ * Lets the server calm down: a trickle of light requests (20 req/s of critical GET /hello, in rounds
+ * of 500 ms; a gate's controller moves on requests, so its stats stay stale on an idle server) for at
+ * least `minMs`, then on until a guard reports no pressure, `maxMs` in all. { calm, pressure? }.
+ */
+async function settle(srv, agent, { minMs, maxMs }) {
+  const ROUND_MS = 500;
+  let st = null;
+  for (let ms = ROUND_MS; ms <= maxMs; ms += ROUND_MS) {
+    await openLoop({ port: srv.port, path: '/hello', rate: 20, durationMs: ROUND_MS, agent, mix: [{ tier: 'critical', weight: 1 }] });
+    if (ms < minMs) continue;
+    st = await srv.guardStats().catch(() => null);
+    if (!st || typeof st.pressure !== 'number' || st.pressure === 0) return { calm: true };
+  }
+  return { calm: false, pressure: st.pressure };
+}
+
+module.exports = { startServer, calibrateWork, measureCapacity, runLoad, lagPerBucket, controllerPerBucket, workMeanMs, settle };
