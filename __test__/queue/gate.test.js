@@ -5,6 +5,7 @@ const assert = require('node:assert/strict');
 const http = require('node:http');
 const { FRAMEWORKS, startServer, request, waitFor, heldHandler, sleep } = require('./helpers');
 const { concurrencyGate } = require('../..');
+const { queueFamilies } = require('../../lib/metrics/queue'); // internal: the families metrics() registers
 
 const HANDLER_MS = 150;
 
@@ -474,6 +475,34 @@ test('http: a handler that throws after sending headers has its response destroy
     assert.equal(srv.gate.stats().released >= 1, true);
   } finally {
     process.off('warning', onWarning);
+    await srv.close();
+  }
+});
+
+test('http: close() answers every waiter 503 closing, counted as closing (stats and the metric), not as queue-full', async () => {
+  const held = heldHandler();
+  const srv = await startServer('http', { maxConcurrent: 1, maxQueue: 5 }, held.handler);
+  try {
+    const first = request(srv.port, { headers: { 'x-seq': '0' } });
+    await waitFor(() => held.started.length === 1, 'the first request to hold the slot');
+    const waiters = [1, 2].map((i) => request(srv.port, { headers: { 'x-seq': String(i) } }));
+    await waitFor(() => srv.gate.stats().queued === 2, 'two waiters');
+    srv.gate.close();
+    for (const r of await Promise.all(waiters)) {
+      assert.equal(r.status, 503);
+      assert.equal(JSON.parse(r.body).type, 'urn:tiergate:problem:closing');
+    }
+    held.releaseOne();
+    assert.equal((await first).status, 200, 'the request in flight finishes normally');
+    const s = srv.gate.stats();
+    const tier = Object.keys(s.tiers).find((name) => s.tiers[name].closing > 0);
+    assert.deepEqual([s.closing, s.rejected, s.tiers[tier].closing, s.tiers[tier].rejected], [2, 0, 2, 0]);
+    const rows = queueFamilies(srv.gate, () => srv.gate.stats())
+      .find((f) => f.name === 'tiergate_queue_rejected_total')
+      .get().values;
+    const value = (reason) => rows.find((r) => r.labels.tier === tier && r.labels.reason === reason).value;
+    assert.deepEqual([value('closing'), value('queue-full')], [2, 0]);
+  } finally {
     await srv.close();
   }
 });

@@ -120,13 +120,17 @@ class Slots {
   #release(epoch, latencyMs) {
     // (Waiters shed after a hand-over and before their start leave fewer than were handed slots.)
     const n = this.#handle.releaseSlot(epoch, latencyMs, Math.max(0, this.#count - this.#handed));
-    if (n > 0) this.#startLater(n);
+    if (n === 0) return;
+    // The first waiter starts now, in the callback of the response that freed its slot: its call
+    // reaches the downstream in this loop turn, which the limit at the knee (no headroom) needs to
+    // keep the downstream busy.
+    this.#start(1);
+    if (n > 1) this.#startLater(n - 1);
   }
 
-  // Waiters start at the end of this loop turn (one check-phase callback for every slot of the
-  // turn), not inside the callback of the response that freed their slot: the loop reads its
-  // sockets in between, so a protected request arriving meanwhile is not queued behind a run of
-  // handlers started back to back.
+  // Any more waiters start at the end of this loop turn (one check-phase callback for every slot
+  // of the turn): the loop reads its sockets in between, so a protected request arriving meanwhile
+  // is not queued behind a run of handlers started back to back.
   #handed = 0;
   #startScheduled = false;
   #startLater(n) {

@@ -7,8 +7,15 @@ const { familyMaker, Family, histogramRows } = require('./family');
 const WAIT_BUCKETS = Object.freeze([0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]);
 /** The wait-time histogram's name (lib/metrics/otel.js records it per request). */
 const WAIT_FAMILY = 'tiergate_queue_wait_seconds';
-// Label and stats field per cause; timeout, codel and abandoned are the same name everywhere.
-const REJECT_REASONS = [['queue-full', 'rejected'], ['displaced', 'displaced'], ['timeout', 'timeout'], ['codel', 'codel'], ['abandoned', 'abandoned']];
+// Label and stats field per cause; timeout, codel, abandoned and closing are the same name everywhere.
+const REJECT_REASONS = [
+  ['queue-full', 'rejected'],
+  ['displaced', 'displaced'],
+  ['timeout', 'timeout'],
+  ['codel', 'codel'],
+  ['abandoned', 'abandoned'],
+  ['closing', 'closing'],
+];
 
 function perTier(s, field) {
   return Object.entries(s.tiers).map(([tier, t]) => ({ labels: { tier }, value: t[field] }));
@@ -25,7 +32,7 @@ function queueFamilies(guard, snapshot, buckets = WAIT_BUCKETS) {
     f('tiergate_queued', 'gauge', 'Requests waiting in the queue now, by tier.', (s) => perTier(s, 'queued')),
     f('tiergate_queue_standing', 'gauge', 'Whether the queue is standing (1): CoDel and adaptive LIFO act.', (s) => [{ value: s.standing ? 1 : 0 }], 'max'),
     f('tiergate_queue_dispatched_total', 'counter', 'Requests given a slot, at once or from the queue, by tier.', (s) => perTier(s, 'admitted')),
-    f('tiergate_queue_rejected_total', 'counter', 'Requests the gate refused, by tier and reason (queue-full, displaced, timeout, codel, abandoned).', (s) => {
+    f('tiergate_queue_rejected_total', 'counter', 'Requests the gate refused, by tier and reason (queue-full, displaced, timeout, codel, abandoned, closing).', (s) => {
       const rows = [];
       for (const [tier, t] of Object.entries(s.tiers)) for (const [reason, field] of REJECT_REASONS) rows.push({ labels: { tier, reason }, value: t[field] });
       return rows;

@@ -45,6 +45,7 @@ function parseTiers(tiers, defaults) {
       timeout: 0,
       codel: 0,
       abandoned: 0,
+      closing: 0,
       timeoutWaitMax: 0,
       wait: new WaitHistogram(),
     };

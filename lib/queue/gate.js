@@ -299,6 +299,7 @@ class ConcurrencyGate {
     let rejected = 0;
     let displaced = 0;
     let abandoned = 0;
+    let closing = 0;
     for (const tier of this.tiers) {
       const size = queues.sizeOf(tier.id);
       queuedByTier[tier.name] = size;
@@ -307,6 +308,7 @@ class ConcurrencyGate {
       rejected += tier.rejected;
       displaced += tier.displaced;
       abandoned += tier.abandoned;
+      closing += tier.closing;
       perTier[tier.name] = {
         queued: size,
         admitted: tier.admitted,
@@ -316,6 +318,7 @@ class ConcurrencyGate {
         timeout: tier.timeout,
         codel: tier.codel,
         abandoned: tier.abandoned,
+        closing: tier.closing,
         waitMs: { p50: round3(tier.wait.percentile(50)), p99: round3(tier.wait.percentile(99)), max: round3(tier.wait.max) },
         timeoutWaitMaxMs: round3(tier.timeoutWaitMax),
         allowedWaitMs: this.standing.allowedWait(tier, queues, t),
@@ -345,6 +348,7 @@ class ConcurrencyGate {
       timeout,
       codel,
       abandoned,
+      closing,
       lifoDequeues: this.lifoDequeues,
       peakInFlight: this.peakInFlight,
       peakQueued: queues.peak,
@@ -369,7 +373,7 @@ class ConcurrencyGate {
     this.peakInFlight = this.inFlight;
     this.queues.peak = this.queues.size;
     for (const tier of this.tiers) {
-      tier.admitted = tier.queuedTotal = tier.rejected = tier.displaced = tier.timeout = tier.codel = tier.abandoned = tier.timeoutWaitMax = 0;
+      tier.admitted = tier.queuedTotal = tier.rejected = tier.displaced = tier.timeout = tier.codel = tier.abandoned = tier.closing = tier.timeoutWaitMax = 0;
       tier.wait.reset();
     }
   }
@@ -379,7 +383,7 @@ class ConcurrencyGate {
     for (const tier of this.tiers) {
       for (let node = this.queues.head(tier.id); node !== null; node = this.queues.head(tier.id)) {
         this.unlink(node);
-        tier.rejected++;
+        tier.closing++;
         node.resolve(this.rejection(node.req, tier, 'closing'));
       }
     }

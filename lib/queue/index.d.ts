@@ -92,6 +92,8 @@ export interface QueueTierStats {
   codel: number;
   /** Waiters whose client went away (no answer is sent). */
   abandoned: number;
+  /** Waiters answered 503 by close() (reason 'closing'). */
+  closing: number;
   /** Wait of admitted requests (0 for immediate admissions), ms. */
   waitMs: WaitSummary;
   /** Longest wait of a request refused for 'timeout' or 'codel' (timer lateness included), ms. */
@@ -117,6 +119,7 @@ export interface ConcurrencyGateStats {
   timeout: number;
   codel: number;
   abandoned: number;
+  closing: number;
   lifoDequeues: number;
   peakInFlight: number;
   peakQueued: number;

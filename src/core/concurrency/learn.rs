@@ -17,10 +17,12 @@ impl Concurrency {
         }
     }
 
-    /// The limit for a knee: the knee rounded, plus a headroom of `HEADROOM` of it (at least one
-    /// request), so that the limit (whole requests) keeps one more than the downstream serves.
+    /// The limit for a knee: the knee and `HEADROOM` of it, each rounded to whole requests. Below a
+    /// knee of 5 no headroom: a request more would sit queued downstream ahead of a protected one,
+    /// a wait of a quarter of the service time or more; above, the headroom absorbs the estimate's
+    /// noise (a few per cent of the knee) for a wait of a tenth or less.
     pub(super) fn knee_limit(&self, knee: f64) -> f64 {
-        knee.round() + (HEADROOM * knee).round().max(1.0)
+        (knee.round() + (HEADROOM * knee).round()).max(1.0)
     }
 
     pub(super) fn learn(&mut self, now_ns: u64) {
@@ -79,13 +81,20 @@ impl Concurrency {
             && reached
             && queued > (QUEUE_SHARE * knee).max(QUEUE_MIN)
             && mean as f64 > (QUEUE_LATENCY * baseline_mean_ns).max(baseline_mean_ns + QUEUE_MIN_NS);
+        // A knee is at least the concurrency served without a queue measured: an interval at the
+        // limit without one raises a knee measured too low (a probe's baseline a few per cent short,
+        // an interval across an overload's onset, a stall read as a queue), which the once-a-second
+        // growth past it would otherwise keep for seconds.
+        if probed && reached && !measured && self.knee >= 1.0 {
+            self.knee = self.knee.max(knee);
+        }
         let queueing = measured || self.signal > 0.0;
         if measured {
             self.knee = knee;
         }
         if queueing {
-            // The knee and a headroom, so the downstream never idles while the next request is on
-            // its way to it; the rest of the queue goes (requests of a protected tier come on top).
+            // The knee and its headroom: the rest of the queue goes (a protected tier's requests come
+            // on top).
             // (Never above the limit: a queue is no reason to let more in, whatever the figures say.)
             let mut target = if measured { self.knee_limit(knee).min(self.limit) } else { self.limit };
             // A queue `signal` times the downstream's size waits there: of the requests in flight,
@@ -102,9 +111,17 @@ impl Concurrency {
             // (Not past a knee measured before: at the knee a queue of one shows in few samples.)
             // (Nor in the first interval of a wait: an overload's onset shows in the next one's latency.)
             let calm = probed && self.waited_before && typical_ns <= RAMP_CALM * baseline_ns && queued < QUEUE_MIN;
+            // Past a measured knee, at most one step every `GROW_PAST_KNEE_NS`: a step too far is a
+            // queue downstream until the next interval measures it.
             let room = if self.knee >= 1.0 { (self.knee_limit(self.knee) - self.limit).max(0.0) } else { f64::INFINITY };
             let waited = if calm { f64::from(self.waiting_peak).min(RAMP * self.limit).min(room) } else { 0.0 };
-            self.limit = (self.limit + (self.limit * GROWTH).max(1.0).max(waited)).clamp(min, max);
+            let past_knee = room == 0.0;
+            if !past_knee || now_ns >= self.next_grow_ns {
+                if past_knee {
+                    self.next_grow_ns = now_ns.saturating_add(GROW_PAST_KNEE_NS);
+                }
+                self.limit = (self.limit + (self.limit * GROWTH).max(1.0).max(waited)).clamp(min, max);
+            }
         } else {
             // Unused headroom is no evidence: keep room for a burst of a few more than the use, no
             // more, so an overload's onset does not first fill the downstream's queue up to a limit

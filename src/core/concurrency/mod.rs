@@ -8,11 +8,11 @@
 //! - `baseline`: the service's latency without a queue, median and mean, as the last **probe**
 //!   measured it: the limit held low until the queue it found has drained, then one interval. A
 //!   reached limit is probed at once, then every `PROBE_EVERY_NS`; a probe holds the limit at the
-//!   last measured knee (the queue of one its headroom keeps drains, the downstream stays busy), or
-//!   at `PROBE_SEARCH_FACTOR` of it while searching: after the first probe, and after one that found
-//!   a much lower baseline (a limit far above the knee looks the same as one just over it, but for
-//!   the latency). Intervals' medians are no baseline: one of fast requests alone (health checks, a
-//!   pool's warm-up) would pass for the service.
+//!   last measured knee (a queue its headroom or a step past it left drains, the downstream stays
+//!   busy), or at `PROBE_SEARCH_FACTOR` of it while searching: after the first probe, and after one
+//!   that found a much lower baseline (a limit far above the knee looks the same as one just over
+//!   it, but for the latency). Intervals' medians are no baseline: one of fast requests alone
+//!   (health checks, a pool's warm-up) would pass for the service.
 //! - `knee`: `throughput × baseline mean`, the requests the downstream serves at once without a
 //!   queue (Little's law: a pool of 4 at 20 ms makes 200/s × 20 ms = 4), and `queued`:
 //!   `throughput × (mean − baseline mean)`, the requests that waited there on average. Means, not
@@ -20,12 +20,16 @@
 //!   wait for the protected tier.
 //! - a queue (the limit reached, more than `QUEUE_SHARE` of the knee and `QUEUE_MIN` queued, against
 //!   a probed baseline), or a user signal above 0 (requests waiting downstream over its size: a
-//!   pool's `waitingCount / max`): the limit goes down to the knee rounded plus `HEADROOM` of it (at
-//!   least one request), so the downstream never idles while the next request is on its way to it;
-//!   with a signal `v`, to at most the most requests in flight ÷ (1 + v), plus one.
+//!   pool's `waitingCount / max`): the limit goes down to the knee plus `HEADROOM` of it, each in
+//!   whole requests (none below a knee of 5: a request queued at a pool of 4 is a quarter of a
+//!   service time more for the protected tier); with a signal `v`, to at most the most requests in
+//!   flight ÷ (1 + v), plus one. The first waiter starts in the callback of the response that freed
+//!   its slot, so a limit at the knee keeps the downstream busy.
 //! - reached without a queue: it grows by `GROWTH` (at least one request) an interval — or, when
 //!   requests waited two intervals running and the latency shows nothing, by as many as waited (up
-//!   to `RAMP` of it, and not past a knee measured before), so a ramp after a lull catches up.
+//!   to `RAMP` of it, and not past a knee measured before), so a ramp after a lull catches up; past
+//!   a measured knee by one step every `GROW_PAST_KNEE_NS` (a step too far is a queue downstream),
+//!   and an interval at the limit without a queue raises a knee measured too low.
 //! - not reached: it keeps room for a burst of the square root of the most requests in flight (at
 //!   least `SPARE_MIN`) and no more, so an overload's onset does not first fill the downstream's
 //!   queue up to a limit nothing has tested (the protected tier would wait behind it).
@@ -61,8 +65,11 @@ pub const BASELINE_INTERVALS: usize = 30;
 pub const MAX_DRAIN: u32 = 20;
 /// An interval is at most this long (ns), whatever the baseline.
 pub const MAX_INTERVAL_NS: u64 = 1_000_000_000;
-/// Headroom above the knee, as a share of it (at least one request).
+/// Headroom above a measured knee, as a share of it, in whole requests (rounded: none below a knee
+/// of 5, one to 15, ...).
 pub const HEADROOM: f64 = 0.1;
+/// Growth past a measured knee: at most one step this often (ns).
+pub const GROW_PAST_KNEE_NS: u64 = 1_000_000_000;
 /// A queue downstream: on average more requests waiting there than this share of the knee...
 pub const QUEUE_SHARE: f64 = 0.1;
 /// ... and than this many, with a mean latency over this multiple of the baseline's (a loop's own
@@ -83,7 +90,7 @@ pub const RAMP_CALM: f64 = 1.1;
 /// A limit in use is probed this often (ns): two intervals at a low concurrency, the second's median
 /// the baseline.
 pub const PROBE_EVERY_NS: u64 = 5_000_000_000;
-/// A probe holds the limit at the last measured knee (the queue of about one its headroom keeps
+/// A probe holds the limit at the last measured knee (a queue its headroom or a step past it left
 /// drains, and the downstream stays busy), or at this share of it (rounded up) while it searches:
 /// no knee measured yet, or the last probe found a much lower baseline (a limit far above the knee,
 /// as in a process that started under overload).
@@ -215,6 +222,8 @@ pub struct Concurrency {
     probe_from: u64,
     /// The knee the last queue measured (0: none yet): routine probes hold the limit there.
     knee: f64,
+    /// The limit grows past that knee no sooner than this.
+    next_grow_ns: u64,
     /// The most requests waiting for a slot during the interval (as the caller said), and whether
     /// any waited in the interval before.
     waiting_peak: u32,
@@ -261,6 +270,7 @@ impl Concurrency {
             searching: true,
             probe_from: u64::MAX,
             knee: 0.0,
+            next_grow_ns: 0,
             waiting_peak: 0,
             waited_before: false,
             stats: ConcurrencyStats::default(),

@@ -20,7 +20,8 @@ pub struct Delays {
     pub to_pool: u64,
     /// From the downstream's answer to the response's finish (the slot's release).
     pub to_finish: u64,
-    /// From a release that hands slots over to the waiters' start (the next check phase).
+    /// From a release that hands slots over to the waiters' start (the next check phase), but for
+    /// the first, which starts in the release's own callback.
     pub to_start: u64,
     /// The process stalls (descheduled on a busy machine, a collection) for up to `stall_max`
     /// (uniform) after gaps of up to `stall_gap` (uniform); 0: never. Nothing of the Node side runs
@@ -166,8 +167,12 @@ pub fn simulate(c: &mut Concurrency, pool: &mut Pool, d: Delays, phases: &[Phase
                 let want = waiting.iter().map(|q| q.len() as u32).sum::<u32>() - handed;
                 let n = c.hand_over(want, t);
                 if n > 0 {
+                    // The first waiter starts in the finish callback itself, the rest in the check phase.
                     handed += n;
-                    starts.push_back((t + d.to_start, n));
+                    starts.push_front((t, 1));
+                    if n > 1 {
+                        starts.push_back((t + d.to_start, n - 1));
+                    }
                 }
             }
             while starts.front().is_some_and(|&(at, _)| at <= t) {

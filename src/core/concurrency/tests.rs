@@ -120,6 +120,11 @@ fn the_limit_converges_on_the_knee_of_a_saturated_pool() {
         assert!(served >= 0.95 * capacity as f64, "k {k}: {served}/s of {capacity}/s");
         // A request or two queued per pool, with the protected tier's on top: near the knee.
         assert!(m <= 1.45 * service_ms as f64, "k {k}: mean latency {m} ms for a service of {service_ms} ms");
+        // Below a knee of 5 no headroom: the limit at the pool, next to no queue (the protected
+        // tier's own requests on top).
+        if k < 5 {
+            assert!(lo == k as u32 && m <= 1.1 * service_ms as f64, "k {k}: limit {lo}..{hi}, mean {m} ms");
+        }
     }
 }
 
