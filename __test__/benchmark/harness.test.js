@@ -116,6 +116,16 @@ test('idealTierLatency: no wait below capacity; under overload the favoured tier
   // Non-preemptive: a critical request never waits for more than the request in progress plus the
   // critical requests ahead of it.
   assert.deepEqual(idealTierLatency({ rate: 750, durationMs: 5000, serviceMs: 4, mix }), over, 'deterministic');
+  // K servers: a jittered service time ends the lockstep of servers that started together; a server
+  // reserved for the favoured tier shortens its wait and serves fewer of the others.
+  const pool = { rate: 576, durationMs: 3000, serviceMs: 20.8, mix, servers: 4 };
+  const busy = idealTierLatency({ ...pool, jitterMs: 1 });
+  assert.deepEqual(idealTierLatency({ ...pool, jitterMs: 1 }), busy, 'deterministic with jitter');
+  assert.equal(idealTierLatency({ ...pool, jitterMs: 0 }).p99, idealTierLatency(pool).p99);
+  const reserved = idealTierLatency({ ...pool, jitterMs: 1, reserve: 1 });
+  assert.ok(reserved.waitP99 < busy.waitP99 && reserved.served < 0.9 * busy.served, JSON.stringify({ busy: busy.waitP99, reserved: reserved.waitP99 }));
+  assert.ok(busy.served >= 0.99 * 192 * 3, `every server kept busy (192/s for 3 s): ${busy.served}`);
+  assert.throws(() => idealTierLatency({ ...pool, reserve: 4 }), /reserve must be from 0 to servers - 1/);
   // Work kinds of the benchmark route are named and checked.
   const { calibrate, checkKind } = require('../../benchmark/lib/work');
   assert.throws(() => checkKind('md5'), /work kind must be one of pbkdf2, sha256-chain/);
