@@ -266,8 +266,16 @@ async function main() {
       await waitForQuiet({ maxMs: 5000 });
       probes[route] = await probeRoute(route, env);
       const pr = probes[route];
-      // The ideal scheduler on `pool` servers, each request holding one for pool / capacity.
-      ideals[route] = idealTierLatency({ rate: args.load * pr.reqPerSec, durationMs: ph.step, serviceMs: (1000 * args.pool) / pr.reqPerSec, mix: MIX, servers: args.pool });
+      // The ideal scheduler on `pool` servers, each request holding one for pool / capacity, give or
+      // take 1 ms (without it servers that start together stay in lockstep; benchmark/ideal-bound.js).
+      ideals[route] = idealTierLatency({
+        rate: args.load * pr.reqPerSec,
+        durationMs: ph.step,
+        serviceMs: (1000 * args.pool) / pr.reqPerSec,
+        mix: MIX,
+        servers: args.pool,
+        jitterMs: 1,
+      });
       console.log(`capacity probe ${route}: ${Math.round(pr.reqPerSec)} req/s closed loop (${4 * args.pool} clients, p50 ${pr.satP50.toFixed(1)} ms); unloaded (1 client) p50 ${pr.unloadedP50.toFixed(1)} ms, p99 ${pr.unloadedP99.toFixed(1)} ms; ideal scheduler critical p99 at ${args.load}x: ${ideals[route].p99.toFixed(1)} ms`);
     }
     const all = configurations(1, args.pool, args.alt);
