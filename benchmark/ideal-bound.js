@@ -14,12 +14,9 @@
 // (bench:downstream prints the probe's median and each configuration's p99).
 const { idealTierLatency, normal } = require('./lib/ideal');
 const { percentile, prng } = require('./lib/openloop');
+const { medianRange } = require('./lib/stats');
+const { MIX } = require('./downstream');
 
-const MIX = [
-  { tier: 'critical', weight: 0.1 },
-  { tier: 'standard', weight: 0.3 },
-  { tier: 'background', weight: 0.6 },
-];
 const TARGET = 1.5;
 
 function parseArgs(argv) {
@@ -61,10 +58,7 @@ function main() {
   const a = parseArgs(process.argv.slice(2));
   const [median, p99] = a.unloaded;
   const sd = (p99 - median) / 2.326; // a normal's p99 is 2.326 standard deviations above its median
-  const fmt = (xs, digits = 1) => {
-    const v = [...xs].sort((x, y) => x - y);
-    return `${percentile(v, 50).toFixed(digits)} [${v[0].toFixed(digits)}–${v[v.length - 1].toFixed(digits)}]`;
-  };
+  const fmt = (xs, digits = 1) => medianRange(xs, (v) => v.toFixed(digits));
   console.log(`cap ${a.cap} req/s on ${a.pool} servers, ${a.load}x for ${a.seconds} s; unloaded median ${median} ms, p99 ${p99} ms; target ${TARGET}x = ${(TARGET * p99).toFixed(1)} ms; ${a.seeds} seeds`);
   for (const reserve of a.reserve) {
     for (const jitterMs of a.jitter) {

@@ -220,7 +220,6 @@ function rejectionText(rej) {
   return parts.length ? parts.join(' ') : '-';
 }
 
-
 /**
  * Runs one configuration through its phases. The generator plays a reverse proxy with a warm pool of
  * keep-alive connections (WARM_CONNECTIONS, opened before each phase): requests beyond the pool open

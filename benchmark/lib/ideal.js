@@ -45,7 +45,7 @@ function idealTierLatency({ rate, durationMs, serviceMs, mix, tier = 'critical',
       waits.push(now - favoured[f]);
       free[k] = now + service();
       latencies.push(free[k] - favoured[f++]);
-    } else if (o < others.length && others[o] <= now && free.filter((t) => t <= now).length > reserve) {
+    } else if (o < others.length && others[o] <= now && (reserve === 0 || free.filter((t) => t <= now).length > reserve)) {
       free[k] = now + service();
       o++;
     } else {
