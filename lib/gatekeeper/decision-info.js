@@ -4,9 +4,12 @@
 // object shape for V8, one contract for users). A cause's own fields (queueWaitMs, cluster,
 // concurrencyLimit, queueFull) are added by the caller after.
 
-/** One decision's info; `cause`: what refused (or null / 'none'), see docs/gatekeeper.md. */
-function decisionInfo(verdict, status, tier, tierSource, key, remaining, limit, retryAfterMs, resetMs, refillScale, pressure, lagMs, cause) {
-  return { verdict, status, tier, tierSource, key, remaining, limit, retryAfterMs, resetMs, refillScale, pressure, lagMs, cause };
+/**
+ * One decision's info; `cause`: what refused (or null / 'none'), see docs/gatekeeper.md. `shadow`:
+ * shadow mode did not enforce this refusal (the request was served).
+ */
+function decisionInfo(verdict, status, tier, tierSource, key, remaining, limit, retryAfterMs, resetMs, refillScale, pressure, lagMs, cause, shadow = false) {
+  return { verdict, status, tier, tierSource, key, remaining, limit, retryAfterMs, resetMs, refillScale, pressure, lagMs, cause, shadow };
 }
 
 module.exports = { decisionInfo };

@@ -37,7 +37,7 @@ impl ConcurrencyLimitHandle {
     #[napi(constructor, catch_unwind)]
     pub fn new(env: Env, o: ConcurrencyLimitOptions) -> Result<Self> {
         let _panic = raw::throw_on_panic(&env, "ConcurrencyLimitHandle::new");
-        let cfg = ConcurrencyConfig { enabled: true, shadow: false, min_limit: o.min_limit, max_limit: o.max_limit, initial_limit: o.initial_limit };
+        let cfg = ConcurrencyConfig { enabled: true, min_limit: o.min_limit, max_limit: o.max_limit, initial_limit: o.initial_limit };
         cfg.check().map_err(invalid)?;
         Ok(ConcurrencyLimitHandle { inner: Mutex::new(Concurrency::new(cfg)) })
     }

@@ -38,8 +38,8 @@
 //! fewer); one of another tier gets one while fewer than the limit are in flight, else it waits (the
 //! caller queues it in tier order or sheds it) — unless the loop itself is the bottleneck
 //! (`loop_bound`): then its latency inflates from the loop, the lag controller governs, and the
-//! limit does not bind. In shadow mode every request gets a slot and the ones that would have
-//! waited are counted.
+//! limit does not bind. A gate in shadow mode (core/gate) gives a request that would have waited a
+//! slot all the same (`take_shadow`), and it is counted.
 //!
 //! A slot is counted for at most `EPOCHS × EPOCH_NS` (10 s): a request in flight longer (a stream,
 //! a long poll, a response that never finishes) stops counting, so long-lived requests cannot fill
@@ -116,8 +116,6 @@ pub const SPARE_MIN: f64 = 2.0;
 pub struct ConcurrencyConfig {
     /// Off: every request gets a slot and nothing is counted.
     pub enabled: bool,
-    /// Every request gets a slot; the ones that would have waited are counted.
-    pub shadow: bool,
     pub min_limit: u32,
     pub max_limit: u32,
     /// The limit a gate starts with, before anything is learnt.
@@ -126,7 +124,7 @@ pub struct ConcurrencyConfig {
 
 impl Default for ConcurrencyConfig {
     fn default() -> Self {
-        ConcurrencyConfig { enabled: true, shadow: false, min_limit: 1, max_limit: 10_000, initial_limit: 1000 }
+        ConcurrencyConfig { enabled: true, min_limit: 1, max_limit: 10_000, initial_limit: 1000 }
     }
 }
 
@@ -153,7 +151,7 @@ pub enum Slot {
     None,
     /// A slot: the caller releases it when the request finishes.
     Held,
-    /// A slot in shadow mode, where the request would have waited.
+    /// A slot in shadow mode, where the request would have waited (`take_shadow`).
     Shadow,
     /// No slot: wait for one (in tier order) or be shed.
     Wait,
@@ -163,8 +161,9 @@ pub enum Slot {
 pub struct ConcurrencyStats {
     pub limit: u32,
     pub in_flight: u32,
-    /// Requests that waited for a slot (or, in shadow mode, would have).
+    /// Requests that found every slot in use (in shadow mode, those given one all the same included).
     pub waits: u64,
+    /// Of `waits`: given a slot all the same, in shadow mode.
     pub shadow_waits: u64,
     /// The last interval's figures (ms, requests per second).
     pub baseline_ms: f64,
@@ -321,15 +320,18 @@ impl Concurrency {
         let free = self.in_flight < self.limit();
         if !(free || protected || loop_bound) {
             self.stats.waits += 1;
-            if !self.cfg.shadow {
-                return Slot::Wait;
-            }
-            self.stats.shadow_waits += 1;
-            self.take();
-            return Slot::Shadow;
+            return Slot::Wait;
         }
         self.take();
         Slot::Held
+    }
+
+    /// A slot for a request `try_acquire` told to wait, in shadow mode: the decision is counted and
+    /// not enforced.
+    pub fn take_shadow(&mut self) -> Slot {
+        self.stats.shadow_waits += 1;
+        self.take();
+        Slot::Shadow
     }
 
     fn take(&mut self) {

@@ -158,11 +158,13 @@ fn protected_requests_always_get_a_slot_and_count_against_the_others() {
 }
 
 #[test]
-fn shadow_mode_refuses_nothing_and_counts_what_would_have_waited() {
-    let mut c = Concurrency::new(ConcurrencyConfig { shadow: true, initial_limit: 1, ..ConcurrencyConfig::default() });
+fn a_shadow_slot_is_taken_and_counted_where_the_request_would_have_waited() {
+    let mut c = Concurrency::new(ConcurrencyConfig { initial_limit: 1, ..ConcurrencyConfig::default() });
     assert_eq!(c.try_acquire(false, false, 0), Slot::Held);
-    assert_eq!(c.try_acquire(false, false, 0), Slot::Shadow);
-    assert_eq!(c.try_acquire(false, false, 0), Slot::Shadow);
+    assert_eq!(c.try_acquire(false, false, 0), Slot::Wait);
+    assert_eq!(c.take_shadow(), Slot::Shadow);
+    assert_eq!(c.try_acquire(false, false, 0), Slot::Wait);
+    assert_eq!(c.take_shadow(), Slot::Shadow);
     let s = c.stats();
     assert_eq!((s.in_flight, s.waits, s.shadow_waits), (3, 2, 2));
     assert!(c.pressure(0) > 0.99);

@@ -25,6 +25,8 @@ pub struct GateConfig {
     pub cost: f64,
     /// The learned concurrency limit (`core::concurrency`).
     pub concurrency: ConcurrencyConfig,
+    /// Shadow mode (`shadow.rs`): `Some(p)` enforces `p` percent (0..=100) of the overload decisions.
+    pub shadow: Option<f64>,
 }
 
 impl GateConfig {
@@ -41,6 +43,7 @@ impl GateConfig {
             ip: IpKeyConfig::default(),
             cost: 1.0,
             concurrency: ConcurrencyConfig::default(),
+            shadow: None,
         }
     }
 }

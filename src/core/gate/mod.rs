@@ -40,16 +40,24 @@
 //! does not bind, and a finished request's latency is no sample (it inflates from the loop). The
 //! caller releases each slot when its request finishes (`release`), with the request's latency.
 //!
+//! Shadow mode (`shadow.rs`): the overload decisions above are made and counted, and a request they
+//! would refuse or hold is admitted (`Decision::shadow`, `Slot::Shadow`), but for a share enforced.
+//!
 //! Files: `config.rs` (the gate's options), `tier.rs` (the tier header: names and signed tokens),
-//! `burst.rs` (costly requests run back to back in one turn, for the turn queue), `slots.rs` (the
-//! concurrency limit's slots), `stats.rs` (the figures).
+//! `burst.rs` (costly requests run back to back in one turn, for the turn queue), `debit.rs` (the
+//! tier pool, the key's bucket and the slot), `slots.rs` (the concurrency limit's slots),
+//! `shadow.rs` (shadow mode), `stats.rs` (the figures).
 mod burst;
 mod config;
+mod debit;
 mod options;
+mod shadow;
 mod slots;
 mod stats;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_shadow;
 mod tier;
 
 pub use burst::InlineRuns;
@@ -64,6 +72,7 @@ use crate::core::names::named_enum;
 use crate::core::net::ipkey::{ip_key, IpKeyBuf, MAX_KEY_LEN as MAX_IP_KEY_LEN};
 use crate::core::shed::{Cause, ShedConfigError, ShedController, ShedInput};
 use parking_lot::Mutex;
+use shadow::Shadow;
 use std::sync::Arc;
 
 /// Time constant (ms) of the gate's short-window utilisation (`ShedInput::busy`).
@@ -124,6 +133,8 @@ pub struct Decision {
     pub load: f64,
     /// The epoch of the slot (`Concurrency::release` takes it back).
     pub epoch: u64,
+    /// Shadow mode: the controller would have shed this admitted request.
+    pub shadow: bool,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -135,6 +146,8 @@ pub struct TierCounters {
     pub turn_shed: u64,
     pub tier_full: u64,
     pub key_limited: u64,
+    /// Shadow mode: admitted, and the controller would have shed them.
+    pub shadow_shed: u64,
 }
 
 /// A reading of the gate for `stats()`.
@@ -178,6 +191,7 @@ struct State {
     conc: Concurrency,
     /// Requests waiting for a slot, as the caller last said (`release`).
     waiting: u32,
+    shadow: Option<Shadow>,
 }
 
 pub struct Gate {
@@ -206,6 +220,9 @@ impl Gate {
             }
         }
         cfg.concurrency.check().map_err(|reason| ShedConfigError { field: "concurrency", reason })?;
+        if cfg.shadow.is_some_and(|p| !(0.0..=100.0).contains(&p)) {
+            return Err(ShedConfigError { field: "shadow.enforcePercent", reason: "must be a number from 0 to 100" });
+        }
         let ctl = ShedController::new(cfg.shed.clone(), &protected)?;
         let applied = (0..n).map(|t| ledger.refill_scale(t)).collect();
         Ok(Gate {
@@ -226,6 +243,7 @@ impl Gate {
                 levels: vec![f64::NAN; n],
                 conc: Concurrency::new(cfg.concurrency.clone()),
                 waiting: 0,
+                shadow: cfg.shadow.map(|p| Shadow::new(p, n)),
             }),
             ledger,
             cfg,
@@ -307,6 +325,15 @@ impl Gate {
         for t in 0..self.protected.len() {
             let s = st.ctl.scale(t);
             let old = st.applied[t];
+            if let Some(shadow) = st.shadow.as_mut() {
+                // The ledger keeps the configured rate; the mirror throttles instead.
+                if s != old {
+                    let tokens = if old >= 1.0 { self.ledger.consume(t, None, 0.0, now_ns).remaining } else { 0.0 };
+                    shadow.rescale(t, &self.ledger.config()[t], old, s, tokens, now_ns);
+                    st.applied[t] = s;
+                }
+                continue;
+            }
             if s == old {
                 if s < 1.0 {
                     // Settle a throttled pool on every update, so that its last touch is never
@@ -382,20 +409,32 @@ impl Gate {
             slot: Slot::None,
             load: st.conc.pressure(st.waiting),
             epoch: 0,
+            shadow: false,
         };
         if !self.protected[tier] {
-            if scale == 0.0 {
-                st.counters[tier].shed += 1;
-                return d;
-            }
             let budget = self.cfg.shed.turn_budget_ms;
-            if d.pressure > 0.0 && budget > 0.0 && turn_age_ms() >= budget {
+            let turn = scale > 0.0 && d.pressure > 0.0 && budget > 0.0 && turn_age_ms() >= budget;
+            if turn {
                 st.ctl.note_turn_shed();
-                st.counters[tier].shed += 1;
-                st.counters[tier].turn_shed += 1;
-                return d;
+            }
+            // (In shadow mode the ledger is not throttled: the mirror of the throttled pool decides.)
+            let throttled = scale > 0.0
+                && scale < 1.0
+                && !turn
+                && st.shadow.as_mut().is_some_and(|sh| !sh.pays(tier, &self.ledger.config()[tier], scale, self.cfg.cost, now_ns));
+            if scale == 0.0 || turn || throttled {
+                if st.shadow.as_mut().is_some_and(|sh| !sh.enforce()) {
+                    d.shadow = true;
+                } else {
+                    st.counters[tier].shed += 1;
+                    st.counters[tier].turn_shed += u64::from(turn);
+                    return d;
+                }
             }
         }
+        // In shadow mode the ledger runs at its configured rate: what it refuses, it refuses as a
+        // healthy loop's budget (tier-full).
+        let scale = if st.shadow.is_some() { 1.0 } else { scale };
         // A protected tier is not ranked: the shares are of every tier's traffic, and its admission
         // must not depend on the load other tiers offer.
         if let Some((mut admits, refused)) = ranked.filter(|_| !self.protected[tier]) {
@@ -407,6 +446,7 @@ impl Gate {
                     return self.debit(st, d, key, now_ns);
                 }
                 refused();
+                d.shadow = false;
                 let c = &mut st.counters[tier];
                 d.verdict = if scale < 1.0 {
                     c.shed += 1;
@@ -429,46 +469,5 @@ impl Gate {
             }
         }
         self.debit(st, d, key, now_ns)
-    }
-
-    /// The debit of `decide`: the tier pool and the key's bucket, and the verdict.
-    #[inline(always)]
-    fn debit(&self, mut st: parking_lot::MutexGuard<'_, State>, mut d: Decision, key: Option<(&[u8], bool)>, now_ns: u64) -> Decision {
-        let (tier, scale) = (d.tier, d.scale);
-        let mut buf = IpKeyBuf::default();
-        let mut tagged = [IP_KEY_TAG; MAX_IP_KEY_LEN + 1];
-        let key = match key {
-            Some((k, true)) if self.ledger.has_per_key(tier) => {
-                let ip = ip_key(k, &self.cfg.ip, &mut buf);
-                tagged[1..=ip.len()].copy_from_slice(ip);
-                Some(&tagged[..=ip.len()])
-            }
-            Some((k, false)) if self.ledger.has_per_key(tier) => Some(k),
-            _ => None,
-        };
-        let o = self.ledger.consume(tier, key, self.cfg.cost, now_ns);
-        // A tier-only debit's `remaining` is the pool's tokens (a keyed one's is the key's).
-        st.levels[tier] = if key.is_none() { o.remaining } else { f64::NAN };
-        d.outcome = o;
-        if o.allowed {
-            let loop_bound = Self::loop_bound(&st);
-            d.slot = st.conc.try_acquire(self.protected[tier], loop_bound, now_ns);
-            d.epoch = st.conc.epoch();
-        }
-        let c = &mut st.counters[tier];
-        d.verdict = if o.allowed {
-            c.admitted += 1;
-            Verdict::Admit
-        } else if o.limited_by == Limit::Key {
-            c.key_limited += 1;
-            Verdict::KeyLimited
-        } else if scale < 1.0 {
-            c.shed += 1;
-            Verdict::Shed
-        } else {
-            c.tier_full += 1;
-            Verdict::TierFull
-        };
-        d
     }
 }

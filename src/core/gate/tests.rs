@@ -4,14 +4,14 @@ use crate::core::ledger::{PerKeyConfig, TierConfig};
 use crate::core::shed::ShedConfig;
 use crate::core::token::signature::TierSigner;
 
-const MS: u64 = 1_000_000;
+pub(super) const MS: u64 = 1_000_000;
 const SECRET: &[u8] = b"0123456789abcdef0123456789abcdef";
 
-fn tier(name: &str, protected: bool, cap: f64, per_key: Option<PerKeyConfig>) -> TierConfig {
+pub(super) fn tier(name: &str, protected: bool, cap: f64, per_key: Option<PerKeyConfig>) -> TierConfig {
     TierConfig { name: name.into(), capacity: cap, refill_per_sec: cap, protected, per_key }
 }
 
-fn ledger(per_key: Option<PerKeyConfig>) -> Arc<Ledger> {
+pub(super) fn ledger(per_key: Option<PerKeyConfig>) -> Arc<Ledger> {
     let clock = Arc::new(ManualClock::new(0));
     Arc::new(
         Ledger::with_clock(
@@ -22,23 +22,23 @@ fn ledger(per_key: Option<PerKeyConfig>) -> Arc<Ledger> {
     )
 }
 
-fn cfg() -> GateConfig {
+pub(super) fn cfg() -> GateConfig {
     let mut c = GateConfig::new(2);
     c.shed = ShedConfig { target_lag_ms: 50.0, critical_lag_ms: 150.0, hold_ms: 1000.0, recovery_ms: 2000.0, confirm_ms: 0.0, ..Default::default() };
     c.update_interval_ms = 0.0;
     c
 }
 
-fn gate_with(cfg: GateConfig, per_key: Option<PerKeyConfig>) -> (Gate, Arc<LoopHealth>) {
+pub(super) fn gate_with(cfg: GateConfig, per_key: Option<PerKeyConfig>) -> (Gate, Arc<LoopHealth>) {
     let h = Arc::new(LoopHealth::default());
     (Gate::new(ledger(per_key), cfg, h.clone()).unwrap(), h)
 }
 
-fn gate() -> (Gate, Arc<LoopHealth>) {
+pub(super) fn gate() -> (Gate, Arc<LoopHealth>) {
     gate_with(cfg(), None)
 }
 
-fn decide(g: &Gate, tier: Option<usize>, header: Option<&str>, t_ms: u64) -> Decision {
+pub(super) fn decide(g: &Gate, tier: Option<usize>, header: Option<&str>, t_ms: u64) -> Decision {
     g.decide(tier, header.map(str::as_bytes), None, t_ms * MS, || 0, || 0.0, || 1_000, UNRANKED)
 }
 
@@ -182,7 +182,7 @@ fn a_drained_pool_is_a_shed_while_throttled_and_tier_full_while_healthy() {
     let d = decide(&g, Some(1), None, 1);
     assert_eq!(d.verdict, Verdict::Shed);
     assert!(d.scale > 0.0 && d.scale < 1.0);
-    assert_eq!(g.stats().counters[1], TierCounters { admitted: 100, shed: 1, turn_shed: 0, tier_full: 1, key_limited: 0 });
+    assert_eq!(g.stats().counters[1], TierCounters { admitted: 100, shed: 1, turn_shed: 0, tier_full: 1, key_limited: 0, shadow_shed: 0 });
 }
 
 #[test]

@@ -89,6 +89,7 @@ impl GateHandle {
                 tier_full: c.tier_full as f64,
                 rate_limited: c.key_limited as f64,
                 refill_scale: s.scales[t],
+                shadow_shed: c.shadow_shed as f64,
             })
             .collect();
         GateStats {
@@ -116,7 +117,7 @@ impl GateHandle {
                 let (c, cfg) = (s.concurrency, &self.gate.config().concurrency);
                 GateConcurrencyStats {
                     enabled: cfg.enabled,
-                    shadow: cfg.shadow,
+                    shadow: self.gate.config().shadow.is_some(),
                     limit: c.limit,
                     in_flight: c.in_flight,
                     waits: c.waits as f64,
@@ -131,6 +132,8 @@ impl GateHandle {
                     probes: c.probes as f64,
                 }
             },
+            shadow: self.gate.config().shadow.is_some(),
+            shadow_enforce_percent: self.gate.config().shadow.unwrap_or(0.0),
         }
     }
 

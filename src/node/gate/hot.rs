@@ -43,6 +43,8 @@ named_enum! {
         Load = "LOAD",
         /// The epoch of the slot (given back with `releaseSlot`).
         SlotEpoch = "SLOT_EPOCH",
+        /// Shadow mode: 1 when the controller would have shed this admitted request.
+        Shadow = "SHADOW",
     }
 }
 
@@ -117,6 +119,7 @@ pub(crate) fn write_result(out: &mut [f64; RESULT_LEN], d: &Decision) {
     };
     out[R::Load as usize] = d.load;
     out[R::SlotEpoch as usize] = d.epoch as f64;
+    out[R::Shadow as usize] = f64::from(u8::from(d.shadow));
 }
 
 raw::guarded!(pub(crate) decide = "Gate.decide" => decide_unguarded);

@@ -25,11 +25,12 @@ pub struct GateOptions {
     pub sampler: bool,
     /// The learned concurrency limit; `None`: off.
     pub concurrency: Option<GateConcurrencyOptions>,
+    /// Shadow mode: the share (0..100) of overload decisions enforced; `None`: not in shadow mode.
+    pub shadow_enforce_percent: Option<f64>,
 }
 
 #[napi(object)]
 pub struct GateConcurrencyOptions {
-    pub shadow: bool,
     pub min_limit: u32,
     pub max_limit: u32,
     pub initial_limit: u32,
@@ -70,9 +71,10 @@ pub(crate) fn config(o: &GateOptions, shed: &ShedOptions) -> Result<GateConfig> 
         ip,
         cost: o.cost,
         concurrency: match &o.concurrency {
-            Some(c) => ConcurrencyConfig { enabled: true, shadow: c.shadow, min_limit: c.min_limit, max_limit: c.max_limit, initial_limit: c.initial_limit },
+            Some(c) => ConcurrencyConfig { enabled: true, min_limit: c.min_limit, max_limit: c.max_limit, initial_limit: c.initial_limit },
             None => ConcurrencyConfig { enabled: false, ..ConcurrencyConfig::default() },
         },
+        shadow: o.shadow_enforce_percent,
     })
 }
 

@@ -35,6 +35,8 @@ pub struct GateTierStats {
     /// Refused by the key's own quota (429).
     pub rate_limited: f64,
     pub refill_scale: f64,
+    /// Shadow mode: admitted, and the controller would have shed them.
+    pub shadow_shed: f64,
 }
 
 #[napi(object)]
@@ -64,6 +66,9 @@ pub struct GateStats {
     pub critical_lag_ms: f64,
     pub injected: bool,
     pub concurrency: GateConcurrencyStats,
+    /// Shadow mode, and the share of its overload decisions enforced.
+    pub shadow: bool,
+    pub shadow_enforce_percent: f64,
 }
 
 /// A tier's per-key quota (capacity 0: the tier keeps no per-key buckets).
