@@ -14,7 +14,7 @@ export type { BucketOptions, PerKeyOptions, TierOptions, LedgerOptions, TierRef,
 // LoopObserver: what LagMonitor.observe() returns; a type here, not a value.
 export type { LagMonitorOptions, LagStats, LoopSample, LoopObserver } from './lib/lag';
 export type {
-  RouteRule, ShedOptions, Verdict, TierSource, DecisionInfo, Rejection, RespondResult, GatekeeperOptions, ConcurrencyOptions,
+  RouteRule, ShedOptions, Verdict, TierSource, DecisionInfo, Rejection, RespondResult, GatekeeperOptions, ConcurrencyOptions, ShadowOptions,
   ConcurrencyStats, TierStats, GatekeeperStats, TurnQueueStats, InjectedHealth, GateControls, GatekeeperMiddleware,
   GatekeeperHttpHandler, GatekeeperFactory, KoaContextLike, GatekeeperKoaMiddleware,
 } from './lib/gatekeeper';

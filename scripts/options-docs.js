@@ -5,7 +5,7 @@
 // holds them equal too).
 const fs = require('node:fs');
 const path = require('node:path');
-const { GATEKEEPER, SHED, CONCURRENCY } = require('../lib/schema/gatekeeper');
+const { GATEKEEPER, SHED, CONCURRENCY, SHADOW } = require('../lib/schema/gatekeeper');
 const { CONCURRENCY_GATE, QUEUE_TIER, ADAPTIVE_LIMIT, CODEL } = require('../lib/schema/concurrency-gate');
 const { LAG_MONITOR } = require('../lib/schema/lag');
 const { LEDGER, LEDGER_TIER, LEDGER_PER_KEY } = require('../lib/schema/ledger');
@@ -28,6 +28,7 @@ const TABLES = {
   gatekeeper: { file: 'docs/gatekeeper.md', parts: [[GATEKEEPER, '']] },
   'gatekeeper.shed': { file: 'docs/gatekeeper.md', parts: [[SHED, '']] },
   'gatekeeper.concurrency': { file: 'docs/gatekeeper.md', parts: [[CONCURRENCY, '']], header: ['`concurrency` option', 'default', 'accepted'] },
+  'gatekeeper.shadow': { file: 'docs/gatekeeper.md', parts: [[SHADOW, '']], header: ['`shadow` option', 'default', 'accepted'] },
   'concurrency-gate': { file: 'docs/concurrency-gate.md', parts: [[CONCURRENCY_GATE, ''], [QUEUE_TIER, 'tiers[i].', ['maxQueue', 'queueTimeoutMs']]] },
   'concurrency-gate.limit': { file: 'docs/concurrency-gate.md', parts: [[ADAPTIVE_LIMIT, '']] },
   'concurrency-gate.codel': { file: 'docs/concurrency-gate.md', parts: [[CODEL, '']] },

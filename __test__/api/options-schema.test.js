@@ -14,7 +14,7 @@ const { parseCodel } = require('../../lib/queue/standing');
 const { AdaptiveLimit } = require('../../lib/queue/adaptive-limit');
 const { DIALECTS } = require('../../lib/http/routing');
 const { retryAfterOptions } = require('../../lib/options');
-const { GATEKEEPER, SHED, CONCURRENCY } = require('../../lib/schema/gatekeeper');
+const { GATEKEEPER, SHED, CONCURRENCY, SHADOW } = require('../../lib/schema/gatekeeper');
 const { CONCURRENCY_GATE, QUEUE_TIER, QUEUE_TIER_FOREIGN, ADAPTIVE_LIMIT, CODEL } = require('../../lib/schema/concurrency-gate');
 const { RETRY_AFTER } = require('../../lib/schema/retry-after');
 const { LAG_MONITOR } = require('../../lib/schema/lag');
@@ -61,6 +61,7 @@ const GROUPS = [
   { name: 'gatekeeper', schema: GATEKEEPER, at: (n) => `options.${n}`, build: (n, v) => new Gatekeeper({ [n]: v }), normalized: () => normalize({}) },
   { name: 'gatekeeper.shed', schema: SHED, at: (n) => `options.shed.${n}`, build: (n, v) => new Gatekeeper({ shed: { [n]: v } }), normalized: () => normalize({}).shed },
   { name: 'gatekeeper.concurrency', schema: CONCURRENCY, at: (n) => `options.concurrency.${n}`, build: (n, v) => new Gatekeeper({ concurrency: { [n]: v } }), normalized: () => normalize({}).concurrency },
+  { name: 'gatekeeper.shadow', schema: SHADOW, at: (n) => `options.shadow.${n}`, build: (n, v) => new Gatekeeper({ shadow: { [n]: v } }), normalized: () => ({ enforcePercent: normalize({ shadow: true }).shadow }) },
   { name: 'gatekeeper.retryAfter', schema: RETRY_AFTER, at: (n) => `options.retryAfter.${n}`, build: (n, v) => new Gatekeeper({ retryAfter: { [n]: v } }), normalized: () => normalize({}).retryAfter },
   { name: 'concurrencyGate.retryAfter', schema: RETRY_AFTER, at: (n) => `retryAfter.${n}`, build: (n, v) => gate({ maxConcurrent: 1, retryAfter: { [n]: v } }), normalized: () => retryAfterOptions(undefined, 'retryAfter') },
   {
@@ -242,6 +243,7 @@ const DTS = [
   { file: 'lib/gatekeeper/index.d.ts', type: 'GatekeeperOptions', schema: GATEKEEPER },
   { file: 'lib/gatekeeper/index.d.ts', type: 'ShedOptions', schema: SHED },
   { file: 'lib/gatekeeper/index.d.ts', type: 'ConcurrencyOptions', schema: CONCURRENCY },
+  { file: 'lib/gatekeeper/index.d.ts', type: 'ShadowOptions', schema: SHADOW },
   { file: 'lib/queue/index.d.ts', type: 'ConcurrencyGateOptions', schema: CONCURRENCY_GATE },
   { file: 'lib/queue/index.d.ts', type: 'QueueTier', schema: QUEUE_TIER, also: QUEUE_TIER_FOREIGN },
   { file: 'lib/queue/index.d.ts', type: 'AdaptiveLimitOptions', schema: ADAPTIVE_LIMIT },

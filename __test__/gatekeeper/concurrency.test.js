@@ -93,14 +93,22 @@ test('a saturated pool behind gatekeeper(): the limit settles near the pool, cri
   }
 });
 
-test('shadow mode refuses nothing and counts what it would have held back', { timeout: 60_000 }, async () => {
-  const app = await server({ ...OPTIONS, concurrency: { shadow: true } }, pool(4, 20));
+test('shadow mode refuses nothing and reports what it would have held back', { timeout: 60_000 }, async () => {
+  const reported = [];
+  const app = await server({ ...OPTIONS, shadow: true, onShed: (info) => reported.push(info) }, pool(4, 20));
   try {
     await load(app, 100, 300);
     const rs = await load(app, 600, 1500);
     assert.equal(rs.filter((r) => r.status !== 200).length, 0, 'nothing refused');
-    const c = app.gate.stats().concurrency;
+    const s = app.gate.stats();
+    const c = s.concurrency;
     assert.ok(c.shadow && c.shadowWaits > 0 && c.shadowWaits === c.waits, JSON.stringify(c));
+    assert.deepEqual(s.shadow, { enforcePercent: 0 });
+    // Each would-be wait reached onShed as a shed not enforced (the loop may also have lagged: the
+    // controller's would-be sheds are reported with their own cause).
+    const waits = reported.filter((i) => i.cause === 'concurrency');
+    assert.equal(waits.length, c.shadowWaits);
+    assert.ok(reported.every((i) => i.shadow === true && i.verdict === 'shed' && i.tier !== 'critical'), JSON.stringify(reported[0]));
   } finally {
     await app.close();
   }

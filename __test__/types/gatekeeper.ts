@@ -62,3 +62,11 @@ const ctx = { req: {} as import('node:http').IncomingMessage, res: {} as import(
 const koaDone: Promise<unknown> = koaGate(ctx, async () => {});
 const koaTiers: readonly string[] = koaGate.tiers;
 void koaDone; void koaTiers;
+
+// Shadow mode: on, or enforcing a share; its figures in stats(), its flag on the hooks' info.
+const shadowGate = gatekeeper({ shadow: { enforcePercent: 10 }, onShed: (info) => { const served: boolean | undefined = info.shadow; void served; } });
+gatekeeper({ shadow: true });
+const ss = shadowGate.stats();
+const wouldShed: number = ss.tiers.background.shadowShed;
+const enforced: number | undefined = ss.shadow?.enforcePercent;
+void wouldShed; void enforced;

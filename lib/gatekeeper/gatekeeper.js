@@ -97,6 +97,7 @@ class Gatekeeper {
         cost: o.cost,
         sampler: s.enabled,
         concurrency: o.concurrency === null ? undefined : o.concurrency,
+        shadowEnforcePercent: o.shadow === false ? undefined : o.shadow,
       }, s); // the shed options go as they are: src/node/gate.rs reads them by name
     } catch (err) {
       // The ledger's native units in its message (`cost 3 exceeds tiers[0].perKey.capacity 2`): a
@@ -132,7 +133,8 @@ class Gatekeeper {
         warn: (name, err) => this.#hooks.warn(name, err),
       });
     }
-    if (s.enabled && s.turnBudgetMs > 0) {
+    // In shadow mode nothing waits for a turn: the turn budget's sheds are counted in the gate.
+    if (s.enabled && s.turnBudgetMs > 0 && o.shadow === false) {
       const prot = this.#handle.stats().tiers.map((t) => t.protected);
       this.#queue = new TurnQueue(prot, s, (w, waitedMs) => this.#queueShed(w, waitedMs));
     }
@@ -339,10 +341,14 @@ class Gatekeeper {
     const slot = verdict === 0 && sl !== null ? r[R.SLOT] : SLOT.NONE;
     if (slot === SLOT.HELD || slot === SLOT.SHADOW) sl.track(res, r[R.SLOT_EPOCH]);
     if (sl !== null) req.tiergate = { pressure: Math.max(r[R.PRESSURE], r[R.LOAD]) };
+    // Shadow mode served a request the controller would have shed, or that would have waited for a slot.
+    const shadow = verdict === 0 && (r[R.SHADOW] === 1 || slot === SLOT.SHADOW);
     let out;
-    if (verdict === 0 && this.#o.cluster !== null) out = this.#clusterStep.gate(req, res, given, key);
-    else if (verdict === 0 && !this.#observe && !decisionChannel.hasSubscribers) out = null;
-    else out = this.#settle(verdict, req, res, given, key);
+    if (verdict === 0 && this.#o.cluster !== null) {
+      if (shadow) this.#emitShadow(req, given, key, slot);
+      out = this.#clusterStep.gate(req, res, given, key);
+    } else if (verdict === 0 && !shadow && !this.#observe && !decisionChannel.hasSubscribers) out = null;
+    else out = this.#settle(verdict, req, res, given, key, this.#result, shadow ? slot : -1);
     const q = this.#queue;
     // A request that waits for a slot waits there only: the limit binds while the loop is not the
     // bottleneck, so the turn queue has nothing to do for it.
@@ -420,12 +426,28 @@ class Gatekeeper {
     return rejection;
   }
 
-  // Off the fast path: an admit someone observes, or a refusal.
-  #settle(verdict, req, res, given, key, r = this.#result) {
+  // A request shadow mode served: hooks see the shed it would have been (info.shadow true), with
+  // cause 'concurrency' when it would have waited for a slot (`slot`), else the controller's cause.
+  #shadowInfo(req, given, key, slot, r = this.#result) {
+    const o = this.#o;
+    const cause = slot === SLOT.SHADOW && r[R.SHADOW] !== 1 ? 'concurrency' : CAUSES[r[R.CAUSE]];
+    return decisionInfo(VERDICT_NAMES[VERDICT.SHED], STATUS[VERDICT.SHED], o.names[r[R.TIER]], given !== null ? given : SOURCES[r[R.SOURCE]], key,
+      r[R.REMAINING], r[R.LIMIT], 0, 0, r[R.SCALE], r[R.PRESSURE], r[R.LAG_MS], cause, true);
+  }
+
+  #emitShadow(req, given, key, slot) {
+    if (this.#hooks.wantsInfo(VERDICT.SHED)) this.#hooks.emit(this.#shadowInfo(req, given, key, slot), req, this.#o.onShed);
+  }
+
+  // Off the fast path: an admit someone observes, a refusal, or (`shadowSlot` >= 0: the request's
+  // slot) a shed shadow mode did not enforce, reported as the shed and admitted.
+  #settle(verdict, req, res, given, key, r = this.#result, shadowSlot = -1) {
     const o = this.#o;
     const tier = r[R.TIER];
     let info = null;
-    if (this.#hooks.wantsInfo(verdict)) {
+    if (shadowSlot >= 0) {
+      if (this.#hooks.wantsInfo(VERDICT.SHED)) info = this.#shadowInfo(req, given, key, shadowSlot, r);
+    } else if (this.#hooks.wantsInfo(verdict)) {
       info = decisionInfo(VERDICT_NAMES[verdict], STATUS[verdict], o.names[tier], given !== null ? given : SOURCES[r[R.SOURCE]], key,
         r[R.REMAINING], r[R.LIMIT], r[R.RETRY_AFTER_MS], r[R.RESET_MS], r[R.SCALE], r[R.PRESSURE], r[R.LAG_MS], CAUSES[r[R.CAUSE]]);
     }
@@ -442,7 +464,7 @@ class Gatekeeper {
           for (const name in h) res.setHeader(name, h[name]);
         }
       }
-      this.#hooks.emit(info, req, null);
+      this.#hooks.emit(info, req, shadowSlot >= 0 ? o.onShed : null);
       return null;
     }
     let rejection;

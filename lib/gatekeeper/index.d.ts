@@ -111,6 +111,8 @@ export interface DecisionInfo {
   /** cause 'concurrency': the limit when it was shed, and whether the wait queue was full. */
   concurrencyLimit?: number;
   queueFull?: boolean;
+  /** Shadow mode served this request: the shed it reports was not enforced. */
+  shadow?: boolean;
   /** A cluster-mode refusal: the ban cache, the tier's cluster-wide per-key limit, or its budget; `reason` the engine's (EXHAUSTED, SHARE, STORE_DOWN, FULL, BANNED). */
   cluster?: { limit: 'ban' | 'key' | 'budget'; reason: string };
 }
@@ -185,11 +187,16 @@ export interface GatekeeperOptions extends DefenseOptions {
   concurrency?: ConcurrencyOptions | false;
   /** The status of a shed and of a full tier: 503 (default) or 429. */
   shedStatus?: 503 | 429;
+  /** Shadow mode: overload decisions (the shed controller's, the learned limit's) made, counted and reported, not enforced; `{ enforcePercent }` enforces that share (0..100). Default false. */
+  shadow?: boolean | ShadowOptions;
+}
+
+export interface ShadowOptions {
+  /** The share of overload decisions enforced, spread evenly (default 0). */
+  enforcePercent?: number;
 }
 
 export interface ConcurrencyOptions {
-  /** Decide and count, refuse nothing (default false). */
-  shadow?: boolean;
   /** Requests waiting downstream over the downstream's size (0: none wait), e.g. `() => pool.waitingCount / pool.options.max`; read every 100 ms. */
   signals?: (() => number) | Array<() => number>;
   /** The longest a request waits for a slot (ms, default 500). */
@@ -203,6 +210,7 @@ export interface ConcurrencyOptions {
 
 export interface ConcurrencyStats {
   enabled: boolean;
+  /** The gatekeeper is in shadow mode (`shadowWaits`: requests served that would have waited). */
   shadow: boolean;
   limit: number;
   inFlight: number;
@@ -241,6 +249,8 @@ export interface TierStats {
   /** 429s from per-key quotas. */
   rateLimited: number;
   refillScale: number;
+  /** Shadow mode: requests served that the shed controller would have shed. */
+  shadowShed: number;
 }
 
 export interface GatekeeperStats {
@@ -269,6 +279,8 @@ export interface GatekeeperStats {
   queue: TurnQueueStats | null;
   /** The learned concurrency limit; null with options.concurrency false. */
   concurrency: ConcurrencyStats | null;
+  /** Shadow mode, or null. */
+  shadow: { enforcePercent: number } | null;
 }
 
 export interface TurnQueueStats {

@@ -12,7 +12,7 @@ const { compileDefense, DEFENSE_OPTIONS } = require('../defense/options');
 const { concurrencyOptions } = require('./slots');
 const { typeName, isObject, onlyKnown, optionalFn, finite, retryAfterOptions, schemaOption, optionOrDefault } = require('../options');
 const { optionNames, rangeOf } = require('../schema');
-const { GATEKEEPER, SHED, SHED_DEFAULTS } = require('../schema/gatekeeper');
+const { GATEKEEPER, SHED, SHADOW, SHED_DEFAULTS } = require('../schema/gatekeeper');
 const { Cluster } = require('../cluster');
 
 const { sel: SEL } = native.gateConstants();
@@ -154,6 +154,7 @@ function normalize(options) {
     shed: shedOptions(options.shed),
     concurrency: concurrencyOptions(options.concurrency),
     shedStatus: plain(options, 'shedStatus'),
+    shadow: shadowOption(options.shadow),
     rateLimitHeaders: headersOpt,
     rateLimitHeadersOnSuccess: plain(options, 'rateLimitHeadersOnSuccess'),
     retryAfter: retryAfterOptions(options.retryAfter, 'gatekeeper: options.retryAfter'),
@@ -162,6 +163,18 @@ function normalize(options) {
     onShed: optionalFn(options.onShed, 'gatekeeper: options.onShed'),
     onReject: optionalFn(options.onReject, 'gatekeeper: options.onReject'),
   };
+}
+
+/**
+ * options.shadow -> false (enforce every decision) or the share of overload decisions enforced,
+ * 0..100 (`true`: none).
+ */
+function shadowOption(v, at = 'gatekeeper: options.shadow') {
+  if (v === undefined || v === false) return false;
+  if (v === true) return 0;
+  if (!isObject(v)) throw new TypeError(`${at} must be false, true or { enforcePercent }, got ${typeName(v)}`);
+  onlyKnown(v, optionNames(SHADOW), at);
+  return optionOrDefault(SHADOW, v, 'enforcePercent', at);
 }
 
 module.exports = { normalize, shedOptions, DEFAULT_TIERS, PROBE_ROUTES };

@@ -29,7 +29,7 @@ function concurrencyOptions(v, at = 'gatekeeper: options.concurrency') {
   if (!isObject(v)) throw new TypeError(`${at} must be an object or false, got ${typeName(v)}`);
   onlyKnown(v, FIELDS, at);
   const o = { ...DEFAULTS };
-  for (const f of ['shadow', 'minLimit', 'maxLimit', 'initialLimit', 'maxWaitMs', 'maxQueue']) {
+  for (const f of ['minLimit', 'maxLimit', 'initialLimit', 'maxWaitMs', 'maxQueue']) {
     if (v[f] !== undefined) o[f] = schemaOption(CONCURRENCY[f], v[f], `${at}.${f}`);
   }
   if (v.maxLimit !== undefined && v.initialLimit === undefined) o.initialLimit = Math.min(o.initialLimit, o.maxLimit);

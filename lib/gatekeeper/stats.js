@@ -3,10 +3,11 @@
 // concurrency limit's parts merged in, as docs/stats.md describes them.
 
 /**
- * Per tier (by name): admitted, shed, tierFull, rateLimited, refillScale, protected; and the loop:
+ * Per tier (by name): admitted, shed, tierFull, rateLimited, refillScale, shadowShed, protected; and the loop:
  * lagMs, ewmaLagMs, p99LagMs, elu, heapUsed, heapLimit, heapRatio, stalled; and the controller:
  * pressure (0..1), pressureParts { lag, integral, turn }, busy (utilisation of the last ~100 ms it
- * read), cause, episodes, baselineMs, targetLagMs, criticalLagMs (in force), injected.
+ * read), cause, episodes, baselineMs, targetLagMs, criticalLagMs (in force), injected; shadow mode
+ * (null, or { enforcePercent }).
  * `s`: the native handle's stats(); `q`: the turn queue or null; `slots`: the concurrency slots or null.
  */
 function gateStats(s, q, slots) {
@@ -14,7 +15,7 @@ function gateStats(s, q, slots) {
   s.tiers.forEach((t, i) => {
     tiers[t.name] = {
       protected: t.protected, admitted: t.admitted, shed: t.shed, turnShed: t.turnShed,
-      tierFull: t.tierFull, rateLimited: t.rateLimited, refillScale: t.refillScale,
+      tierFull: t.tierFull, rateLimited: t.rateLimited, refillScale: t.refillScale, shadowShed: t.shadowShed,
     };
     if (q === null) return;
     // The decision admitted what the turn queue holds or shed: a request counts as admitted once it
@@ -46,6 +47,7 @@ function gateStats(s, q, slots) {
     targetLagMs: s.targetLagMs,
     criticalLagMs: s.criticalLagMs,
     injected: s.injected,
+    shadow: s.shadow ? { enforcePercent: s.shadowEnforcePercent } : null,
   };
 }
 

@@ -35,6 +35,7 @@ const GATEKEEPER = schema([
   { name: 'cluster', type: 'object', accepted: '`tiergate.cluster({ redis, tiers })`: bans, per-key limits and tier budgets shared across processes, asked after the local decision admits ([cluster.md](cluster.md))' },
   { name: 'concurrency', type: 'object', docDefault: 'on', orFalse: true, accepted: 'an object ([the learned concurrency limit](#the-learned-concurrency-limit)), or `false`' },
   { name: 'shedStatus', type: 'integer', default: 503, values: [503, 429], doc: 'the status of a shed and of a full tier' },
+  { name: 'shadow', type: 'object', default: false, orFalse: true, accepted: '`false`, `true` or `{ enforcePercent }` ([shadow mode](#shadow-mode))', doc: 'overload decisions made, counted and reported, not enforced' },
 ]);
 
 const MINUTE_MS = 60_000;
@@ -66,7 +67,6 @@ const SHED = schema([
 ]);
 
 const CONCURRENCY = schema([
-  { name: 'shadow', type: 'boolean', default: false, accepted: 'boolean', doc: 'decide and count, refuse nothing: `stats().concurrency.shadowWaits` says what would have waited' },
   { name: 'signals', type: 'function', docDefault: 'none', accepted: 'a function, or an array of them', doc: 'each returns requests waiting downstream over the downstream\'s size (0: none wait); read every 100 ms, the largest counts: above 0, the limit is at most the requests in flight ÷ (1 + signal), plus one' },
   { name: 'maxWaitMs', type: 'number', default: 500, min: 1, max: MINUTE_MS, doc: 'the longest a request waits for a slot' },
   { name: 'maxQueue', type: 'integer', default: 1000, max: 1_000_000, doc: 'requests waiting for a slot at most' },
@@ -75,4 +75,8 @@ const CONCURRENCY = schema([
   { name: 'initialLimit', type: 'integer', default: 1000, docDefault: '`1000` (≤ `maxLimit`)', min: 1, max: 1_000_000, accepted: '`minLimit`..`maxLimit`', doc: 'the limit before anything is learnt' },
 ]);
 
-module.exports = { GATEKEEPER, SHED, CONCURRENCY, SHED_DEFAULTS, LAG_SIGNALS };
+const SHADOW = schema([
+  { name: 'enforcePercent', type: 'number', default: 0, max: 100, doc: 'the share of overload decisions enforced, spread evenly (the rest only counted)' },
+]);
+
+module.exports = { GATEKEEPER, SHED, CONCURRENCY, SHADOW, SHED_DEFAULTS, LAG_SIGNALS };
