@@ -73,7 +73,8 @@ test('library dashboard under overload: background shed while critical is served
   const critical = await page.$eval('#chart-tier-critical', (el) => el.tgChart());
   assert.ok(critical[1].some((v) => v > 0), 'the critical chart has no admitted point');
   assert.ok(critical[2].every((v) => v === 0 || v === null), 'the critical chart shows sheds');
-  for (const id of ['chart-controller', 'chart-lag', 'chart-elu', 'chart-queue', 'chart-wait', 'chart-inflight']) assert.ok(await page.$(`#${id} canvas`), id);
+  for (const id of ['chart-controller', 'chart-learned', 'chart-lag', 'chart-elu', 'chart-queue', 'chart-wait', 'chart-inflight']) assert.ok(await page.$(`#${id} canvas`), id);
+  assert.equal(await page.$('#tiers td[data-field="shadowShed"]'), null, 'no shadow column outside shadow mode');
 
   // A probe flood from one client gets it banned: the bans series shows a ban in force.
   // (Background, the probes' tier, may still be shed as the loop recovers: a 503 is no probe; bounded.)
@@ -126,5 +127,27 @@ test('library dashboard under overload: background shed while critical is served
   await page.click('#signout');
   await page.waitForSelector('#signin');
   assert.equal(await page.evaluate(() => sessionStorage.getItem('tiergate.token')), null);
+  assert.deepEqual(errors, []);
+});
+
+test('shadow mode on the page: what the gatekeeper would have shed, per tier, while it sheds nothing', { skip, timeout: 90_000 }, async (t) => {
+  const { port } = await startDashboardApp(t, { DASHBOARD_TOKEN: TOKEN, TG_SHADOW: '1' });
+  const { page, errors } = await launch(t);
+  await page.goto(`http://127.0.0.1:${port}/tiergate/`);
+  await page.fill('#token', TOKEN);
+  await page.click('#signin button[type=submit]');
+  await page.waitForSelector('#tiers tbody tr[data-tier="background"]');
+  assert.match(await page.textContent('#tiers-h'), /shadow mode/);
+  await overload(port, LOAD_MS);
+  const cell = (tier, field) => `#tiers td[data-tier="${tier}"][data-field="${field}"]`;
+  await page.waitForFunction((sel) => Number(document.querySelector(sel).textContent.replace(/,/g, '')) > 0, cell('background', 'shadowShedTotal'), { timeout: 10_000 });
+  assert.equal(await page.textContent(cell('critical', 'shadowShedTotal')), '0');
+  const chart = await page.$eval('#chart-tier-background', (el) => el.tgChart());
+  assert.ok(chart[4].some((v) => v > 0), 'the background chart has no would-shed point');
+  // The gatekeeper itself shed nothing (the concurrency gate behind it may have refused).
+  const { json: stats } = await request(port, { path: '/status/stats' });
+  assert.equal(stats.gatekeeper.tiers.background.shed, 0);
+  assert.ok(stats.gatekeeper.tiers.background.shadowShed > 0);
+  assert.ok(await screenshot(page, 'live-shadow') > 0);
   assert.deepEqual(errors, []);
 });

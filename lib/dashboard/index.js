@@ -90,6 +90,9 @@ function dashboard(options) {
     library: observed ? {
       tiers: tierList(o.c),
       components: Object.keys(o.c),
+      // The gatekeeper's shadow mode and learned concurrency limit: the page draws their series.
+      shadow: o.c.gatekeeper ? o.c.gatekeeper.stats().shadow !== null : false,
+      learnedLimit: o.c.gatekeeper ? o.c.gatekeeper.stats().concurrency !== null : false,
       intervalMs: o.intervalMs,
       historySec: o.historySec,
     } : null,

@@ -14,6 +14,9 @@ function rate(now, before, dt) {
   return (now >= before ? now - before : now) / dt;
 }
 
+/** The raw readings' key for the learned limit's counters (never a tier name: a symbol). */
+const CONCURRENCY = Symbol('concurrency');
+
 const SECTIONS = {
   gatekeeper(c, prev, dt) {
     if (!c.gatekeeper) return undefined;
@@ -30,9 +33,16 @@ const SECTIONS = {
         tierFull: rate(t.tierFull, p && p.tierFull, dt),
         rateLimited: rate(t.rateLimited, p && p.rateLimited, dt),
         refillScale: t.refillScale,
+        shadowShed: rate(t.shadowShed, p && p.shadowShed, dt),
       };
     }
-    return { value: { tiers, pressure: s.pressure, cause: s.cause, controllerLagMs: s.controllerLagMs, targetLagMs: s.targetLagMs, criticalLagMs: s.criticalLagMs, episodes: s.episodes }, raw, loop: s };
+    // The learned concurrency limit: its figures now, and shadow mode's would-be waits per second.
+    const k = s.concurrency;
+    const pk = prev && prev.raw.gatekeeper ? prev.raw.gatekeeper[CONCURRENCY] : undefined;
+    if (k !== null) raw[CONCURRENCY] = k;
+    const concurrency = k === null ? null : { limit: k.limit, inFlight: k.inFlight, waiting: k.waiting, shadowWaits: rate(k.shadowWaits, pk && pk.shadowWaits, dt) };
+    const value = { tiers, pressure: s.pressure, cause: s.cause, controllerLagMs: s.controllerLagMs, targetLagMs: s.targetLagMs, criticalLagMs: s.criticalLagMs, episodes: s.episodes, concurrency };
+    return { value, raw, loop: s };
   },
   queue(c, prev, dt) {
     if (!c.queue) return undefined;

@@ -14,8 +14,11 @@ function perTier(s, field) {
   return Object.entries(s.tiers).map(([tier, t]) => ({ labels: { tier }, value: t[field] }));
 }
 
-/** `snapshot`: the gatekeeper's stats(), once per scrape. `withLoop`: also the loop-health gauges. */
-function gatekeeperFamilies(snapshot, { withLoop }) {
+/**
+ * `snapshot`: the gatekeeper's stats(), once per scrape. `withLoop`: also the loop-health gauges;
+ * `withConcurrency`: the learned concurrency limit's (the gatekeeper has it on).
+ */
+function gatekeeperFamilies(snapshot, { withLoop, withConcurrency }) {
   // Aggregators for prom-client's AggregatorRegistry (several workers): counts add up, a lag is the worst one.
   const f = familyMaker(snapshot);
   const families = [
@@ -25,6 +28,7 @@ function gatekeeperFamilies(snapshot, { withLoop }) {
       return rows;
     }),
     f('tiergate_turn_shed_total', 'counter', 'Of the shed decisions, those made by the turn budget, by tier.', (s) => perTier(s, 'turnShed')),
+    f('tiergate_shadow_shed_total', 'counter', 'Shadow mode: requests served that the shed controller would have shed, by tier.', (s) => perTier(s, 'shadowShed')),
     f('tiergate_refill_scale', 'gauge', 'Refill scale the shed controller gives each tier (0..1; 1 is the configured rate).', (s) => perTier(s, 'refillScale'), 'average'),
     f('tiergate_tier_protected', 'gauge', 'Whether the tier is protected (1) from shedding.', (s) => Object.entries(s.tiers).map(([tier, t]) => ({ labels: { tier }, value: t.protected ? 1 : 0 })), 'max'),
     f('tiergate_shed_pressure', 'gauge', 'The shed controller\'s pressure (0: no shedding, 1: every unprotected tier shed).', (s) => [{ value: s.pressure }], 'max'),
@@ -34,6 +38,18 @@ function gatekeeperFamilies(snapshot, { withLoop }) {
     f('tiergate_shed_target_lag_seconds', 'gauge', 'Lag at which the lowest tier starts to be shed (in force, baseline included).', (s) => [{ value: s.targetLagMs / 1000 }], 'max'),
     f('tiergate_shed_critical_lag_seconds', 'gauge', 'Lag at which every unprotected tier is shed (in force, baseline included).', (s) => [{ value: s.criticalLagMs / 1000 }], 'max'),
   ];
+  if (withConcurrency) {
+    const c = (s) => s.concurrency;
+    families.push(
+      f('tiergate_concurrency_limit', 'gauge', 'The learned concurrency limit: requests of unprotected tiers admitted at once.', (s) => [{ value: c(s).limit }]),
+      f('tiergate_concurrency_inflight', 'gauge', 'Requests holding a slot of the learned limit (protected ones included).', (s) => [{ value: c(s).inFlight }]),
+      f('tiergate_concurrency_waiting', 'gauge', 'Requests waiting for a slot of the learned limit.', (s) => [{ value: c(s).waiting }]),
+      f('tiergate_concurrency_waits_total', 'counter', 'Requests that found every slot in use (in shadow mode, served all the same).', (s) => [{ value: c(s).waits }]),
+      f('tiergate_concurrency_shadow_waits_total', 'counter', 'Shadow mode: requests served that would have waited for a slot.', (s) => [{ value: c(s).shadowWaits }]),
+      f('tiergate_concurrency_shed_total', 'counter', 'Requests that waited for a slot and were shed, by reason (wait: maxWaitMs; full: maxQueue).',
+        (s) => [{ labels: { reason: 'wait' }, value: c(s).waitShed }, { labels: { reason: 'full' }, value: c(s).fullShed }]),
+    );
+  }
   if (withLoop) {
     families.push(
       f('tiergate_event_loop_lag_seconds', 'gauge', 'Event-loop lag now (the gatekeeper\'s sampler).', (s) => [{ value: s.lagMs / 1000 }], 'max'),

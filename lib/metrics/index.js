@@ -27,7 +27,9 @@ const OPTIONS = optionNames(METRICS);
 
 /** Each source: the families of one component, given the components (c) and the options (o). */
 const SOURCES = [
-  (c) => (c.gatekeeper ? gatekeeperFamilies(oncePerScrape(() => c.gatekeeper.stats()), { withLoop: c.lag === undefined }) : []),
+  (c) => (c.gatekeeper
+    ? gatekeeperFamilies(oncePerScrape(() => c.gatekeeper.stats()), { withLoop: c.lag === undefined, withConcurrency: c.gatekeeper.stats().concurrency !== null })
+    : []),
   (c, o) => (c.queue ? queueFamilies(c.queue, oncePerScrape(() => c.queue.stats()), o.waitBuckets) : []),
   (c) => (c.lag ? lagFamilies(oncePerScrape(() => c.lag.stats())) : []),
   (c) => (c.ledger ? ledgerFamilies(oncePerScrape(() => c.ledger.snapshot())) : []),

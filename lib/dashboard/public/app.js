@@ -211,11 +211,15 @@
       const tierBody = h('tbody', {});
       const hasGk = lib.components.includes('gatekeeper');
       const hasQueue = lib.components.includes('queue');
+      // Shadow mode: what the gatekeeper would have shed, served (its own column and series).
+      const shadow = hasGk && lib.shadow === true;
       if (hasGk) {
+        const heads = ['Tier', 'Admitted /s', 'Shed /s', 'Tier full /s', 'Rate-limited /s', 'Refill scale', `Admitted (${WINDOW_SEC} s)`, `Shed (${WINDOW_SEC} s)`, `Rate-limited (${WINDOW_SEC} s)`];
+        if (shadow) heads.push('Would shed /s (shadow)', `Would shed (${WINDOW_SEC} s)`);
         root.appendChild(h('section', { class: 'panel', 'aria-labelledby': 'tiers-h' },
-          h('h2', { id: 'tiers-h' }, `Tiers (per second now; totals over the last ${WINDOW_SEC} s)`),
+          h('h2', { id: 'tiers-h' }, `Tiers (per second now; totals over the last ${WINDOW_SEC} s)${shadow ? ' — shadow mode: overload decisions counted, not enforced' : ''}`),
           h('div', { class: 'table-wrap' }, h('table', { id: 'tiers' },
-            h('thead', {}, h('tr', {}, ['Tier', 'Admitted /s', 'Shed /s', 'Tier full /s', 'Rate-limited /s', 'Refill scale', `Admitted (${WINDOW_SEC} s)`, `Shed (${WINDOW_SEC} s)`, `Rate-limited (${WINDOW_SEC} s)`].map((c, i) => h('th', { class: i ? 'num' : undefined, scope: 'col' }, c)))),
+            h('thead', {}, h('tr', {}, heads.map((c, i) => h('th', { class: i ? 'num' : undefined, scope: 'col' }, c)))),
             tierBody))));
       }
       const grid = h('div', { class: 'grid' });
@@ -228,8 +232,17 @@
       };
       if (hasGk) {
         for (const t of lib.tiers) {
-          add({ title: `${t.name}${t.protected ? ' (protected)' : ''}: decisions /s`, labels: ['admitted', 'shed', 'rate-limited'], colors: ['--ok', '--bad', '--warn'], id: `chart-tier-${t.name}` },
-            (s) => (s.gatekeeper ? [s.gatekeeper.tiers[t.name].admitted, s.gatekeeper.tiers[t.name].shed + s.gatekeeper.tiers[t.name].tierFull, s.gatekeeper.tiers[t.name].rateLimited] : [null, null, null]));
+          const labels = ['admitted', 'shed', 'rate-limited'].concat(shadow ? ['would shed (shadow)'] : []);
+          const colors = ['--ok', '--bad', '--warn'].concat(shadow ? ['--muted'] : []);
+          add({ title: `${t.name}${t.protected ? ' (protected)' : ''}: decisions /s`, labels, colors, id: `chart-tier-${t.name}` }, (s) => {
+            if (!s.gatekeeper) return labels.map(() => null);
+            const x = s.gatekeeper.tiers[t.name];
+            return [x.admitted, x.shed + x.tierFull, x.rateLimited].concat(shadow ? [x.shadowShed] : []);
+          });
+        }
+        if (lib.learnedLimit) {
+          add({ title: 'Learned concurrency limit: in flight, limit, waiting', labels: ['in flight', 'limit', 'waiting'], id: 'chart-learned' },
+            (s) => (s.gatekeeper && s.gatekeeper.concurrency ? [s.gatekeeper.concurrency.inFlight, s.gatekeeper.concurrency.limit, s.gatekeeper.concurrency.waiting] : [null, null, null]));
         }
         add({ title: 'Controller: pressure and refill scales', labels: ['pressure', ...tiers.map((n) => `scale ${n}`)], min: 0, max: 1, id: 'chart-controller' },
           (s) => (s.gatekeeper ? [s.gatekeeper.pressure, ...tiers.map((n) => s.gatekeeper.tiers[n].refillScale)] : tiers.map(() => null).concat(null)));
@@ -258,7 +271,8 @@
           return h('tr', { dataset: { tier: t.name } },
             h('th', { scope: 'row' }, t.name, t.protected ? h('span', { class: 'badge ok' }, ' protected') : null),
             cell('admitted', now.admitted), cell('shed', now.shed), cell('tierFull', now.tierFull), cell('rateLimited', now.rateLimited), cell('refillScale', now.refillScale, 2),
-            cell('admittedTotal', Math.round(total(t.name, 'admitted'))), cell('shedTotal', Math.round(total(t.name, 'shed') + total(t.name, 'tierFull'))), cell('rateLimitedTotal', Math.round(total(t.name, 'rateLimited'))));
+            cell('admittedTotal', Math.round(total(t.name, 'admitted'))), cell('shedTotal', Math.round(total(t.name, 'shed') + total(t.name, 'tierFull'))), cell('rateLimitedTotal', Math.round(total(t.name, 'rateLimited'))),
+            shadow ? cell('shadowShed', now.shadowShed) : null, shadow ? cell('shadowShedTotal', Math.round(total(t.name, 'shadowShed'))) : null);
         }));
       }
       function healthView(s) {
