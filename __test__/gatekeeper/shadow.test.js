@@ -150,3 +150,26 @@ test("metrics report shadow mode's would-be sheds and the learned limit, as stat
   const off = metrics({ gatekeeper: gatekeeper({ concurrency: false }), registry: new prom.Registry() });
   assert.ok(!off.names.includes('tiergate_concurrency_limit') && off.names.includes('tiergate_shadow_shed_total'));
 });
+
+test('with cluster mode: each would-be shed heard of once, then the cluster decides (real Redis)', { timeout: 60_000 }, async (t) => {
+  const { needRedis, redisServer } = require('../helpers/redis');
+  const { cluster } = require('../..');
+  if (!needRedis(t)) return;
+  const redis = await redisServer();
+  const c = cluster({ redis: redis.url, tiers: { background: { perKey: { algorithm: 'token-bucket', limit: 3, windowMs: 60_000 } } } });
+  t.after(async () => {
+    await c.close();
+    await redis.stop();
+  });
+  await c.ready;
+  const sheds = [];
+  const decisions = [];
+  const { gate, get } = await serve(t, { shadow: true, cluster: c, key: { header: 'x-user' }, onShed: (i) => sheds.push(i), onDecision: (i) => decisions.push(i) });
+  gate.injectHealth({ lagMs: 150 });
+  const got = await statuses(get, 'background', 5);
+  assert.deepEqual(got.filter((s) => s === 200).length, 3, `the cluster's per-key limit still binds: ${got}`);
+  assert.equal(sheds.length, 3, 'the three the cluster admitted, each once');
+  assert.ok(sheds.every((i) => i.shadow && i.cause === 'lag'));
+  assert.equal(decisions.filter((i) => i.shadow).length, 3);
+  assert.equal(decisions.length, 5, 'one info per request: three shadow sheds, two cluster refusals');
+});

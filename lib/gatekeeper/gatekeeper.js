@@ -125,7 +125,8 @@ class Gatekeeper {
       shedStatus: o.shedStatus,
     });
     // A per-key quota sets req.rateLimit on every keyed admit, as a named limit does.
-    this.#observe = o.onDecision !== null || o.rateLimitHeadersOnSuccess || o.perKeyByTier.some(Boolean);
+    // (In shadow mode an admit may be a shed not enforced, which onShed hears of.)
+    this.#observe = o.onDecision !== null || o.rateLimitHeadersOnSuccess || o.perKeyByTier.some(Boolean) || (o.shadow !== false && o.onShed !== null);
     if (o.concurrency !== null) {
       this.#slots = new Slots(this.#handle, o.names.length, o.concurrency, {
         shed: (w, waitedMs, why) => this.#slotShed(w, waitedMs, why),
@@ -341,14 +342,10 @@ class Gatekeeper {
     const slot = verdict === 0 && sl !== null ? r[R.SLOT] : SLOT.NONE;
     if (slot === SLOT.HELD || slot === SLOT.SHADOW) sl.track(res, r[R.SLOT_EPOCH]);
     if (sl !== null) req.tiergate = { pressure: Math.max(r[R.PRESSURE], r[R.LOAD]) };
-    // Shadow mode served a request the controller would have shed, or that would have waited for a slot.
-    const shadow = verdict === 0 && (r[R.SHADOW] === 1 || slot === SLOT.SHADOW);
     let out;
-    if (verdict === 0 && this.#o.cluster !== null) {
-      if (shadow) this.#emitShadow(req, given, key, slot);
-      out = this.#clusterStep.gate(req, res, given, key);
-    } else if (verdict === 0 && !shadow && !this.#observe && !decisionChannel.hasSubscribers) out = null;
-    else out = this.#settle(verdict, req, res, given, key, this.#result, shadow ? slot : -1);
+    if (verdict === 0 && this.#o.cluster !== null) out = this.#clusterStep.gate(req, res, given, key);
+    else if (verdict === 0 && !this.#observe && !decisionChannel.hasSubscribers) out = null;
+    else out = this.#settle(verdict, req, res, given, key);
     const q = this.#queue;
     // A request that waits for a slot waits there only: the limit binds while the loop is not the
     // bottleneck, so the turn queue has nothing to do for it.
@@ -426,27 +423,20 @@ class Gatekeeper {
     return rejection;
   }
 
-  // A request shadow mode served: hooks see the shed it would have been (info.shadow true), with
-  // cause 'concurrency' when it would have waited for a slot (`slot`), else the controller's cause.
-  #shadowInfo(req, given, key, slot, r = this.#result) {
-    const o = this.#o;
-    const cause = slot === SLOT.SHADOW && r[R.SHADOW] !== 1 ? 'concurrency' : CAUSES[r[R.CAUSE]];
-    return decisionInfo(VERDICT_NAMES[VERDICT.SHED], STATUS[VERDICT.SHED], o.names[r[R.TIER]], given !== null ? given : SOURCES[r[R.SOURCE]], key,
-      r[R.REMAINING], r[R.LIMIT], 0, 0, r[R.SCALE], r[R.PRESSURE], r[R.LAG_MS], cause, true);
-  }
-
-  #emitShadow(req, given, key, slot) {
-    if (this.#hooks.wantsInfo(VERDICT.SHED)) this.#hooks.emit(this.#shadowInfo(req, given, key, slot), req, this.#o.onShed);
-  }
-
-  // Off the fast path: an admit someone observes, a refusal, or (`shadowSlot` >= 0: the request's
-  // slot) a shed shadow mode did not enforce, reported as the shed and admitted.
-  #settle(verdict, req, res, given, key, r = this.#result, shadowSlot = -1) {
+  // Off the fast path: an admit someone observes, or a refusal. An admit shadow mode served (the
+  // controller would have shed it, or it would have waited for a slot) is heard of as the shed it
+  // would have been: info.shadow true, cause 'concurrency' for a would-be wait, else the controller's.
+  #settle(verdict, req, res, given, key, r = this.#result) {
     const o = this.#o;
     const tier = r[R.TIER];
+    const shadow = verdict === 0 && (r[R.SHADOW] === 1 || r[R.SLOT] === SLOT.SHADOW);
     let info = null;
-    if (shadowSlot >= 0) {
-      if (this.#hooks.wantsInfo(VERDICT.SHED)) info = this.#shadowInfo(req, given, key, shadowSlot, r);
+    if (shadow) {
+      if (this.#hooks.wantsInfo(VERDICT.SHED)) {
+        const cause = r[R.SHADOW] === 1 ? CAUSES[r[R.CAUSE]] : 'concurrency';
+        info = decisionInfo(VERDICT_NAMES[VERDICT.SHED], STATUS[VERDICT.SHED], o.names[tier], given !== null ? given : SOURCES[r[R.SOURCE]], key,
+          r[R.REMAINING], r[R.LIMIT], 0, 0, r[R.SCALE], r[R.PRESSURE], r[R.LAG_MS], cause, true);
+      }
     } else if (this.#hooks.wantsInfo(verdict)) {
       info = decisionInfo(VERDICT_NAMES[verdict], STATUS[verdict], o.names[tier], given !== null ? given : SOURCES[r[R.SOURCE]], key,
         r[R.REMAINING], r[R.LIMIT], r[R.RETRY_AFTER_MS], r[R.RESET_MS], r[R.SCALE], r[R.PRESSURE], r[R.LAG_MS], CAUSES[r[R.CAUSE]]);
@@ -464,7 +454,7 @@ class Gatekeeper {
           for (const name in h) res.setHeader(name, h[name]);
         }
       }
-      this.#hooks.emit(info, req, shadowSlot >= 0 ? o.onShed : null);
+      this.#hooks.emit(info, req, shadow ? o.onShed : null);
       return null;
     }
     let rejection;
