@@ -173,3 +173,14 @@ test('with cluster mode: each would-be shed heard of once, then the cluster deci
   assert.equal(decisions.filter((i) => i.shadow).length, 3);
   assert.equal(decisions.length, 5, 'one info per request: three shadow sheds, two cluster refusals');
 });
+
+test('shedStatus 429: the info of a shed says the status sent, enforced or in shadow mode', async (t) => {
+  const infos = [];
+  const real = await serve(t, { shedStatus: 429, onShed: (i) => infos.push(i) });
+  real.gate.injectHealth({ lagMs: 150 });
+  assert.deepEqual(await statuses(real.get, 'background', 2), [429, 429]);
+  const shadow = await serve(t, { shedStatus: 429, shadow: true, onShed: (i) => infos.push(i) });
+  shadow.gate.injectHealth({ lagMs: 150 });
+  assert.deepEqual(await statuses(shadow.get, 'background', 2), [200, 200]);
+  assert.deepEqual(infos.map((i) => [i.status, i.shadow]), [[429, false], [429, false], [429, true], [429, true]]);
+});

@@ -434,7 +434,7 @@ class Gatekeeper {
     if (shadow) {
       if (this.#hooks.wantsInfo(VERDICT.SHED)) {
         const cause = r[R.SHADOW] === 1 ? CAUSES[r[R.CAUSE]] : 'concurrency';
-        info = decisionInfo(VERDICT_NAMES[VERDICT.SHED], STATUS[VERDICT.SHED], o.names[tier], given !== null ? given : SOURCES[r[R.SOURCE]], key,
+        info = decisionInfo(VERDICT_NAMES[VERDICT.SHED], this.#responder.shedStatus, o.names[tier], given !== null ? given : SOURCES[r[R.SOURCE]], key,
           r[R.REMAINING], r[R.LIMIT], 0, 0, r[R.SCALE], r[R.PRESSURE], r[R.LAG_MS], cause, true);
       }
     } else if (this.#hooks.wantsInfo(verdict)) {
@@ -461,6 +461,8 @@ class Gatekeeper {
     if (verdict === VERDICT.RATE_LIMITED) rejection = this.#responder.rateLimited(tier, r[R.REMAINING], r[R.RETRY_AFTER_MS], r[R.RESET_MS]);
     else if (verdict === VERDICT.TIER_FULL) rejection = this.#responder.tierFull(tier, r[R.RETRY_AFTER_MS]);
     else rejection = this.#responder.shed(tier);
+    // The status sent (a shed and a full tier answer options.shedStatus), as the info says.
+    if (info !== null) info.status = rejection.status;
     if (o.respond !== null) rejection = this.#hooks.respond(info, req, rejection);
     this.#hooks.emit(info, req, this.#hooks.hookFor(verdict));
     return rejection;
