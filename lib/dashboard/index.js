@@ -86,18 +86,21 @@ function dashboard(options) {
   if (sampler !== null) sampler.start();
   const streams = new Set();
 
-  const info = () => ({
-    library: observed ? {
-      tiers: tierList(o.c),
-      components: Object.keys(o.c),
-      // The gatekeeper's shadow mode and learned concurrency limit: the page draws their series.
-      shadow: o.c.gatekeeper ? o.c.gatekeeper.stats().shadow !== null : false,
-      learnedLimit: o.c.gatekeeper ? o.c.gatekeeper.stats().concurrency !== null : false,
-      intervalMs: o.intervalMs,
-      historySec: o.historySec,
-    } : null,
-    service: o.service,
-  });
+  const info = () => {
+    // The gatekeeper's shadow mode and learned concurrency limit: the page draws their series.
+    const gk = observed && o.c.gatekeeper ? o.c.gatekeeper.stats() : null;
+    return {
+      library: observed ? {
+        tiers: tierList(o.c),
+        components: Object.keys(o.c),
+        shadow: gk !== null && gk.shadow !== null,
+        learnedLimit: gk !== null && gk.concurrency !== null,
+        intervalMs: o.intervalMs,
+        historySec: o.historySec,
+      } : null,
+      service: o.service,
+    };
+  };
 
   function stream(req, res) {
     if (streams.size >= o.maxStreams) return json(res, 503, { error: 'TOO_MANY_STREAMS', message: `at most ${o.maxStreams} live streams are open at once` });

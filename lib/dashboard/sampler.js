@@ -14,9 +14,6 @@ function rate(now, before, dt) {
   return (now >= before ? now - before : now) / dt;
 }
 
-/** The raw readings' key for the learned limit's counters (never a tier name: a symbol). */
-const CONCURRENCY = Symbol('concurrency');
-
 const SECTIONS = {
   gatekeeper(c, prev, dt) {
     if (!c.gatekeeper) return undefined;
@@ -36,11 +33,9 @@ const SECTIONS = {
         shadowShed: rate(t.shadowShed, p && p.shadowShed, dt),
       };
     }
-    // The learned concurrency limit: its figures now, and shadow mode's would-be waits per second.
+    // The learned concurrency limit, as it is now.
     const k = s.concurrency;
-    const pk = prev && prev.raw.gatekeeper ? prev.raw.gatekeeper[CONCURRENCY] : undefined;
-    if (k !== null) raw[CONCURRENCY] = k;
-    const concurrency = k === null ? null : { limit: k.limit, inFlight: k.inFlight, waiting: k.waiting, shadowWaits: rate(k.shadowWaits, pk && pk.shadowWaits, dt) };
+    const concurrency = k === null ? null : { limit: k.limit, inFlight: k.inFlight, waiting: k.waiting };
     const value = { tiers, pressure: s.pressure, cause: s.cause, controllerLagMs: s.controllerLagMs, targetLagMs: s.targetLagMs, criticalLagMs: s.criticalLagMs, episodes: s.episodes, concurrency };
     return { value, raw, loop: s };
   },

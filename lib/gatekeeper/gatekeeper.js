@@ -430,16 +430,13 @@ class Gatekeeper {
     const o = this.#o;
     const tier = r[R.TIER];
     const shadow = verdict === 0 && (r[R.SHADOW] === 1 || r[R.SLOT] === SLOT.SHADOW);
+    const told = shadow ? VERDICT.SHED : verdict;
     let info = null;
-    if (shadow) {
-      if (this.#hooks.wantsInfo(VERDICT.SHED)) {
-        const cause = r[R.SHADOW] === 1 ? CAUSES[r[R.CAUSE]] : 'concurrency';
-        info = decisionInfo(VERDICT_NAMES[VERDICT.SHED], this.#responder.shedStatus, o.names[tier], given !== null ? given : SOURCES[r[R.SOURCE]], key,
-          r[R.REMAINING], r[R.LIMIT], 0, 0, r[R.SCALE], r[R.PRESSURE], r[R.LAG_MS], cause, true);
-      }
-    } else if (this.#hooks.wantsInfo(verdict)) {
-      info = decisionInfo(VERDICT_NAMES[verdict], STATUS[verdict], o.names[tier], given !== null ? given : SOURCES[r[R.SOURCE]], key,
-        r[R.REMAINING], r[R.LIMIT], r[R.RETRY_AFTER_MS], r[R.RESET_MS], r[R.SCALE], r[R.PRESSURE], r[R.LAG_MS], CAUSES[r[R.CAUSE]]);
+    if (this.#hooks.wantsInfo(told)) {
+      const cause = shadow && r[R.SHADOW] !== 1 ? 'concurrency' : CAUSES[r[R.CAUSE]];
+      const status = shadow ? this.#responder.shedStatus : STATUS[verdict];
+      info = decisionInfo(VERDICT_NAMES[told], status, o.names[tier], given !== null ? given : SOURCES[r[R.SOURCE]], key, r[R.REMAINING], r[R.LIMIT],
+        shadow ? 0 : r[R.RETRY_AFTER_MS], shadow ? 0 : r[R.RESET_MS], r[R.SCALE], r[R.PRESSURE], r[R.LAG_MS], cause, shadow);
     }
     if (verdict === 0) {
       const pk = key !== undefined ? o.perKeyByTier[tier] : null;
